@@ -1,0 +1,196 @@
+//! Command-line flags and how they resolve into a `strata::Config`.
+//!
+//! Configuration is found at `--config PATH`, then `STRATA_CONFIG`, then
+//! `./strata.toml`, then `<user config dir>/strata/strata.toml`; `--db` (or
+//! `STRATA_DB`) overrides the database path of whichever was found.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+
+/// A usage error found after parsing (exit code 2).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::error::Error for UsageError {}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Returns a usage error.
+pub fn usage<T>(msg: impl Into<String>) -> Result<T> {
+    Err(UsageError(msg.into()).into())
+}
+
+/// strata — layered persistent memory for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "strata", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every verb takes.
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Database file (default: $XDG_DATA_HOME/strata/strata.db).
+    #[arg(long, global = true, env = "STRATA_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Configuration file (default: ./strata.toml, then the user config dir).
+    #[arg(long, global = true, env = "STRATA_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Print JSON instead of human-readable text.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create (or upgrade) the database and print where it is.
+    Init,
+    /// Store a memory.
+    Remember(crate::cmd::remember::RememberArgs),
+    /// Ranked memories for a query within a view.
+    Recall(crate::cmd::recall::RecallArgs),
+    /// Memories in a view, filtered and ordered.
+    List(crate::cmd::list::ListArgs),
+    /// One memory by id.
+    Get(crate::cmd::get::GetArgs),
+    /// Change a memory (compare-and-swap on its version).
+    Update(crate::cmd::update::UpdateArgs),
+    /// Delete memories everywhere (row, index, archive, history).
+    Forget(crate::cmd::forget::ForgetArgs),
+    /// Copy a memory into another scope (new id, provenance kept).
+    Promote(crate::cmd::promote::PromoteArgs),
+    /// Move archived memories back into active memory.
+    Restore(crate::cmd::restore::RestoreArgs),
+    /// Task lifetime: complete a task, promoting what should survive.
+    #[command(subcommand)]
+    Task(crate::cmd::task::TaskCmd),
+    /// Sessions: new, list, show, archive.
+    #[command(subcommand)]
+    Session(crate::cmd::session::SessionCmd),
+    /// Read JSONL (from `strata export`) into the store.
+    Import(crate::cmd::import::ImportArgs),
+    /// Write memories as JSONL.
+    Export(crate::cmd::export::ExportArgs),
+    /// Scopes in use, with counts.
+    Scopes,
+    /// Store-wide figures.
+    Stats,
+    /// Expire TTLs and enforce project bounds.
+    Upkeep,
+    /// Run the benchmarks (insert, remember, recall, cold start).
+    Bench(crate::bench::BenchArgs),
+    /// Tools for tests (not a stable interface).
+    #[command(subcommand, hide = true)]
+    Debug(crate::cmd::debug::DebugCmd),
+}
+
+/// Resolves flags, environment and files into a config.
+pub fn resolve_config(g: &Global) -> Result<strata::Config> {
+    let file = match &g.config {
+        Some(p) => {
+            if !p.exists() {
+                anyhow::bail!("config file {} does not exist", p.display());
+            }
+            Some(p.clone())
+        }
+        None => {
+            let local = PathBuf::from("strata.toml");
+            if local.exists() {
+                Some(local)
+            } else {
+                dirs_config().filter(|p| p.exists())
+            }
+        }
+    };
+    let mut cfg = match &file {
+        Some(p) => strata::Config::from_file(p)?,
+        None => strata::Config::default(),
+    };
+    if let Some(db) = &g.db {
+        if db.as_os_str().is_empty() {
+            return usage("--db: empty path");
+        }
+        let options = match &cfg.store {
+            strata::StoreConfig::Sqlite { options, .. } => options.clone(),
+            strata::StoreConfig::Memory => Default::default(),
+        };
+        cfg.store = strata::StoreConfig::Sqlite {
+            path: db.clone(),
+            options,
+        };
+    }
+    Ok(cfg)
+}
+
+fn dirs_config() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|d| d.join("strata").join("strata.toml"))
+}
+
+/// Opens the engine the flags describe.
+pub fn open(g: &Global) -> Result<strata::Engine> {
+    let cfg = resolve_config(g)?;
+    let where_ = match &cfg.store {
+        strata::StoreConfig::Sqlite { path, .. } => path.display().to_string(),
+        strata::StoreConfig::Memory => "memory".into(),
+    };
+    strata::Engine::open(cfg).with_context(|| format!("opening {where_}"))
+}
+
+/// Parses `--view` values.
+pub fn view(v: &[String]) -> Result<strata::View> {
+    if v.is_empty() {
+        return usage(
+            "--view: name at least one scope the read may see (e.g. --view project/acme --view global)",
+        );
+    }
+    Ok(strata::View::parse(v)?)
+}
+
+/// Parses an optional `--filter` JSON.
+pub fn filter(f: Option<&str>) -> Result<strata::Filter> {
+    match f {
+        Some(t) => Ok(strata::Filter::parse_str(t)?),
+        None => Ok(strata::Filter::all()),
+    }
+}
+
+/// Runs `op` unconfirmed (or confirmed under `--yes`); when the engine says
+/// the operation needs confirmation, asks on a terminal and runs it again.
+pub fn with_confirm<T>(
+    yes: bool,
+    mut op: impl FnMut(strata::Confirm) -> strata::Result<T>,
+) -> Result<T> {
+    use std::io::{BufRead, IsTerminal, Write};
+    let first = if yes {
+        strata::Confirm::Yes
+    } else {
+        strata::Confirm::No
+    };
+    match op(first) {
+        Err(strata::Error::NeedsConfirmation(what)) if !yes && std::io::stdin().is_terminal() => {
+            eprint!("{what}: are you sure? [y/N] ");
+            std::io::stderr().flush().ok();
+            let mut line = String::new();
+            std::io::stdin().lock().read_line(&mut line)?;
+            if matches!(line.trim(), "y" | "Y" | "yes") {
+                Ok(op(strata::Confirm::Yes)?)
+            } else {
+                anyhow::bail!("{what}: not confirmed")
+            }
+        }
+        r => Ok(r?),
+    }
+}

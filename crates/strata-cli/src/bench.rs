@@ -1,0 +1,497 @@
+//! `strata bench`: the benchmarks behind every number in the README.
+//!
+//! On synthetic memories (sentences of 8–28 words drawn from a Zipf
+//! distribution over an English vocabulary, spread over 50 project scopes):
+//! - `insert`: one `remember_batch` of N memories (validation, token
+//!   counting, checksums, row + FTS5 in one transaction) against a raw
+//!   rusqlite insert of the same rows into the same tables, in the same run;
+//! - `remember`: single durable (`synchronous=FULL`) `remember` latency on the
+//!   N-memory store;
+//! - `recall`: hybrid recall of 3–5 word queries over one project view;
+//! - `cold`: whole-process `strata recall` wall time.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Serialize;
+
+use crate::app::Global;
+use crate::output;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Memories in the store.
+    #[arg(long, default_value_t = 100_000)]
+    pub memories: usize,
+    /// Project scopes they are spread over.
+    #[arg(long, default_value_t = 50)]
+    pub scopes: usize,
+    /// Recall queries to time.
+    #[arg(long, default_value_t = 2_000)]
+    pub queries: usize,
+    /// Single remembers to time.
+    #[arg(long, default_value_t = 2_000)]
+    pub writes: usize,
+    /// Cold-start process runs.
+    #[arg(long, default_value_t = 30)]
+    pub cold_runs: usize,
+    /// Benchmarks to run (comma-separated): insert, remember, recall, cold.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "insert,remember,recall,cold"
+    )]
+    pub only: Vec<String>,
+    /// Directory for the benchmark databases (default: a temporary one).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Random seed of the data generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Report {
+    machine: String,
+    memories: usize,
+    scopes: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    insert: Option<Insert>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remember: Option<Latency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recall: Option<Latency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cold_start: Option<Latency>,
+}
+
+#[derive(Debug, Serialize)]
+struct Insert {
+    strata_per_sec: f64,
+    raw_per_sec: f64,
+    ratio: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Latency {
+    n: usize,
+    p50_ms: f64,
+    p95_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+}
+
+fn latency(mut v: Vec<Duration>) -> Latency {
+    v.sort();
+    let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0;
+    Latency {
+        n: v.len(),
+        p50_ms: at(0.5),
+        p95_ms: at(0.95),
+        p99_ms: at(0.99),
+        max_ms: at(1.0),
+    }
+}
+
+/// Deterministic generator (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+const WORDS: &str = "the of and to in is that it was for on are with as be at by this have from or had not \
+but what all were when we there can an your which their said if do will each about how up out them then she \
+many some so these would other into has more her two like him see time could no make than first been its who now \
+people my made over did down only way find use may water long little very after words called just where most \
+know get through back much before go good new write our used me man too any day same right look think also around \
+another came come work three word must because does part even place well such here take why things help put years \
+different away again off went old number great tell men say small every found still between name should home big \
+give air line set own under read last never us left end along while might next sound below saw something thought \
+both few those always looked show large often together asked house world going want school important until form \
+food keep children feet land side without boy once animals life enough took sometimes four head above kind began \
+almost live page got earth need far hand high year mother light parts country father let night following picture \
+being study second eyes soon times story boys since white days ever paper hard near sentence better best across \
+during today others however sure means knew its try told young miles sun ways thing whole hear example heard \
+several change answer room sea against top turned learn point city play toward five using himself usually money \
+seen car morning body upon family later turn move face door cut done group true leave color red friends pulled \
+database migration deploy release service schema index query latency cache queue worker token budget context \
+memory agent project sprint stage decision finding preference convention failure pattern reasoning review test \
+build pipeline config server client request response error retry timeout backoff storage archive session \
+postgres sqlite vector embedding search ranking relevance importance recency summary profile scope view filter \
+billing invoice payment customer account login password email report dashboard metric alert incident outage \
+berlin paris london tokyo guitar painting hiking camping dog cat adoption concert festival birthday wedding \
+promotion interview conference workshop library museum garden kitchen recipe marathon yoga swimming";
+
+fn vocabulary(rng: &mut Rng) -> Vec<String> {
+    let mut v: Vec<String> = WORDS.split_whitespace().map(str::to_string).collect();
+    // Rare words (names, identifiers) make up the long tail.
+    let syll = [
+        "ka", "lo", "mi", "ra", "ten", "vor", "shi", "zu", "bel", "dan", "ek", "fi", "gor", "hal",
+        "is", "jun",
+    ];
+    for _ in 0..3000 {
+        let n = 2 + rng.below(2);
+        let w: String = (0..n).map(|_| syll[rng.below(syll.len())]).collect();
+        v.push(w);
+    }
+    v
+}
+
+struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    fn new(n: usize) -> Zipf {
+        let mut acc = 0.0;
+        let cdf = (1..=n)
+            .map(|r| {
+                acc += 1.0 / r as f64;
+                acc
+            })
+            .collect::<Vec<_>>();
+        let total = acc;
+        Zipf {
+            cdf: cdf.into_iter().map(|c| c / total).collect(),
+        }
+    }
+    fn sample(&self, rng: &mut Rng) -> usize {
+        let u = rng.unit();
+        self.cdf.partition_point(|c| *c < u).min(self.cdf.len() - 1)
+    }
+}
+
+struct Gen {
+    rng: Rng,
+    vocab: Vec<String>,
+    zipf: Zipf,
+}
+
+impl Gen {
+    fn new(seed: u64) -> Gen {
+        let mut rng = Rng(seed);
+        let vocab = vocabulary(&mut rng);
+        let zipf = Zipf::new(vocab.len());
+        Gen { rng, vocab, zipf }
+    }
+    fn sentence(&mut self) -> String {
+        let n = 8 + self.rng.below(21);
+        let mut s: String = (0..n)
+            .map(|_| self.vocab[self.zipf.sample(&mut self.rng)].as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        if let Some(c) = s.get_mut(0..1) {
+            c.make_ascii_uppercase();
+        }
+        s.push('.');
+        s
+    }
+    fn query(&mut self) -> String {
+        let n = 3 + self.rng.below(3);
+        (0..n)
+            .map(|_| self.vocab[self.zipf.sample(&mut self.rng)].as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+const KINDS: [&str; 6] = [
+    "conversation",
+    "decision",
+    "finding",
+    "convention",
+    "failure",
+    "context",
+];
+
+fn dataset(g: &mut Gen, n: usize, scopes: usize) -> Vec<strata::NewMemory> {
+    (0..n)
+        .map(|i| {
+            let scope =
+                strata::Scope::parse(&format!("project/p{:02}", i % scopes)).expect("valid scope");
+            let kind: strata::Kind = KINDS[g.rng.below(KINDS.len())].parse().expect("valid kind");
+            let mut m = strata::NewMemory::new(scope, g.sentence()).kind(kind);
+            if g.rng.below(4) == 0 {
+                m.tags.push(format!("t{}", g.rng.below(20)));
+            }
+            m
+        })
+        .collect()
+}
+
+fn bench_config(path: &Path) -> strata::Config {
+    let mut cfg = strata::Config::sqlite(path);
+    cfg.max_items = 1_000_000;
+    cfg
+}
+
+/// Raw rusqlite: the same rows (built beforehand, untimed) into the same
+/// tables, one transaction, prepared statements. The ceiling strata's
+/// batched insert is measured against.
+fn raw_insert(path: &Path, rows: &[strata::Memory]) -> Result<Duration> {
+    let c = rusqlite::Connection::open(path)?;
+    c.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA secure_delete=ON; PRAGMA cache_size=-32768;
+         CREATE TABLE memories (rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, scope TEXT NOT NULL, kind TEXT NOT NULL,
+           role TEXT, content TEXT NOT NULL, payload TEXT, key TEXT, tags TEXT NOT NULL, importance REAL NOT NULL,
+           source TEXT NOT NULL, session TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+           last_accessed_at INTEGER, access_count INTEGER NOT NULL, expires_at INTEGER, pinned INTEGER NOT NULL,
+           sensitive INTEGER NOT NULL, tokens INTEGER NOT NULL, checksum TEXT NOT NULL, version INTEGER NOT NULL,
+           embedding_model TEXT, embedding BLOB, provenance TEXT);
+         CREATE INDEX memories_scope ON memories(scope, created_at);
+         CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
+         CREATE INDEX memories_created ON memories(created_at);
+         CREATE UNIQUE INDEX memories_scope_key ON memories(scope, key) WHERE key IS NOT NULL;
+         CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, content='', contentless_delete=1,
+             tokenize='porter unicode61 remove_diacritics 2');
+         INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1);",
+    )?;
+    let prepared: Vec<(String, String, String, String, String)> = rows
+        .iter()
+        .map(|m| {
+            (
+                m.id.clone(),
+                m.scope.to_string(),
+                serde_json::to_string(&m.tags).unwrap_or_default(),
+                m.checksum.clone(),
+                strata::scope_terms(&m.scope),
+            )
+        })
+        .collect();
+    let t = Instant::now();
+    let tx = c.unchecked_transaction()?;
+    {
+        let mut ins = tx.prepare(
+            "INSERT INTO memories (id, scope, kind, content, tags, importance, source, created_at, updated_at,
+               access_count, pinned, sensitive, tokens, checksum, version) VALUES (?,?,?,?,?,?,?,?,?,0,0,0,?,?,1)",
+        )?;
+        let mut fts =
+            tx.prepare("INSERT INTO memories_fts(rowid, content, scopes) VALUES (?, ?, ?)")?;
+        for (m, (id, scope, tags, sum, terms)) in rows.iter().zip(&prepared) {
+            let ms = m.created_at.as_millisecond();
+            ins.execute(rusqlite::params![
+                id,
+                scope,
+                m.kind.as_str(),
+                m.content,
+                tags,
+                m.importance,
+                m.source.as_str(),
+                ms,
+                ms,
+                m.tokens,
+                sum
+            ])?;
+            fts.execute(rusqlite::params![tx.last_insert_rowid(), m.content, terms])?;
+        }
+    }
+    tx.commit()?;
+    Ok(t.elapsed())
+}
+
+pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
+    if a.memories == 0 || a.scopes == 0 {
+        return crate::app::usage("bench: --memories and --scopes must be positive");
+    }
+    for o in &a.only {
+        if !["insert", "remember", "recall", "cold"].contains(&o.as_str()) {
+            return crate::app::usage(format!(
+                "bench --only: `{o}` is not one of insert, remember, recall, cold"
+            ));
+        }
+    }
+    let tmp;
+    let dir = match &a.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d)?;
+            d.clone()
+        }
+        None => {
+            tmp = TempDir::new()?;
+            tmp.0.clone()
+        }
+    };
+    let db = dir.join("bench.db");
+    let raw_db = dir.join("raw.db");
+    for p in [&db, &raw_db] {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", p.display()));
+        }
+    }
+    let mut datagen = Gen::new(a.seed);
+    let data = dataset(&mut datagen, a.memories, a.scopes);
+    let mut rep = Report {
+        machine: machine(),
+        memories: a.memories,
+        scopes: a.scopes,
+        ..Report::default()
+    };
+    let say = |s: String| {
+        if !g.json {
+            eprintln!("{s}")
+        }
+    };
+
+    let engine = strata::Engine::open(bench_config(&db))?;
+    // Load the tokenizer outside the timed region, as a server would have.
+    strata::TokenCounter::new("cl100k_base")?.count("warm up");
+    say(format!(
+        "inserting {} memories over {} scopes…",
+        a.memories, a.scopes
+    ));
+    let t = Instant::now();
+    let stored = engine.remember_batch(data, strata::Confirm::No)?;
+    let strata_time = t.elapsed();
+    if a.only.iter().any(|o| o == "insert") {
+        let raw_time = raw_insert(&raw_db, &stored)?;
+        let s = a.memories as f64 / strata_time.as_secs_f64();
+        let r = a.memories as f64 / raw_time.as_secs_f64();
+        rep.insert = Some(Insert {
+            strata_per_sec: s,
+            raw_per_sec: r,
+            ratio: s / r,
+        });
+    }
+    drop(stored);
+
+    if a.only.iter().any(|o| o == "remember") {
+        say(format!("timing {} single durable remembers…", a.writes));
+        let mut lat = Vec::with_capacity(a.writes);
+        for i in 0..a.writes {
+            let m = strata::NewMemory::new(
+                strata::Scope::parse(&format!("project/p{:02}", i % a.scopes))?,
+                datagen.sentence(),
+            )
+            .kind(strata::Kind::Finding);
+            let t = Instant::now();
+            engine.remember(m)?;
+            lat.push(t.elapsed());
+        }
+        rep.remember = Some(latency(lat));
+    }
+
+    if a.only.iter().any(|o| o == "recall") {
+        say(format!(
+            "timing {} hybrid recalls over one project view…",
+            a.queries
+        ));
+        let mut lat = Vec::with_capacity(a.queries);
+        for i in 0..a.queries {
+            let view = strata::View::scope(strata::Scope::parse(&format!(
+                "project/p{:02}",
+                (i * 7) % a.scopes
+            ))?);
+            let req = strata::Recall::new(datagen.query(), view);
+            let t = Instant::now();
+            let hits = engine.recall(&req)?;
+            lat.push(t.elapsed());
+            std::hint::black_box(hits);
+        }
+        rep.recall = Some(latency(lat));
+    }
+    drop(engine);
+
+    if a.only.iter().any(|o| o == "cold") {
+        say(format!(
+            "timing {} cold `strata recall` processes…",
+            a.cold_runs
+        ));
+        let exe = std::env::current_exe().context("finding the strata binary")?;
+        let mut lat = Vec::with_capacity(a.cold_runs);
+        for i in 0..a.cold_runs {
+            let q = datagen.query();
+            let view = format!("project/p{:02}", i % a.scopes);
+            let t = Instant::now();
+            let st = std::process::Command::new(&exe)
+                .args(["recall", &q, "--view", &view, "--json", "--db"])
+                .arg(&db)
+                .env_remove("STRATA_CONFIG")
+                .stdout(std::process::Stdio::null())
+                .status()?;
+            lat.push(t.elapsed());
+            if !st.success() {
+                anyhow::bail!("cold-start run {i} failed: {st}");
+            }
+        }
+        rep.cold_start = Some(latency(lat));
+    }
+
+    if g.json {
+        return output::json(&rep);
+    }
+    output::line(format!(
+        "strata bench — {} memories, {} scopes — {}",
+        rep.memories, rep.scopes, rep.machine
+    ))?;
+    if let Some(i) = &rep.insert {
+        output::line(format!(
+            "batched insert     strata {:>9.0}/s   raw rusqlite+FTS5 {:>9.0}/s   ratio {:.2}",
+            i.strata_per_sec, i.raw_per_sec, i.ratio
+        ))?;
+    }
+    let lat_line = |name: &str, l: &Latency| {
+        format!(
+            "{name:<18} n={:<6} p50 {:>7.3} ms  p95 {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms",
+            l.n, l.p50_ms, l.p95_ms, l.p99_ms, l.max_ms
+        )
+    };
+    if let Some(l) = &rep.remember {
+        output::line(lat_line("remember (FULL)", l))?;
+    }
+    if let Some(l) = &rep.recall {
+        output::line(lat_line("recall (hybrid)", l))?;
+    }
+    if let Some(l) = &rep.cold_start {
+        output::line(lat_line("cold `strata recall`", l))?;
+    }
+    Ok(())
+}
+
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown cpu".into());
+    format!("{cpus} cores, {model}")
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir> {
+        let p = std::env::temp_dir().join(format!(
+            "strata-bench-{}-{}",
+            std::process::id(),
+            jiff::Timestamp::now().as_millisecond()
+        ));
+        std::fs::create_dir_all(&p)?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

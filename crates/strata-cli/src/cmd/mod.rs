@@ -1,0 +1,120 @@
+//! One module per verb.
+
+pub mod debug;
+pub mod export;
+pub mod forget;
+pub mod get;
+pub mod import;
+pub mod list;
+pub mod promote;
+pub mod recall;
+pub mod remember;
+pub mod restore;
+pub mod session;
+pub mod task;
+pub mod update;
+
+use anyhow::Result;
+
+use crate::app::{self, Cli, Command};
+use crate::output;
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> Result<()> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Init => {
+            let cfg = app::resolve_config(g)?;
+            let path = match &cfg.store {
+                strata::StoreConfig::Sqlite { path, .. } => path.display().to_string(),
+                strata::StoreConfig::Memory => "memory".into(),
+            };
+            let e = strata::Engine::open(cfg)?;
+            let stats = e.stats()?;
+            if g.json {
+                output::json(
+                    &serde_json::json!({"db": path, "schema_version": stats.schema_version, "memories": stats.memories}),
+                )
+            } else {
+                output::line(format!(
+                    "strata database ready: {path} (schema v{}, {} memories)",
+                    stats.schema_version, stats.memories
+                ))
+            }
+        }
+        Command::Remember(a) => remember::run(g, a),
+        Command::Recall(a) => recall::run(g, a),
+        Command::List(a) => list::run(g, a),
+        Command::Get(a) => get::run(g, a),
+        Command::Update(a) => update::run(g, a),
+        Command::Forget(a) => forget::run(g, a),
+        Command::Promote(a) => promote::run(g, a),
+        Command::Restore(a) => restore::run(g, a),
+        Command::Task(c) => task::run(g, c),
+        Command::Session(c) => session::run(g, c),
+        Command::Import(a) => import::run(g, a),
+        Command::Export(a) => export::run(g, a),
+        Command::Scopes => {
+            let e = app::open(g)?;
+            let scopes = e.list_scopes()?;
+            if g.json {
+                return output::json(&scopes);
+            }
+            for s in scopes {
+                output::line(format!(
+                    "{:<48} {:>8} active {:>8} archived",
+                    s.scope, s.memories, s.archived
+                ))?;
+            }
+            Ok(())
+        }
+        Command::Stats => {
+            let e = app::open(g)?;
+            let s = e.stats()?;
+            if g.json {
+                return output::json(&s);
+            }
+            output::line(format!(
+                "backend {}  schema v{}\nmemories {}  archived {}  history {}  sessions {}  scopes {}\ntokens {}  file {} bytes",
+                s.backend,
+                s.schema_version,
+                s.memories,
+                s.archived,
+                s.history,
+                s.sessions,
+                s.scopes,
+                s.tokens,
+                s.file_bytes
+            ))?;
+            output::line(format!(
+                "by tier: {}",
+                s.by_tier
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))?;
+            output::line(format!(
+                "by kind: {}",
+                s.by_kind
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+        Command::Upkeep => {
+            let e = app::open(g)?;
+            let r = e.upkeep()?;
+            if g.json {
+                return output::json(&r);
+            }
+            output::line(format!(
+                "expired {} · evicted {} (moved to the archive)",
+                r.expired, r.evicted
+            ))
+        }
+        Command::Bench(a) => crate::bench::run(g, a),
+        Command::Debug(c) => debug::run(g, c),
+    }
+}

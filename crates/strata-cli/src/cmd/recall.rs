@@ -1,0 +1,80 @@
+//! `strata recall "QUERY" --view S …`
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::app::{self, Global};
+use crate::output;
+
+#[derive(Debug, Args)]
+pub struct RecallArgs {
+    /// What to look for (natural language or keywords; may be empty).
+    pub query: String,
+    /// A scope the read may see (repeatable; `scope/**` for a subtree).
+    #[arg(long = "view", value_name = "SCOPE")]
+    pub views: Vec<String>,
+    /// recency, importance, relevance or hybrid (default).
+    #[arg(long)]
+    pub strategy: Option<String>,
+    /// Filter JSON, e.g. '{"kind": "decision", "importance": {"$gte": 0.7}}'.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Most results.
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Show each result's score parts.
+    #[arg(long)]
+    pub explain: bool,
+    /// Do not record the access on returned memories.
+    #[arg(long)]
+    pub no_touch: bool,
+    /// Search the archive too.
+    #[arg(long)]
+    pub archived: bool,
+}
+
+pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
+    let view = app::view(&a.views)?;
+    let mut req = strata::Recall::new(a.query.clone(), view);
+    req.filter = app::filter(a.filter.as_deref())?;
+    req.strategy = a.strategy.as_deref().map(str::parse).transpose()?;
+    req.limit = a.limit;
+    req.explain = a.explain;
+    req.touch = !a.no_touch;
+    req.include_archived = a.archived;
+    let e = app::open(g)?;
+    let hits = e.recall(&req)?;
+    if g.json {
+        return output::json(&hits);
+    }
+    if hits.is_empty() {
+        return output::line("no memories found");
+    }
+    for h in &hits {
+        let arch = h
+            .archived
+            .as_ref()
+            .map(|a| format!(" [archived: {}]", a.reason))
+            .unwrap_or_default();
+        output::line(format!(
+            "{:>8.4}  {}{}",
+            h.score,
+            output::memory_line(&h.memory),
+            arch
+        ))?;
+        if let Some(p) = &h.explain {
+            output::line(format!(
+                "          bm25 {}  relevance {:.3}  importance {:.2} × kind {:.2} × decay {:.3} × access {:.3} = {:.3}  recency {:.3}",
+                p.bm25.map_or("-".into(), |b| format!("{b:.3}")),
+                p.relevance,
+                p.importance,
+                p.kind_weight,
+                p.decay,
+                p.access_factor,
+                p.effective_importance,
+                p.recency
+            ))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! `strata session new|list|show|archive`
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use crate::app::{self, Global};
+use crate::output;
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCmd {
+    /// Start a session.
+    New(NewArgs),
+    /// Every session.
+    List,
+    /// A session's manifest: counts, size, first and last activity.
+    Show {
+        /// Session id.
+        id: String,
+    },
+    /// Archive a session: no more writes, its memories move to the archive.
+    Archive {
+        /// Session id.
+        id: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// Session id (default: a fresh id).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Scope its memories go to (default: session/<id>).
+    #[arg(long)]
+    pub scope: Option<String>,
+    /// Size bound in bytes (default: 10 MB, or `memory.session_max_bytes`).
+    #[arg(long)]
+    pub max_bytes: Option<u64>,
+}
+
+fn session_line(s: &strata::Session) -> String {
+    let state = match s.archived_at {
+        Some(t) => format!("archived {t}"),
+        None => "open".into(),
+    };
+    format!(
+        "{}  {}  {}/{} bytes  {}  created {}",
+        s.id, s.scope, s.bytes, s.max_bytes, state, s.created_at
+    )
+}
+
+pub fn run(g: &Global, c: SessionCmd) -> Result<()> {
+    match c {
+        SessionCmd::New(a) => {
+            let scope = a.scope.as_deref().map(strata::Scope::parse).transpose()?;
+            let e = app::open(g)?;
+            let s = e.create_session(a.id.as_deref(), scope, a.max_bytes)?;
+            if g.json {
+                output::json(&s)
+            } else {
+                output::line(session_line(&s))
+            }
+        }
+        SessionCmd::List => {
+            let e = app::open(g)?;
+            let v = e.list_sessions()?;
+            if g.json {
+                return output::json(&v);
+            }
+            for s in &v {
+                output::line(session_line(s))?;
+            }
+            Ok(())
+        }
+        SessionCmd::Show { id } => {
+            let e = app::open(g)?;
+            let m = e.session_manifest(&id)?;
+            if g.json {
+                return output::json(&m);
+            }
+            output::line(session_line(&m.session))?;
+            output::line(format!(
+                "memories {} ({} archived), {} tokens",
+                m.memories, m.archived, m.tokens
+            ))?;
+            output::line(format!(
+                "by kind: {}",
+                m.by_kind
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))?;
+            if !m.by_role.is_empty() {
+                output::line(format!(
+                    "by role: {}",
+                    m.by_role
+                        .iter()
+                        .map(|(k, v)| format!("{k} {v}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))?;
+            }
+            output::line(format!(
+                "first activity {}  last activity {}",
+                m.first_activity_at.map_or("-".into(), |t| t.to_string()),
+                m.last_activity_at.map_or("-".into(), |t| t.to_string())
+            ))
+        }
+        SessionCmd::Archive { id } => {
+            let e = app::open(g)?;
+            let s = e.archive_session(&id)?;
+            if g.json {
+                output::json(&s)
+            } else {
+                output::line(session_line(&s))
+            }
+        }
+    }
+}

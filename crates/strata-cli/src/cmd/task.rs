@@ -1,0 +1,56 @@
+//! `strata task complete T --project P [--promote ID]… [--min-importance X]`
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+use crate::app::{self, Global};
+use crate::output;
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCmd {
+    /// Promote what should survive into the project, then clear the task
+    /// (its memories move to the archive).
+    Complete(CompleteArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    /// The task name (its scope is task/<name>).
+    pub task: String,
+    /// The project to promote into (project/<name>).
+    #[arg(long)]
+    pub project: String,
+    /// A memory to promote (repeatable).
+    #[arg(long = "promote", value_name = "ID")]
+    pub promote: Vec<String>,
+    /// Also promote every memory at or above this importance.
+    #[arg(long)]
+    pub min_importance: Option<f64>,
+}
+
+pub fn run(g: &Global, c: TaskCmd) -> Result<()> {
+    match c {
+        TaskCmd::Complete(a) => {
+            let e = app::open(g)?;
+            let p = strata::Promotion {
+                ids: a.promote.clone(),
+                min_importance: a.min_importance,
+            };
+            let r = e.complete_task(&a.task, &a.project, &p)?;
+            if g.json {
+                return output::json(&r);
+            }
+            output::line(format!(
+                "completed {}: promoted {} into {}, archived {}",
+                r.task,
+                r.promoted.len(),
+                r.project,
+                r.archived
+            ))?;
+            for (from, to) in &r.promoted {
+                output::line(format!("  {from} → {to}"))?;
+            }
+            Ok(())
+        }
+    }
+}

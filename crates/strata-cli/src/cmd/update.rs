@@ -1,0 +1,65 @@
+//! `strata update ID --expected-version N …`
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::app::{self, Global};
+use crate::output;
+
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    /// The memory id.
+    pub id: String,
+    /// The version you read; the update fails if it changed since.
+    #[arg(long)]
+    pub expected_version: u64,
+    /// New content.
+    #[arg(long)]
+    pub content: Option<String>,
+    /// New importance.
+    #[arg(long)]
+    pub importance: Option<f64>,
+    /// Replace the tags (repeatable).
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// New payload JSON object.
+    #[arg(long)]
+    pub payload: Option<String>,
+    /// Pin (true) or unpin (false).
+    #[arg(long)]
+    pub pinned: Option<bool>,
+    /// Mark (true) or unmark (false) sensitive.
+    #[arg(long)]
+    pub sensitive: Option<bool>,
+}
+
+pub fn run(g: &Global, a: UpdateArgs) -> Result<()> {
+    let patch = strata::Patch {
+        content: a.content.clone(),
+        importance: a.importance,
+        tags: if a.tags.is_empty() {
+            None
+        } else {
+            Some(a.tags.clone())
+        },
+        payload: match &a.payload {
+            Some(p) => Some(Some(serde_json::from_str(p).map_err(|e| {
+                strata::Error::InvalidField {
+                    field: "payload".into(),
+                    reason: format!("not valid JSON: {e}"),
+                }
+            })?)),
+            None => None,
+        },
+        pinned: a.pinned,
+        sensitive: a.sensitive,
+        ..Default::default()
+    };
+    let e = app::open(g)?;
+    let m = e.update(&a.id, patch, a.expected_version)?;
+    if g.json {
+        output::json(&m)
+    } else {
+        output::line(format!("updated {} to v{}", m.id, m.version))
+    }
+}

@@ -1,0 +1,50 @@
+//! `strata`: the command-line front end of the strata memory engine.
+//!
+//! Flags, environment and `strata.toml` resolve into one `strata::Config`
+//! (see `app.rs`); each verb lives in its own file under `cmd/` and calls
+//! the library. Exit codes: 0 ok, 1 error, 2 usage.
+
+mod app;
+mod bench;
+mod cmd;
+mod output;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = match app::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let json = cli.global.json;
+    match cmd::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // A closed pipe (`strata list | head`) is success.
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                if io.kind() == std::io::ErrorKind::BrokenPipe {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            let usage = e.downcast_ref::<app::UsageError>().is_some();
+            let mut err = std::io::stderr().lock();
+            if json {
+                let class = e
+                    .downcast_ref::<strata::Error>()
+                    .map(|s| format!("{:?}", s.class()).to_lowercase());
+                let body = serde_json::json!({"error": {"message": format!("{e:#}"), "class": class.unwrap_or_else(|| if usage { "usage".into() } else { "error".into() })}});
+                let _ = writeln!(err, "{body}");
+            } else {
+                let _ = writeln!(err, "strata: {e:#}");
+            }
+            ExitCode::from(if usage { 2 } else { 1 })
+        }
+    }
+}

@@ -1,0 +1,272 @@
+//! Configuration: one validated [`Config`] opens an [`Engine`](crate::Engine).
+//!
+//! Sources merge in this order, later winning: built-in defaults, a
+//! `strata.toml` file, then whatever the front end sets (CLI flags, the
+//! `STRATA_DB` environment variable). Unknown keys in the file are errors
+//! that name them: a typo must not silently fall back to a default.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::rank::RankConfig;
+use crate::store::{Durability, SqliteOptions};
+use crate::tokens::TokenCounter;
+
+/// Where memories are stored.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StoreConfig {
+    /// One SQLite file (the default).
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// Connection options.
+        options: SqliteOptions,
+    },
+    /// Process memory; gone when the engine is dropped.
+    Memory,
+}
+
+/// Everything needed to open an engine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The backend.
+    pub store: StoreConfig,
+    /// Tokenizer used to count `tokens` (see [`crate::tokens::TOKENIZERS`]).
+    pub tokenizer: String,
+    /// Most active memories per project (`project/<p>` and below); 0 = no bound.
+    pub max_items: u64,
+    /// Share of `max_items` moved to the archive when the bound is exceeded.
+    pub evict_fraction: f64,
+    /// Largest content + payload of one memory, in bytes.
+    pub max_item_bytes: usize,
+    /// Default size bound of a session, in bytes.
+    pub session_max_bytes: u64,
+    /// Ranking and decay.
+    pub ranking: RankConfig,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            store: StoreConfig::Sqlite {
+                path: default_db_path(),
+                options: SqliteOptions::default(),
+            },
+            tokenizer: "cl100k_base".into(),
+            max_items: 1000,
+            evict_fraction: 0.1,
+            max_item_bytes: 1 << 20,
+            session_max_bytes: 10 * 1000 * 1000,
+            ranking: RankConfig::default(),
+        }
+    }
+}
+
+/// The default database: `$XDG_DATA_HOME/strata/strata.db` (or the
+/// platform's data directory), else `./strata.db`.
+pub fn default_db_path() -> PathBuf {
+    dirs::data_dir().map_or_else(
+        || PathBuf::from("strata.db"),
+        |d| d.join("strata").join("strata.db"),
+    )
+}
+
+/// The `[store]` table of `strata.toml`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileStore {
+    /// `sqlite` or `memory`.
+    pub backend: Option<String>,
+    /// Database path (relative paths are relative to the config file).
+    pub path: Option<PathBuf>,
+    /// `full` or `normal`.
+    pub durability: Option<Durability>,
+    /// Writer wait, in milliseconds.
+    pub busy_timeout_ms: Option<u64>,
+}
+
+/// The `[memory]` table of `strata.toml`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileMemory {
+    /// Tokenizer name.
+    pub tokenizer: Option<String>,
+    /// Per-project bound.
+    pub max_items: Option<u64>,
+    /// Eviction share.
+    pub evict_fraction: Option<f64>,
+    /// Item size bound.
+    pub max_item_bytes: Option<usize>,
+    /// Session size bound.
+    pub session_max_bytes: Option<u64>,
+}
+
+/// The shape of `strata.toml`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// `[store]`
+    #[serde(default)]
+    pub store: FileStore,
+    /// `[memory]`
+    #[serde(default)]
+    pub memory: FileMemory,
+    /// `[ranking]`
+    pub ranking: Option<RankConfig>,
+}
+
+impl Config {
+    /// A configuration for an in-memory engine.
+    pub fn in_memory() -> Config {
+        Config {
+            store: StoreConfig::Memory,
+            ..Config::default()
+        }
+    }
+
+    /// A configuration for the SQLite file at `path`.
+    pub fn sqlite(path: impl Into<PathBuf>) -> Config {
+        Config {
+            store: StoreConfig::Sqlite {
+                path: path.into(),
+                options: SqliteOptions::default(),
+            },
+            ..Config::default()
+        }
+    }
+
+    /// Reads `strata.toml` at `path` over the defaults.
+    pub fn from_file(path: &Path) -> Result<Config, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let mut cfg = Config::default();
+        cfg.apply_toml(&text, path.parent()).map_err(|e| {
+            Error::InvalidConfig(format!(
+                "{}: {}",
+                path.display(),
+                e.to_string().trim_start_matches("config: ")
+            ))
+        })?;
+        Ok(cfg)
+    }
+
+    /// Applies `strata.toml` text; relative paths resolve against `base`.
+    pub fn apply_toml(&mut self, text: &str, base: Option<&Path>) -> Result<(), Error> {
+        let file: FileConfig =
+            toml::from_str(text).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        match file.store.backend.as_deref() {
+            None | Some("sqlite") => {
+                let (mut path, mut options) = match &self.store {
+                    StoreConfig::Sqlite { path, options } => (path.clone(), options.clone()),
+                    StoreConfig::Memory => (default_db_path(), SqliteOptions::default()),
+                };
+                if let Some(p) = file.store.path {
+                    path = match base {
+                        Some(b) if p.is_relative() => b.join(p),
+                        _ => p,
+                    };
+                }
+                if let Some(d) = file.store.durability {
+                    options.durability = d;
+                }
+                if let Some(ms) = file.store.busy_timeout_ms {
+                    options.busy_timeout = Duration::from_millis(ms);
+                }
+                self.store = StoreConfig::Sqlite { path, options };
+            }
+            Some("memory") => self.store = StoreConfig::Memory,
+            Some(other) => {
+                return Err(Error::InvalidConfig(format!(
+                    "store.backend: `{other}` is not one of sqlite, memory"
+                )));
+            }
+        }
+        let m = file.memory;
+        if let Some(t) = m.tokenizer {
+            self.tokenizer = t;
+        }
+        if let Some(x) = m.max_items {
+            self.max_items = x;
+        }
+        if let Some(x) = m.evict_fraction {
+            self.evict_fraction = x;
+        }
+        if let Some(x) = m.max_item_bytes {
+            self.max_item_bytes = x;
+        }
+        if let Some(x) = m.session_max_bytes {
+            self.session_max_bytes = x;
+        }
+        if let Some(r) = file.ranking {
+            self.ranking = r;
+        }
+        self.validate()
+    }
+
+    /// Checks every value; errors name the key.
+    pub fn validate(&self) -> Result<(), Error> {
+        TokenCounter::new(&self.tokenizer)
+            .map_err(|e| Error::InvalidConfig(format!("memory.tokenizer: {e}")))?;
+        if !(self.evict_fraction > 0.0 && self.evict_fraction <= 1.0) {
+            return Err(Error::InvalidConfig(format!(
+                "memory.evict_fraction: {} must be in (0, 1]",
+                self.evict_fraction
+            )));
+        }
+        if self.max_item_bytes == 0 {
+            return Err(Error::InvalidConfig(
+                "memory.max_item_bytes: must be positive".into(),
+            ));
+        }
+        if self.session_max_bytes == 0 {
+            return Err(Error::InvalidConfig(
+                "memory.session_max_bytes: must be positive".into(),
+            ));
+        }
+        self.ranking.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_overrides_and_names_bad_keys() {
+        let mut c = Config::default();
+        c.apply_toml(
+            "[store]\npath = \"x.db\"\n[memory]\nmax_items = 5\n[ranking]\nhalf_life_days = 10.0\n",
+            Some(Path::new("/tmp/conf")),
+        )
+        .unwrap();
+        assert_eq!(c.max_items, 5);
+        assert_eq!(c.ranking.half_life_days, 10.0);
+        assert!(
+            matches!(&c.store, StoreConfig::Sqlite { path, .. } if path == Path::new("/tmp/conf/x.db"))
+        );
+
+        let e = Config::default()
+            .apply_toml("[memory]\nmax_itemz = 5\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_itemz"), "{e}");
+        let e = Config::default()
+            .apply_toml("[memory]\ntokenizer = \"nope\"\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("memory.tokenizer"), "{e}");
+        let e = Config::default()
+            .apply_toml("[store]\nbackend = \"redis\"\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("store.backend"), "{e}");
+        let e = Config::default()
+            .apply_toml("[ranking]\nhalf_life_days = -1.0\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("half_life_days"), "{e}");
+    }
+}

@@ -1,0 +1,197 @@
+//! The engine's error type.
+//!
+//! Every variant names what was wrong (the field, the value, the bound) so that
+//! a CLI, HTTP or MCP front end can show it to a person unchanged. Nothing here
+//! knows about exit codes or status codes; front ends map [`Error::class`].
+
+use std::fmt;
+
+/// What a failed operation was about, so front ends can map errors to exit
+/// codes or HTTP statuses without matching every variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// The caller's input was malformed or out of range.
+    Invalid,
+    /// The named memory, session or scope does not exist.
+    NotFound,
+    /// An optimistic-concurrency check or uniqueness rule failed.
+    Conflict,
+    /// The operation needs an explicit confirmation.
+    NeedsConfirmation,
+    /// A bound (session size, item size) would be exceeded.
+    LimitExceeded,
+    /// The storage layer failed.
+    Storage,
+}
+
+/// An error from the strata engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A scope path is malformed.
+    #[error("scope `{scope}`: {reason}")]
+    InvalidScope {
+        /// The offending scope text.
+        scope: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A field of a memory (or of a request) has an invalid value.
+    #[error("{field}: {reason}")]
+    InvalidField {
+        /// The field, e.g. `importance` or `payload`.
+        field: String,
+        /// Why the value was rejected.
+        reason: String,
+    },
+    /// A filter could not be parsed or type-checked.
+    #[error("filter: {0}")]
+    InvalidFilter(String),
+    /// The configuration is invalid.
+    #[error("config: {0}")]
+    InvalidConfig(String),
+    /// A line of a JSONL import is malformed; nothing was imported.
+    #[error("import line {line}: {reason}")]
+    InvalidImport {
+        /// 1-based line number.
+        line: usize,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// No memory with this id exists.
+    #[error("memory `{0}` not found")]
+    NotFound(String),
+    /// No session with this id exists.
+    #[error("session `{0}` not found")]
+    SessionNotFound(String),
+    /// An update named a version that is no longer current.
+    #[error("memory `{id}`: version conflict (expected {expected}, current {current})")]
+    VersionConflict {
+        /// The memory id.
+        id: String,
+        /// The version the caller expected.
+        expected: u64,
+        /// The version stored now.
+        current: u64,
+    },
+    /// A memory with this id already exists.
+    #[error("memory `{0}` already exists")]
+    DuplicateId(String),
+    /// An active memory already holds this (scope, key).
+    #[error("scope `{scope}` already has an active memory with key `{key}`")]
+    KeyConflict {
+        /// The scope.
+        scope: String,
+        /// The key.
+        key: String,
+    },
+    /// A session with this id already exists.
+    #[error("session `{0}` already exists")]
+    DuplicateSession(String),
+    /// The session was archived and takes no more writes.
+    #[error("session `{0}` is archived and takes no more writes")]
+    SessionArchived(String),
+    /// The write would take a session over its size bound.
+    #[error(
+        "session `{session}` is full: {used} + {adding} bytes would exceed its bound of {bound} bytes; \
+         archive it (`strata session archive {session}`) and start a new session, or raise the bound"
+    )]
+    SessionFull {
+        /// The session id.
+        session: String,
+        /// Bytes already stored.
+        used: u64,
+        /// Bytes this write adds.
+        adding: u64,
+        /// The bound.
+        bound: u64,
+    },
+    /// An item is larger than the configured maximum.
+    #[error("content is {size} bytes, over the limit of {limit} bytes (`max_item_bytes`)")]
+    ItemTooLarge {
+        /// Bytes in the item.
+        size: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The operation is high-risk and needs explicit confirmation.
+    #[error("{0} needs confirmation (pass --yes, or Confirm::Yes in the library)")]
+    NeedsConfirmation(String),
+    /// Pinned memories refused a bulk deletion.
+    #[error(
+        "{count} pinned memories match; pinned memories are not bulk-deleted unless forced (--force)"
+    )]
+    PinnedRefused {
+        /// How many pinned memories matched.
+        count: usize,
+    },
+    /// The database was written by a newer strata.
+    #[error(
+        "database schema version {found} is newer than this strata supports ({supported}); upgrade strata"
+    )]
+    SchemaTooNew {
+        /// The version found in the file.
+        found: i64,
+        /// The newest version this build knows.
+        supported: i64,
+    },
+    /// SQLite failed.
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// An I/O operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The tokenizer could not be loaded.
+    #[error("tokenizer `{name}`: {reason}")]
+    Tokenizer {
+        /// The configured tokenizer name.
+        name: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// The broad class of this error.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::InvalidScope { .. }
+            | Error::InvalidField { .. }
+            | Error::InvalidFilter(_)
+            | Error::InvalidConfig(_)
+            | Error::InvalidImport { .. }
+            | Error::Tokenizer { .. } => ErrorClass::Invalid,
+            Error::NotFound(_) | Error::SessionNotFound(_) => ErrorClass::NotFound,
+            Error::VersionConflict { .. }
+            | Error::DuplicateId(_)
+            | Error::KeyConflict { .. }
+            | Error::DuplicateSession(_)
+            | Error::SessionArchived(_) => ErrorClass::Conflict,
+            Error::NeedsConfirmation(_) | Error::PinnedRefused { .. } => {
+                ErrorClass::NeedsConfirmation
+            }
+            Error::SessionFull { .. } | Error::ItemTooLarge { .. } => ErrorClass::LimitExceeded,
+            Error::SchemaTooNew { .. } | Error::Sqlite(_) | Error::Io { .. } => ErrorClass::Storage,
+        }
+    }
+
+    pub(crate) fn field(field: impl Into<String>, reason: impl fmt::Display) -> Error {
+        Error::InvalidField {
+            field: field.into(),
+            reason: reason.to_string(),
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}

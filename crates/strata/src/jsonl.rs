@@ -1,0 +1,228 @@
+//! JSONL export and import: the human-readable, lossless interchange format.
+//!
+//! One memory per line, every field of [`Memory`] at the top level, plus
+//! `archived` (`{"at", "reason"}`) for archived memories and `history` (the
+//! earlier versions, oldest first) when there are any. Export then import
+//! into an empty store, then export again, gives the same bytes.
+//!
+//! Import reads and validates every line before it writes anything; the
+//! first bad line is an error naming its number and field, and the store is
+//! unchanged. Then everything is stored in one transaction.
+
+use std::io::{BufRead, Write};
+
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+use crate::engine::{ArchiveMark, Engine};
+use crate::error::Error;
+use crate::filter::Filter;
+use crate::model::Memory;
+use crate::scope::View;
+use crate::store::{ImportCounts, ImportItem, OnConflict, Order, Query};
+
+/// What to export.
+#[derive(Clone, Debug, Default)]
+pub struct Export {
+    /// Scopes to export; `None` exports every scope.
+    pub view: Option<View>,
+    /// Only this session's memories.
+    pub session: Option<String>,
+    /// Include sensitive memories (left out by default).
+    pub include_sensitive: bool,
+    /// Include archived memories.
+    pub include_archived: bool,
+    /// Include earlier versions.
+    pub include_history: bool,
+}
+
+impl Export {
+    /// Everything about a scope subtree or session: sensitive, archived and
+    /// history included (`export --user-data`).
+    pub fn user_data(view: Option<View>, session: Option<String>) -> Export {
+        Export {
+            view,
+            session,
+            include_sensitive: true,
+            include_archived: true,
+            include_history: true,
+        }
+    }
+}
+
+/// What an export wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportReport {
+    /// Lines written.
+    pub memories: usize,
+    /// Of those, archived.
+    pub archived: usize,
+    /// Sensitive memories left out.
+    pub sensitive_skipped: usize,
+}
+
+#[derive(Serialize)]
+struct LineOut<'a> {
+    #[serde(flatten)]
+    memory: &'a Memory,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    archived: Option<ArchiveMark>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    history: Vec<Memory>,
+}
+
+/// Parses one export line.
+pub fn parse_line(line: &str) -> std::result::Result<ImportItem, String> {
+    let mut v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    let obj = v.as_object_mut().ok_or("expected a JSON object")?;
+    let archived = match obj.remove("archived") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(a) => {
+            let m: ArchiveMark = serde_json::from_value(a).map_err(|e| format!("archived: {e}"))?;
+            if m.reason.is_empty() {
+                return Err("archived.reason: is empty".into());
+            }
+            Some((m.at, m.reason))
+        }
+    };
+    let history = match obj.remove("history") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(h) => serde_json::from_value::<Vec<Memory>>(h).map_err(|e| format!("history: {e}"))?,
+    };
+    let memory: Memory = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    memory.validate().map_err(|e| e.to_string())?;
+    for h in &history {
+        if h.id != memory.id {
+            return Err(format!(
+                "history: entry id `{}` differs from the memory's id `{}`",
+                h.id, memory.id
+            ));
+        }
+        if h.version >= memory.version {
+            return Err(format!(
+                "history: version {} is not older than the memory's version {}",
+                h.version, memory.version
+            ));
+        }
+        h.validate()
+            .map_err(|e| format!("history version {}: {e}", h.version))?;
+    }
+    Ok(ImportItem {
+        memory,
+        archived,
+        history,
+    })
+}
+
+impl Engine {
+    /// Writes memories as JSONL; `progress` is called after each line.
+    pub fn export(
+        &self,
+        req: &Export,
+        out: &mut dyn Write,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<ExportReport> {
+        let now = self.now_for_export();
+        let mut q = match &req.view {
+            Some(v) => Query::view(v.clone(), now),
+            None => Query::everything(now),
+        }
+        .order(Order::Oldest)
+        .include_expired(true);
+        if let Some(s) = &req.session {
+            crate::model::validate_session_id(s)?;
+            q.filter = Filter::parse(&serde_json::json!({"session": s}))?;
+        }
+        let mut lines: Vec<(Memory, Option<ArchiveMark>)> = self
+            .store()
+            .query(&q)?
+            .into_iter()
+            .map(|m| (m, None))
+            .collect();
+        if req.include_archived {
+            lines.extend(self.store().query_archived(&q)?.into_iter().map(|a| {
+                (
+                    a.memory,
+                    Some(ArchiveMark {
+                        at: a.archived_at,
+                        reason: a.reason,
+                    }),
+                )
+            }));
+            lines.sort_by(|a, b| {
+                a.0.created_at
+                    .cmp(&b.0.created_at)
+                    .then_with(|| a.0.id.cmp(&b.0.id))
+            });
+        }
+        let mut rep = ExportReport::default();
+        let w = |e: std::io::Error| Error::io("writing export", e);
+        for (m, archived) in lines {
+            if m.sensitive && !req.include_sensitive {
+                rep.sensitive_skipped += 1;
+                continue;
+            }
+            let history = if req.include_history {
+                self.store().history(&m.id)?
+            } else {
+                Vec::new()
+            };
+            rep.archived += archived.is_some() as usize;
+            let line = LineOut {
+                memory: &m,
+                archived,
+                history,
+            };
+            serde_json::to_writer(&mut *out, &line)
+                .map_err(|e| Error::io("writing export", e.into()))?;
+            out.write_all(b"\n").map_err(w)?;
+            rep.memories += 1;
+            progress(rep.memories);
+        }
+        out.flush().map_err(w)?;
+        Ok(rep)
+    }
+
+    /// Reads JSONL written by [`Engine::export`]. Every line is validated
+    /// first; nothing is stored unless all are valid. `progress` is called
+    /// with the bytes read so far.
+    pub fn import(
+        &self,
+        input: &mut dyn BufRead,
+        on_conflict: OnConflict,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ImportCounts> {
+        let mut items = Vec::new();
+        let mut ids = std::collections::HashSet::new();
+        let mut read = 0u64;
+        let mut line = String::new();
+        let mut n = 0usize;
+        loop {
+            line.clear();
+            let got = input
+                .read_line(&mut line)
+                .map_err(|e| Error::io("reading import", e))?;
+            if got == 0 {
+                break;
+            }
+            n += 1;
+            read += got as u64;
+            progress(read);
+            let text = line.trim();
+            if text.is_empty() {
+                continue;
+            }
+            let item =
+                parse_line(text).map_err(|reason| Error::InvalidImport { line: n, reason })?;
+            if !ids.insert(item.memory.id.clone()) {
+                return Err(Error::InvalidImport {
+                    line: n,
+                    reason: format!("id `{}` appears twice in the input", item.memory.id),
+                });
+            }
+            items.push(item);
+        }
+        self.store().import(&items, on_conflict)
+    }
+}

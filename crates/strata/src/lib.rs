@@ -1,0 +1,54 @@
+//! strata: layered, persistent memory for AI agents.
+//!
+//! An [`Engine`] stores what agents learn as [`Memory`] items in scopes
+//! (`global`, `project/acme`, `task/t-42`, …), reads them back only through a
+//! [`View`] that names the scopes a caller may see, ranks them (recency,
+//! decayed importance, BM25 relevance, or a hybrid), and keeps each lifetime
+//! tier in its bounds. The default store is one SQLite file; an in-memory
+//! store serves ephemeral work and tests.
+//!
+//! ```
+//! use strata::{Config, Engine, NewMemory, Kind, Recall, Scope, View};
+//!
+//! let engine = Engine::open(Config::in_memory())?;
+//! let acme = Scope::parse("project/acme")?;
+//! engine.remember(NewMemory::new(acme.clone(), "We chose PostgreSQL for the billing service").kind(Kind::Decision))?;
+//! let hits = engine.recall(&Recall::new("which database for billing?", View::scope(acme)))?;
+//! assert_eq!(hits.len(), 1);
+//! # Ok::<(), strata::Error>(())
+//! ```
+
+mod config;
+mod engine;
+mod error;
+mod filter;
+mod jsonl;
+mod model;
+mod rank;
+mod scope;
+pub mod store;
+mod text;
+mod tokens;
+
+#[cfg(test)]
+pub(crate) mod testutil;
+
+pub use config::{Config, FileConfig, StoreConfig, default_db_path};
+pub use engine::{
+    ArchiveMark, Confirm, Engine, Forget, ForgetOptions, ForgetReport, List, ListOrder, Manifest,
+    Patch, Promotion, Recall, Recalled, TaskReport, UpkeepReport,
+};
+pub use error::{Error, ErrorClass};
+pub use filter::{Field, Filter, Op, Scalar};
+pub use jsonl::{Export, ExportReport, parse_line};
+pub use model::{
+    Embedding, Kind, Memory, NewMemory, Provenance, Role, Source, checksum, parse_time, parse_ttl,
+};
+pub use rank::{RankConfig, ScoreParts, Strategy, Weights};
+pub use scope::{Scope, Tier, View, ViewEntry};
+pub use store::{Archived, ImportCounts, OnConflict, Session, StoreStats};
+pub use text::{query_terms, scope_terms};
+pub use tokens::{TOKENIZERS, TokenCounter};
+
+/// Results of the strata engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

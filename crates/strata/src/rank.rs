@@ -1,0 +1,325 @@
+//! Ranking: strategies, importance decay and the hybrid score.
+//!
+//! `effective = clamp(importance × kind_weight × 0.5^(age_days / half_life)
+//!  × (1 + access_boost × ln(1 + access_count)), min_importance, 1)` (DESIGN
+//! §3). Hybrid is a weighted sum of normalised relevance (bm25 divided by the
+//! best bm25 among the candidates), effective importance and recency
+//! (`0.5^(age_days / recency_half_life)`). Every ranking ends with the id as
+//! tie-breaker, so the same store state and request give the same order.
+//!
+//! Owns no storage: the engine feeds it candidates.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::model::Memory;
+
+/// How results are ordered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// Newest first.
+    Recency,
+    /// Highest effective (decayed) importance first.
+    Importance,
+    /// Best full-text match first.
+    Relevance,
+    /// Weighted relevance, importance and recency.
+    #[default]
+    Hybrid,
+}
+
+impl Strategy {
+    /// The strategy's word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Recency => "recency",
+            Strategy::Importance => "importance",
+            Strategy::Relevance => "relevance",
+            Strategy::Hybrid => "hybrid",
+        }
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Strategy, Error> {
+        match s {
+            "recency" => Ok(Strategy::Recency),
+            "importance" => Ok(Strategy::Importance),
+            "relevance" => Ok(Strategy::Relevance),
+            "hybrid" => Ok(Strategy::Hybrid),
+            _ => Err(Error::field(
+                "strategy",
+                format!("`{s}` is not one of recency, importance, relevance, hybrid"),
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Hybrid weights.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weights {
+    /// Weight of normalised relevance.
+    pub relevance: f64,
+    /// Weight of effective importance.
+    pub importance: f64,
+    /// Weight of recency.
+    pub recency: f64,
+}
+
+impl Default for Weights {
+    fn default() -> Weights {
+        Weights {
+            relevance: 0.3,
+            importance: 0.4,
+            recency: 0.3,
+        }
+    }
+}
+
+/// Ranking settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RankConfig {
+    /// Default strategy.
+    pub strategy: Strategy,
+    /// Hybrid weights.
+    pub weights: Weights,
+    /// Half-life of importance, in days.
+    pub half_life_days: f64,
+    /// Floor of effective importance.
+    pub min_importance: f64,
+    /// Boost per `ln(1 + access_count)`.
+    pub access_boost: f64,
+    /// Half-life of the recency score, in days.
+    pub recency_half_life_days: f64,
+    /// Per-kind weights; kinds not listed use `default_kind_weight`.
+    pub kind_weights: BTreeMap<String, f64>,
+    /// Weight of kinds not in `kind_weights`.
+    pub default_kind_weight: f64,
+    /// How many full-text candidates are scored per requested result (at least 100 in all).
+    pub candidates_per_result: usize,
+}
+
+impl Default for RankConfig {
+    fn default() -> RankConfig {
+        let kind_weights = [
+            ("decision", 1.0),
+            ("preference", 1.0),
+            ("convention", 1.0),
+            ("failure", 0.9),
+            ("finding", 0.8),
+            ("pattern", 0.8),
+            ("summary", 0.6),
+            ("conversation", 0.5),
+            ("reasoning", 0.5),
+            ("tool_output", 0.4),
+            ("context", 0.3),
+            ("error", 0.2),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        RankConfig {
+            strategy: Strategy::Hybrid,
+            weights: Weights::default(),
+            half_life_days: 30.0,
+            min_importance: 0.1,
+            access_boost: 0.2,
+            recency_half_life_days: 7.0,
+            kind_weights,
+            default_kind_weight: 0.5,
+            candidates_per_result: 20,
+        }
+    }
+}
+
+impl RankConfig {
+    /// Checks ranges; errors name the field.
+    pub fn validate(&self) -> Result<(), Error> {
+        let pos = |name: &str, x: f64| {
+            if x.is_finite() && x > 0.0 {
+                Ok(())
+            } else {
+                Err(Error::InvalidConfig(format!(
+                    "ranking.{name}: {x} must be a positive number"
+                )))
+            }
+        };
+        let unit = |name: &str, x: f64| {
+            if (0.0..=1.0).contains(&x) {
+                Ok(())
+            } else {
+                Err(Error::InvalidConfig(format!(
+                    "ranking.{name}: {x} is outside 0.0–1.0"
+                )))
+            }
+        };
+        pos("half_life_days", self.half_life_days)?;
+        pos("recency_half_life_days", self.recency_half_life_days)?;
+        unit("min_importance", self.min_importance)?;
+        unit("weights.relevance", self.weights.relevance)?;
+        unit("weights.importance", self.weights.importance)?;
+        unit("weights.recency", self.weights.recency)?;
+        if !(self.access_boost.is_finite() && self.access_boost >= 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "ranking.access_boost: {} must be ≥ 0",
+                self.access_boost
+            )));
+        }
+        for (k, w) in &self.kind_weights {
+            if !(w.is_finite() && *w >= 0.0) {
+                return Err(Error::InvalidConfig(format!(
+                    "ranking.kind_weights.{k}: {w} must be ≥ 0"
+                )));
+            }
+        }
+        if self.candidates_per_result == 0 {
+            return Err(Error::InvalidConfig(
+                "ranking.candidates_per_result: must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The weight of a kind.
+    pub fn kind_weight(&self, kind: &str) -> f64 {
+        self.kind_weights
+            .get(kind)
+            .copied()
+            .unwrap_or(self.default_kind_weight)
+    }
+}
+
+/// The parts of a score, returned under `explain`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScoreParts {
+    /// Final score the ranking sorted by.
+    pub total: f64,
+    /// Raw bm25 (higher is better), when the query matched text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bm25: Option<f64>,
+    /// bm25 divided by the best among the candidates (0–1).
+    pub relevance: f64,
+    /// The stored importance.
+    pub importance: f64,
+    /// The kind's weight.
+    pub kind_weight: f64,
+    /// `0.5^(age_days / half_life_days)`.
+    pub decay: f64,
+    /// `1 + access_boost × ln(1 + access_count)`.
+    pub access_factor: f64,
+    /// Clamped product: decayed importance.
+    pub effective_importance: f64,
+    /// `0.5^(age_days / recency_half_life_days)`.
+    pub recency: f64,
+}
+
+fn age_days(t: Timestamp, now: Timestamp) -> f64 {
+    ((now.as_millisecond() - t.as_millisecond()).max(0) as f64) / 86_400_000.0
+}
+
+/// Scores one memory. `bm25` is the raw text score (higher is better) and
+/// `best_bm25` the best among the candidates.
+pub fn score(
+    cfg: &RankConfig,
+    strategy: Strategy,
+    m: &Memory,
+    bm25: Option<f64>,
+    best_bm25: f64,
+    now: Timestamp,
+) -> ScoreParts {
+    let age = age_days(m.updated_at, now);
+    let decay = 0.5f64.powf(age / cfg.half_life_days);
+    let kind_weight = cfg.kind_weight(m.kind.as_str());
+    let access_factor = 1.0 + cfg.access_boost * (1.0 + m.access_count as f64).ln();
+    let effective =
+        (m.importance * kind_weight * decay * access_factor).clamp(cfg.min_importance, 1.0);
+    let recency = 0.5f64.powf(age_days(m.created_at, now) / cfg.recency_half_life_days);
+    let relevance = match bm25 {
+        Some(b) if best_bm25 > 0.0 => (b / best_bm25).clamp(0.0, 1.0),
+        _ => 0.0,
+    };
+    let total = match strategy {
+        Strategy::Recency => m.created_at.as_millisecond() as f64,
+        Strategy::Importance => effective,
+        Strategy::Relevance => bm25.unwrap_or(0.0),
+        Strategy::Hybrid => {
+            let w = cfg.weights;
+            w.relevance * relevance + w.importance * effective + w.recency * recency
+        }
+    };
+    ScoreParts {
+        total,
+        bm25,
+        relevance,
+        importance: m.importance,
+        kind_weight,
+        decay,
+        access_factor,
+        effective_importance: effective,
+        recency,
+    }
+}
+
+/// Sorts scored items best first; ties break on id (descending, so the newer
+/// UUIDv7 wins), making every ranking deterministic.
+pub fn sort_scored<T>(items: &mut [(T, ScoreParts)], id: impl Fn(&T) -> &str) {
+    items.sort_by(|a, b| {
+        b.1.total
+            .partial_cmp(&a.1.total)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| id(&b.0).cmp(id(&a.0)))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decay_halves_per_half_life() {
+        let cfg = RankConfig::default();
+        let now: Timestamp = "2026-02-01T00:00:00Z".parse().unwrap();
+        let then: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap();
+        let m = crate::testutil::memory("project/a", "x", then);
+        let p = score(&cfg, Strategy::Importance, &m, None, 0.0, now);
+        assert!((p.decay - 0.5).abs() < 1e-9, "{}", p.decay);
+        // context weight 0.3 × importance 0.5 × 0.5 = 0.075 → floored at 0.1
+        assert!((p.effective_importance - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn bad_config_is_named() {
+        let cfg = RankConfig {
+            half_life_days: 0.0,
+            ..RankConfig::default()
+        };
+        assert!(
+            cfg.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("half_life_days")
+        );
+        assert!(
+            "fastest"
+                .parse::<Strategy>()
+                .unwrap_err()
+                .to_string()
+                .contains("fastest")
+        );
+    }
+}

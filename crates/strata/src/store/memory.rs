@@ -1,0 +1,546 @@
+//! The in-memory store: ephemeral task memory, tests, and the model the
+//! SQLite (and later PostgreSQL) stores are checked against.
+//!
+//! One mutex over plain maps; every operation is atomic because it holds the
+//! lock throughout. Full-text search is a small BM25 over the selected
+//! memories (`text::bm25`), stemmed like FTS5's porter tokenizer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use jiff::Timestamp;
+
+use super::{
+    Archived, ImportCounts, ImportItem, OnConflict, Order, Put, Query, ScopeCount, Session, Store,
+    StoreStats,
+};
+use crate::Result;
+use crate::error::Error;
+use crate::model::Memory;
+
+#[derive(Clone, Debug, Default)]
+struct Inner {
+    active: BTreeMap<String, Memory>,
+    archive: BTreeMap<String, Archived>,
+    history: HashMap<String, Vec<Memory>>,
+    sessions: BTreeMap<String, Session>,
+}
+
+/// A store that lives in process memory and is gone when dropped.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // Mutations check before they change anything, so a panic cannot
+        // leave a half-applied change behind the poisoned lock.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn sort(v: &mut [Memory], order: Order) {
+    v.sort_by(|a, b| {
+        let o = a
+            .created_at
+            .cmp(&b.created_at)
+            .then_with(|| a.id.cmp(&b.id));
+        if order == Order::Newest {
+            o.reverse()
+        } else {
+            o
+        }
+    });
+}
+
+impl Inner {
+    fn put(&mut self, m: &Memory) -> Result<Put> {
+        if let Some(key) = &m.key {
+            let existing = self
+                .active
+                .values()
+                .find(|x| x.scope == m.scope && x.key.as_deref() == Some(key))
+                .cloned();
+            if let Some(old) = existing {
+                let mut new = m.clone();
+                new.id = old.id.clone();
+                new.created_at = old.created_at;
+                new.version = old.version + 1;
+                new.access_count = old.access_count;
+                new.last_accessed_at = old.last_accessed_at;
+                // The growing side is checked first: it is the only one that
+                // can fail, so a failure leaves nothing changed.
+                if old.session == new.session {
+                    let delta = new.size_bytes() as i64 - old.size_bytes() as i64;
+                    self.session_delta(new.session.as_deref(), delta, Some(new.updated_at))?;
+                } else {
+                    self.session_delta(
+                        new.session.as_deref(),
+                        new.size_bytes() as i64,
+                        Some(new.updated_at),
+                    )?;
+                    self.session_delta(old.session.as_deref(), -(old.size_bytes() as i64), None)?;
+                }
+                self.history.entry(old.id.clone()).or_default().push(old);
+                self.active.insert(new.id.clone(), new.clone());
+                return Ok(Put::Superseded(new));
+            }
+        }
+        if self.active.contains_key(&m.id) || self.archive.contains_key(&m.id) {
+            return Err(Error::DuplicateId(m.id.clone()));
+        }
+        self.session_delta(
+            m.session.as_deref(),
+            m.size_bytes() as i64,
+            Some(m.updated_at),
+        )?;
+        self.active.insert(m.id.clone(), m.clone());
+        Ok(Put::Inserted(m.clone()))
+    }
+
+    /// Adds `delta` bytes to a session, enforcing its bound on growth.
+    fn session_delta(
+        &mut self,
+        session: Option<&str>,
+        delta: i64,
+        at: Option<Timestamp>,
+    ) -> Result<()> {
+        let Some(id) = session else { return Ok(()) };
+        let s = self
+            .sessions
+            .get_mut(id)
+            .ok_or_else(|| Error::SessionNotFound(id.into()))?;
+        if delta > 0 {
+            if s.archived_at.is_some() {
+                return Err(Error::SessionArchived(id.into()));
+            }
+            if s.bytes + delta as u64 > s.max_bytes {
+                return Err(Error::SessionFull {
+                    session: id.into(),
+                    used: s.bytes,
+                    adding: delta as u64,
+                    bound: s.max_bytes,
+                });
+            }
+        }
+        s.bytes = (s.bytes as i64 + delta).max(0) as u64;
+        if let Some(at) = at {
+            s.last_activity_at = s.last_activity_at.max(at);
+        }
+        Ok(())
+    }
+
+    fn archive_one(&mut self, id: &str, reason: &str, at: Timestamp) -> Result<bool> {
+        let Some(m) = self.active.remove(id) else {
+            return Ok(false);
+        };
+        self.session_delta(m.session.as_deref(), -(m.size_bytes() as i64), None)?;
+        self.archive.insert(
+            id.to_string(),
+            Archived {
+                memory: m,
+                archived_at: at,
+                reason: reason.into(),
+            },
+        );
+        Ok(true)
+    }
+}
+
+impl Store for MemoryStore {
+    fn put(&self, m: &Memory) -> Result<Put> {
+        self.lock().put(m)
+    }
+
+    fn put_batch(&self, ms: &mut dyn Iterator<Item = Result<Memory>>) -> Result<Vec<Put>> {
+        let mut g = self.lock();
+        let mut staged = g.clone();
+        let out = ms.map(|m| staged.put(&m?)).collect::<Result<Vec<_>>>()?;
+        *g = staged;
+        Ok(out)
+    }
+
+    fn import(&self, items: &[ImportItem], on_conflict: OnConflict) -> Result<ImportCounts> {
+        let mut g = self.lock();
+        let mut st = g.clone();
+        let mut n = ImportCounts::default();
+        for it in items {
+            let m = &it.memory;
+            let exists = st.active.contains_key(&m.id) || st.archive.contains_key(&m.id);
+            if exists {
+                match on_conflict {
+                    OnConflict::Error => return Err(Error::DuplicateId(m.id.clone())),
+                    OnConflict::Skip => {
+                        n.skipped += 1;
+                        continue;
+                    }
+                    OnConflict::Replace => {
+                        if let Some(old) = st.active.remove(&m.id) {
+                            st.session_delta(
+                                old.session.as_deref(),
+                                -(old.size_bytes() as i64),
+                                None,
+                            )
+                            .ok();
+                        }
+                        st.archive.remove(&m.id);
+                        st.history.remove(&m.id);
+                        n.replaced += 1;
+                    }
+                }
+            }
+            if let Some(s) = &m.session {
+                st.sessions
+                    .entry(s.clone())
+                    .or_insert_with(|| imported_session(s, m));
+            }
+            match &it.archived {
+                Some((at, reason)) => {
+                    st.archive.insert(
+                        m.id.clone(),
+                        Archived {
+                            memory: m.clone(),
+                            archived_at: *at,
+                            reason: reason.clone(),
+                        },
+                    );
+                    n.archived += 1;
+                }
+                None => {
+                    if let Some(k) = &m.key {
+                        if st
+                            .active
+                            .values()
+                            .any(|x| x.scope == m.scope && x.key.as_deref() == Some(k))
+                        {
+                            return Err(Error::KeyConflict {
+                                scope: m.scope.to_string(),
+                                key: k.clone(),
+                            });
+                        }
+                    }
+                    if let Some(s) = m.session.as_deref().and_then(|s| st.sessions.get_mut(s)) {
+                        s.bytes += m.size_bytes();
+                        s.last_activity_at = s.last_activity_at.max(m.updated_at);
+                    }
+                    st.active.insert(m.id.clone(), m.clone());
+                }
+            }
+            n.imported += 1;
+            for h in &it.history {
+                let e = st.history.entry(m.id.clone()).or_default();
+                e.retain(|x| x.version != h.version);
+                e.push(h.clone());
+                n.history += 1;
+            }
+        }
+        *g = st;
+        Ok(n)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<Memory>> {
+        Ok(self.lock().active.get(id).cloned())
+    }
+
+    fn update(&self, m: &Memory, expected_version: u64) -> Result<Memory> {
+        let mut g = self.lock();
+        let old = g
+            .active
+            .get(&m.id)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(m.id.clone()))?;
+        if old.version != expected_version {
+            return Err(Error::VersionConflict {
+                id: m.id.clone(),
+                expected: expected_version,
+                current: old.version,
+            });
+        }
+        if let Some(k) = &m.key {
+            if g.active
+                .values()
+                .any(|x| x.id != m.id && x.scope == m.scope && x.key.as_deref() == Some(k))
+            {
+                return Err(Error::KeyConflict {
+                    scope: m.scope.to_string(),
+                    key: k.clone(),
+                });
+            }
+        }
+        let mut new = m.clone();
+        new.version = expected_version + 1;
+        new.created_at = old.created_at;
+        new.session = old.session.clone();
+        let delta = new.size_bytes() as i64 - old.size_bytes() as i64;
+        g.session_delta(old.session.as_deref(), delta, Some(new.updated_at))?;
+        g.history.entry(old.id.clone()).or_default().push(old);
+        g.active.insert(new.id.clone(), new.clone());
+        Ok(new)
+    }
+
+    fn delete(&self, ids: &[String]) -> Result<usize> {
+        let mut g = self.lock();
+        let mut n = 0;
+        for id in ids {
+            let mut found = false;
+            if let Some(m) = g.active.remove(id) {
+                g.session_delta(m.session.as_deref(), -(m.size_bytes() as i64), None)
+                    .ok();
+                found = true;
+            }
+            found |= g.archive.remove(id).is_some();
+            g.history.remove(id);
+            n += found as usize;
+        }
+        Ok(n)
+    }
+
+    fn query(&self, q: &Query) -> Result<Vec<Memory>> {
+        let g = self.lock();
+        let mut v: Vec<Memory> = g
+            .active
+            .values()
+            .filter(|m| q.selects(m))
+            .cloned()
+            .collect();
+        sort(&mut v, q.order);
+        Ok(v.into_iter()
+            .skip(q.offset)
+            .take(q.limit.unwrap_or(usize::MAX))
+            .collect())
+    }
+
+    fn search_text(&self, q: &Query, terms: &[String], limit: usize) -> Result<Vec<(Memory, f64)>> {
+        let g = self.lock();
+        let selected: Vec<&Memory> = g.active.values().filter(|m| q.selects(m)).collect();
+        let docs: Vec<&str> = selected.iter().map(|m| m.content.as_str()).collect();
+        let scores = crate::text::bm25(&docs, terms);
+        let mut hits: Vec<(Memory, f64)> = selected
+            .into_iter()
+            .zip(scores)
+            .filter(|(_, s)| *s > 0.0)
+            .map(|(m, s)| (m.clone(), s))
+            .collect();
+        hits.sort_by(|a, b| {
+            b.1.partial_cmp(&a.1)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| b.0.id.cmp(&a.0.id))
+        });
+        hits.truncate(limit);
+        Ok(hits)
+    }
+
+    fn count(&self, q: &Query) -> Result<u64> {
+        Ok(self.lock().active.values().filter(|m| q.selects(m)).count() as u64)
+    }
+
+    fn list_scopes(&self) -> Result<Vec<ScopeCount>> {
+        let g = self.lock();
+        let mut map: BTreeMap<String, ScopeCount> = BTreeMap::new();
+        for m in g.active.values() {
+            map.entry(m.scope.to_string())
+                .or_insert_with(|| ScopeCount {
+                    scope: m.scope.clone(),
+                    memories: 0,
+                    archived: 0,
+                })
+                .memories += 1;
+        }
+        for a in g.archive.values() {
+            map.entry(a.memory.scope.to_string())
+                .or_insert_with(|| ScopeCount {
+                    scope: a.memory.scope.clone(),
+                    memories: 0,
+                    archived: 0,
+                })
+                .archived += 1;
+        }
+        Ok(map.into_values().collect())
+    }
+
+    fn stats(&self) -> Result<StoreStats> {
+        let g = self.lock();
+        let mut s = StoreStats {
+            backend: "memory".into(),
+            ..StoreStats::default()
+        };
+        s.memories = g.active.len() as u64;
+        s.archived = g.archive.len() as u64;
+        s.history = g.history.values().map(|v| v.len() as u64).sum();
+        s.sessions = g.sessions.len() as u64;
+        let mut scopes = std::collections::BTreeSet::new();
+        for m in g.active.values() {
+            scopes.insert(m.scope.as_str());
+            s.tokens += m.tokens as u64;
+            *s.by_tier.entry(m.scope.tier().as_str().into()).or_default() += 1;
+            *s.by_kind.entry(m.kind.to_string()).or_default() += 1;
+        }
+        s.scopes = scopes.len() as u64;
+        Ok(s)
+    }
+
+    fn touch(&self, ids: &[String], at: Timestamp) -> Result<()> {
+        let mut g = self.lock();
+        for id in ids {
+            if let Some(m) = g.active.get_mut(id) {
+                m.access_count += 1;
+                m.last_accessed_at = Some(at);
+            }
+        }
+        Ok(())
+    }
+
+    fn archive(&self, ids: &[String], reason: &str, at: Timestamp) -> Result<usize> {
+        let mut g = self.lock();
+        let mut n = 0;
+        for id in ids {
+            n += g.archive_one(id, reason, at)? as usize;
+        }
+        Ok(n)
+    }
+
+    fn query_archived(&self, q: &Query) -> Result<Vec<Archived>> {
+        let g = self.lock();
+        let q = Query {
+            include_expired: true,
+            ..q.clone()
+        };
+        let mut v: Vec<Archived> = g
+            .archive
+            .values()
+            .filter(|a| q.selects(&a.memory))
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| {
+            let o = a
+                .memory
+                .created_at
+                .cmp(&b.memory.created_at)
+                .then_with(|| a.memory.id.cmp(&b.memory.id));
+            if q.order == Order::Newest {
+                o.reverse()
+            } else {
+                o
+            }
+        });
+        Ok(v.into_iter()
+            .skip(q.offset)
+            .take(q.limit.unwrap_or(usize::MAX))
+            .collect())
+    }
+
+    fn restore(&self, ids: &[String]) -> Result<usize> {
+        let mut g = self.lock();
+        for id in ids {
+            if let Some(a) = g.archive.get(id) {
+                if let Some(k) = &a.memory.key {
+                    if g.active
+                        .values()
+                        .any(|x| x.scope == a.memory.scope && x.key.as_deref() == Some(k))
+                    {
+                        return Err(Error::KeyConflict {
+                            scope: a.memory.scope.to_string(),
+                            key: k.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        let mut n = 0;
+        for id in ids {
+            if let Some(a) = g.archive.remove(id) {
+                let m = a.memory;
+                if let Some(s) = m.session.as_deref().and_then(|s| g.sessions.get_mut(s)) {
+                    s.bytes += m.size_bytes();
+                }
+                g.active.insert(m.id.clone(), m);
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn history(&self, id: &str) -> Result<Vec<Memory>> {
+        let mut v = self.lock().history.get(id).cloned().unwrap_or_default();
+        v.sort_by_key(|m| m.version);
+        Ok(v)
+    }
+
+    fn put_history(&self, m: &Memory) -> Result<()> {
+        let mut g = self.lock();
+        let h = g.history.entry(m.id.clone()).or_default();
+        h.retain(|x| x.version != m.version);
+        h.push(m.clone());
+        Ok(())
+    }
+
+    fn create_session(&self, s: &Session) -> Result<()> {
+        let mut g = self.lock();
+        if g.sessions.contains_key(&s.id) {
+            return Err(Error::DuplicateSession(s.id.clone()));
+        }
+        g.sessions.insert(s.id.clone(), s.clone());
+        Ok(())
+    }
+
+    fn ensure_session(&self, s: &Session) -> Result<Session> {
+        let mut g = self.lock();
+        Ok(g.sessions
+            .entry(s.id.clone())
+            .or_insert_with(|| s.clone())
+            .clone())
+    }
+
+    fn get_session(&self, id: &str) -> Result<Option<Session>> {
+        Ok(self.lock().sessions.get(id).cloned())
+    }
+
+    fn list_sessions(&self) -> Result<Vec<Session>> {
+        let mut v: Vec<Session> = self.lock().sessions.values().cloned().collect();
+        v.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        Ok(v)
+    }
+
+    fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session> {
+        let mut g = self.lock();
+        if !g.sessions.contains_key(id) {
+            return Err(Error::SessionNotFound(id.into()));
+        }
+        let ids: Vec<String> = g
+            .active
+            .values()
+            .filter(|m| m.session.as_deref() == Some(id))
+            .map(|m| m.id.clone())
+            .collect();
+        for mid in ids {
+            g.archive_one(&mid, "session_archived", at)?;
+        }
+        let s = g.sessions.get_mut(id).unwrap();
+        s.archived_at.get_or_insert(at);
+        Ok(s.clone())
+    }
+}
+
+/// The session record an import creates for a memory whose session is unknown.
+pub(crate) fn imported_session(id: &str, m: &Memory) -> Session {
+    Session {
+        id: id.to_string(),
+        scope: crate::scope::Scope::parse(&format!("session/{id}"))
+            .unwrap_or_else(|_| m.scope.clone()),
+        created_at: m.created_at,
+        last_activity_at: m.updated_at,
+        archived_at: None,
+        max_bytes: crate::config::Config::default().session_max_bytes,
+        bytes: 0,
+    }
+}

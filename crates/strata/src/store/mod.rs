@@ -1,0 +1,305 @@
+//! Storage behind a narrow trait.
+//!
+//! [`Store`] is everything the engine needs from a backend: atomic puts
+//! (with key supersession and session bounds), compare-and-swap updates,
+//! deletion everywhere, filtered queries, scoped full-text search, the
+//! archive, and sessions. Two backends implement it and pass one conformance
+//! suite (`tests/it/conformance.rs`): [`MemoryStore`] (ephemeral, and the
+//! model the others are checked against) and [`SqliteStore`] (the default).
+//!
+//! A store validates nothing about memory fields (the engine does) but it
+//! owns every invariant that must hold across processes: (scope, key) is
+//! unique among active memories, versions only grow, a session never exceeds
+//! its bound, and a delete leaves no copy behind.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+use crate::filter::Filter;
+use crate::model::Memory;
+use crate::scope::{Scope, View};
+
+pub mod memory;
+pub mod sqlite;
+
+pub use memory::MemoryStore;
+pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+
+/// Result order of a [`Query`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// `created_at` descending, then id descending.
+    #[default]
+    Newest,
+    /// `created_at` ascending, then id ascending.
+    Oldest,
+}
+
+/// Which memories a read selects.
+#[derive(Clone, Debug)]
+pub struct Query {
+    /// Scopes visible; `None` means every scope and is for engine-internal
+    /// use only (exports of the whole file, session upkeep).
+    pub view: Option<View>,
+    /// Conditions.
+    pub filter: Filter,
+    /// Order.
+    pub order: Order,
+    /// At most this many.
+    pub limit: Option<usize>,
+    /// Skip this many first.
+    pub offset: usize,
+    /// "Now", for leaving out expired memories.
+    pub now: Timestamp,
+    /// Keep expired memories.
+    pub include_expired: bool,
+}
+
+impl Query {
+    /// Everything visible in `view`, newest first.
+    pub fn view(view: View, now: Timestamp) -> Query {
+        Query {
+            view: Some(view),
+            filter: Filter::all(),
+            order: Order::Newest,
+            limit: None,
+            offset: 0,
+            now,
+            include_expired: false,
+        }
+    }
+
+    /// Every memory in every scope (engine-internal).
+    pub fn everything(now: Timestamp) -> Query {
+        Query {
+            view: None,
+            ..Query::view(View::default(), now)
+        }
+    }
+
+    /// With a filter.
+    pub fn filter(mut self, f: Filter) -> Query {
+        self.filter = f;
+        self
+    }
+
+    /// With a limit.
+    pub fn limit(mut self, n: usize) -> Query {
+        self.limit = Some(n);
+        self
+    }
+
+    /// With an order.
+    pub fn order(mut self, o: Order) -> Query {
+        self.order = o;
+        self
+    }
+
+    /// Keeping expired memories.
+    pub fn include_expired(mut self, yes: bool) -> Query {
+        self.include_expired = yes;
+        self
+    }
+
+    /// Whether the query's view and filter select `m` (expiry included).
+    pub fn selects(&self, m: &Memory) -> bool {
+        self.view.as_ref().is_none_or(|v| v.contains(&m.scope))
+            && (self.include_expired || !m.is_expired(self.now))
+            && self.filter.matches(m)
+    }
+}
+
+/// A memory moved out of the active set, with when and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Archived {
+    /// The memory as it was.
+    pub memory: Memory,
+    /// When it was archived.
+    pub archived_at: Timestamp,
+    /// Why: `evicted`, `expired`, `task_completed`, `session_archived`, …
+    pub reason: String,
+}
+
+/// What [`Store::put`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Put {
+    /// A new memory was stored.
+    Inserted(Memory),
+    /// An active memory with the same (scope, key) was superseded: it keeps
+    /// its id, its version grew, and the old version went to history.
+    Superseded(Memory),
+}
+
+impl Put {
+    /// The memory as stored.
+    pub fn memory(&self) -> &Memory {
+        match self {
+            Put::Inserted(m) | Put::Superseded(m) => m,
+        }
+    }
+
+    /// The memory as stored, by value.
+    pub fn into_memory(self) -> Memory {
+        match self {
+            Put::Inserted(m) | Put::Superseded(m) => m,
+        }
+    }
+}
+
+/// One memory as exported: the memory, its archive mark, its history.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImportItem {
+    /// The memory.
+    pub memory: Memory,
+    /// When and why it was archived, if it was.
+    pub archived: Option<(Timestamp, String)>,
+    /// Earlier versions, oldest first.
+    pub history: Vec<Memory>,
+}
+
+/// What an import does with an id that already exists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnConflict {
+    /// Fail, importing nothing.
+    #[default]
+    Error,
+    /// Keep the stored memory and skip the line.
+    Skip,
+    /// Replace the stored memory (everywhere) with the line.
+    Replace,
+}
+
+/// What an import did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportCounts {
+    /// Memories stored (active or archived).
+    pub imported: usize,
+    /// Of those, stored in the archive.
+    pub archived: usize,
+    /// Lines skipped because the id existed.
+    pub skipped: usize,
+    /// Lines that replaced a stored memory.
+    pub replaced: usize,
+    /// History versions stored.
+    pub history: usize,
+}
+
+/// A conversation or work session: a size-bounded group of memories.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// Session id (one scope segment).
+    pub id: String,
+    /// Scope new memories of the session go to by default.
+    pub scope: Scope,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// Last write into it.
+    pub last_activity_at: Timestamp,
+    /// Set once archived; archived sessions take no writes.
+    pub archived_at: Option<Timestamp>,
+    /// Bound on `bytes`.
+    pub max_bytes: u64,
+    /// Bytes (content + payload) of its active memories.
+    pub bytes: u64,
+}
+
+/// Number of memories in one scope.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScopeCount {
+    /// The scope.
+    pub scope: Scope,
+    /// Active memories.
+    pub memories: u64,
+    /// Archived memories.
+    pub archived: u64,
+}
+
+/// Store-wide figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StoreStats {
+    /// Backend name.
+    pub backend: String,
+    /// Active memories.
+    pub memories: u64,
+    /// Archived memories.
+    pub archived: u64,
+    /// Superseded versions kept as history.
+    pub history: u64,
+    /// Sessions (open and archived).
+    pub sessions: u64,
+    /// Distinct scopes with active memories.
+    pub scopes: u64,
+    /// Sum of `tokens` over active memories.
+    pub tokens: u64,
+    /// Active memories per lifetime tier.
+    pub by_tier: std::collections::BTreeMap<String, u64>,
+    /// Active memories per kind.
+    pub by_kind: std::collections::BTreeMap<String, u64>,
+    /// Bytes on disk (0 for in-memory).
+    pub file_bytes: u64,
+    /// Schema version (0 for in-memory).
+    pub schema_version: i64,
+}
+
+/// The storage backend interface.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Stores a new memory, or supersedes the active memory with the same
+    /// (scope, key). Fails with `DuplicateId` if the id exists, and with a
+    /// session error if the memory's session is missing, archived or full.
+    fn put(&self, m: &Memory) -> Result<Put>;
+    /// Like [`Store::put`] for many memories, all in one transaction: either
+    /// every memory is stored or none is. The memories are pulled from an
+    /// iterator so a caller can prepare the next ones (count tokens, embed)
+    /// while earlier ones are written; an `Err` item aborts the batch.
+    fn put_batch(&self, ms: &mut dyn Iterator<Item = Result<Memory>>) -> Result<Vec<Put>>;
+    /// Stores exported memories exactly as given (ids, versions, archive
+    /// marks, history), all in one transaction.
+    fn import(&self, items: &[ImportItem], on_conflict: OnConflict) -> Result<ImportCounts>;
+    /// An active memory by id.
+    fn get(&self, id: &str) -> Result<Option<Memory>>;
+    /// Replaces the content fields of an active memory if its current version
+    /// is `expected_version`; the stored version becomes `expected_version +
+    /// 1` and the old version goes to history.
+    fn update(&self, m: &Memory, expected_version: u64) -> Result<Memory>;
+    /// Deletes memories everywhere (active, archive, history, text index);
+    /// returns how many ids existed.
+    fn delete(&self, ids: &[String]) -> Result<usize>;
+    /// Active memories selected by `q`.
+    fn query(&self, q: &Query) -> Result<Vec<Memory>>;
+    /// Active memories selected by `q` that match any of `terms`, best bm25
+    /// first (scores are positive, higher is better), at most `limit`.
+    fn search_text(&self, q: &Query, terms: &[String], limit: usize) -> Result<Vec<(Memory, f64)>>;
+    /// How many active memories `q` selects (ignoring limit and offset).
+    fn count(&self, q: &Query) -> Result<u64>;
+    /// Scopes in use, with counts, sorted by scope.
+    fn list_scopes(&self) -> Result<Vec<ScopeCount>>;
+    /// Store-wide figures.
+    fn stats(&self) -> Result<StoreStats>;
+    /// Records that reads returned these memories at `at`.
+    fn touch(&self, ids: &[String], at: Timestamp) -> Result<()>;
+    /// Moves active memories to the archive; returns how many moved.
+    fn archive(&self, ids: &[String], reason: &str, at: Timestamp) -> Result<usize>;
+    /// Archived memories selected by `q` (expiry is ignored), newest first.
+    fn query_archived(&self, q: &Query) -> Result<Vec<Archived>>;
+    /// Moves archived memories back; fails with `DuplicateId`-like conflicts
+    /// if a restored (scope, key) is active again. Returns how many moved.
+    fn restore(&self, ids: &[String]) -> Result<usize>;
+    /// Earlier versions of a memory, oldest first.
+    fn history(&self, id: &str) -> Result<Vec<Memory>>;
+    /// Adds a history entry (used by import to stay lossless).
+    fn put_history(&self, m: &Memory) -> Result<()>;
+    /// Creates a session; `DuplicateSession` if it exists.
+    fn create_session(&self, s: &Session) -> Result<()>;
+    /// Creates the session unless it exists; returns the stored one.
+    fn ensure_session(&self, s: &Session) -> Result<Session>;
+    /// A session by id.
+    fn get_session(&self, id: &str) -> Result<Option<Session>>;
+    /// Every session, oldest first.
+    fn list_sessions(&self) -> Result<Vec<Session>>;
+    /// Marks the session archived and moves its active memories to the
+    /// archive (reason `session_archived`).
+    fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session>;
+}

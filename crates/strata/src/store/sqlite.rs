@@ -1,0 +1,1049 @@
+//! The embedded store: one SQLite file (rusqlite, bundled SQLite with FTS5).
+//!
+//! Schema (version 1; `docs/schema.md` records every version):
+//! - `memories`: one row per active memory; `rowid` links it to the index.
+//! - `memories_fts`: contentless FTS5 (`content=''`, `contentless_delete=1`,
+//!   `secure-delete` on) over `content` and `scopes`, the scope terms of
+//!   `text::scope_terms`. Contentless rather than external-content: the text
+//!   is stored once either way, and deletes need only the rowid, so the index
+//!   can never disagree with the row it was built from.
+//! - `archive`: the same columns plus `archived_at` and `reason`.
+//! - `history`: superseded versions, one JSON document each.
+//! - `sessions`, and `schema_version`.
+//!
+//! Every write is one `BEGIN IMMEDIATE` transaction (row, index, session
+//! bytes together), so several processes can share the file: SQLite's
+//! `busy_timeout` queues the writers and WAL lets readers go on.
+//! `secure_delete` overwrites freed pages, so forgotten text leaves the file
+//! at the next checkpoint.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params,
+    params_from_iter,
+};
+
+use super::{
+    Archived, ImportCounts, ImportItem, OnConflict, Order, Put, Query, ScopeCount, Session, Store,
+    StoreStats,
+};
+use crate::Result;
+use crate::error::Error;
+use crate::model::{Embedding, Kind, Memory, Provenance};
+use crate::scope::{Scope, View};
+use crate::text;
+
+/// Newest schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How hard a commit waits for the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// `synchronous=FULL`: a commit survives power loss.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: a commit survives a process crash; the last
+    /// commits may be lost on power loss.
+    Normal,
+}
+
+/// Options of a SQLite store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SqliteOptions {
+    /// Commit durability.
+    pub durability: Durability,
+    /// How long a writer waits for the write lock.
+    pub busy_timeout: Duration,
+    /// Page cache per connection, in KiB.
+    pub cache_kib: u32,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> SqliteOptions {
+        SqliteOptions {
+            durability: Durability::Full,
+            busy_timeout: Duration::from_secs(30),
+            cache_kib: 32 * 1024,
+        }
+    }
+}
+
+/// The embedded SQLite store.
+pub struct SqliteStore {
+    path: PathBuf,
+    opts: SqliteOptions,
+    pool: Mutex<Vec<Connection>>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+const COLS: &str = "id, scope, kind, role, content, payload, key, tags, importance, source, session, \
+     created_at, updated_at, last_accessed_at, access_count, expires_at, pinned, sensitive, tokens, \
+     checksum, version, embedding_model, embedding, provenance";
+
+fn col_defs() -> &'static str {
+    "id TEXT NOT NULL UNIQUE,
+     scope TEXT NOT NULL,
+     kind TEXT NOT NULL,
+     role TEXT,
+     content TEXT NOT NULL,
+     payload TEXT,
+     key TEXT,
+     tags TEXT NOT NULL DEFAULT '[]',
+     importance REAL NOT NULL,
+     source TEXT NOT NULL,
+     session TEXT,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     last_accessed_at INTEGER,
+     access_count INTEGER NOT NULL DEFAULT 0,
+     expires_at INTEGER,
+     pinned INTEGER NOT NULL DEFAULT 0,
+     sensitive INTEGER NOT NULL DEFAULT 0,
+     tokens INTEGER NOT NULL,
+     checksum TEXT NOT NULL,
+     version INTEGER NOT NULL,
+     embedding_model TEXT,
+     embedding BLOB,
+     provenance TEXT"
+}
+
+fn migration_1() -> String {
+    format!(
+        "CREATE TABLE memories (rowid INTEGER PRIMARY KEY, {cols});
+         CREATE INDEX memories_scope ON memories(scope, created_at);
+         CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
+         CREATE INDEX memories_created ON memories(created_at);
+         CREATE UNIQUE INDEX memories_scope_key ON memories(scope, key) WHERE key IS NOT NULL;
+         CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, content='', contentless_delete=1,
+             tokenize='porter unicode61 remove_diacritics 2');
+         INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1);
+         CREATE TABLE archive (rowid INTEGER PRIMARY KEY, {cols}, archived_at INTEGER NOT NULL, reason TEXT NOT NULL);
+         CREATE INDEX archive_scope ON archive(scope, created_at);
+         CREATE TABLE history (id TEXT NOT NULL, version INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (id, version)) WITHOUT ROWID;
+         CREATE TABLE sessions (id TEXT PRIMARY KEY, scope TEXT NOT NULL, created_at INTEGER NOT NULL,
+             last_activity_at INTEGER NOT NULL, archived_at INTEGER, max_bytes INTEGER NOT NULL, bytes INTEGER NOT NULL DEFAULT 0);",
+        cols = col_defs()
+    )
+}
+
+/// A pooled connection, returned to the pool on drop.
+struct Conn<'a> {
+    store: &'a SqliteStore,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for Conn<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().unwrap()
+    }
+}
+
+impl std::ops::DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.conn.as_mut().unwrap()
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.conn.take() {
+            if c.is_autocommit() {
+                let mut pool = self.store.pool.lock().unwrap_or_else(|p| p.into_inner());
+                if pool.len() < 8 {
+                    pool.push(c);
+                }
+            }
+        }
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its
+    /// schema up to date.
+    pub fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<SqliteStore> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        }
+        let store = SqliteStore {
+            path,
+            opts,
+            pool: Mutex::new(Vec::new()),
+        };
+        let mut c = store.conn()?;
+        store.migrate(&mut c)?;
+        drop(c);
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn connect(&self) -> Result<Connection> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let c = Connection::open_with_flags(&self.path, flags)?;
+        c.busy_timeout(self.opts.busy_timeout)?;
+        let sync = match self.opts.durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        };
+        // journal_mode is persistent in the file; setting it on every
+        // connection is a no-op after the first.
+        let mode: String = c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::Sqlite(rusqlite::Error::InvalidParameterName(
+                format!(
+                    "could not switch {} to WAL (got {mode})",
+                    self.path.display()
+                ),
+            )));
+        }
+        c.execute_batch(&format!(
+            "PRAGMA synchronous={sync}; PRAGMA secure_delete=ON; PRAGMA cache_size=-{}; PRAGMA temp_store=MEMORY;",
+            self.opts.cache_kib
+        ))?;
+        c.set_prepared_statement_cache_capacity(64);
+        Ok(c)
+    }
+
+    fn conn(&self) -> Result<Conn<'_>> {
+        let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match pooled {
+            Some(c) => c,
+            None => self.connect()?,
+        };
+        Ok(Conn {
+            store: self,
+            conn: Some(conn),
+        })
+    }
+
+    fn migrate(&self, c: &mut Connection) -> Result<()> {
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at INTEGER NOT NULL)")?;
+        let current: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+            [],
+            |r| r.get(0),
+        )?;
+        if current > SCHEMA_VERSION {
+            return Err(Error::SchemaTooNew {
+                found: current,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        let migrations: [fn() -> String; 1] = [migration_1];
+        for (i, m) in migrations.iter().enumerate() {
+            let v = i as i64 + 1;
+            if v > current {
+                tx.execute_batch(&m())?;
+                tx.execute(
+                    "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
+                    params![v, Timestamp::now().as_millisecond()],
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut c = self.conn()?;
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Writes the WAL back into the database file and truncates it.
+    pub fn checkpoint(&self) -> Result<()> {
+        let c = self.conn()?;
+        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+
+    /// Runs `PRAGMA integrity_check` and returns its report (`ok` when sound).
+    pub fn integrity_check(&self) -> Result<String> {
+        let c = self.conn()?;
+        let mut st = c.prepare("PRAGMA integrity_check")?;
+        let rows: Vec<String> = st
+            .query_map([], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows.join("\n"))
+    }
+}
+
+fn ts(ms: i64) -> Timestamp {
+    Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+fn conv_err(i: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+}
+
+fn read_memory(r: &Row<'_>) -> rusqlite::Result<Memory> {
+    let scope: String = r.get(1)?;
+    let kind: String = r.get(2)?;
+    let role: Option<String> = r.get(3)?;
+    let payload: Option<String> = r.get(5)?;
+    let tags: String = r.get(7)?;
+    let source: String = r.get(9)?;
+    let emb_model: Option<String> = r.get(21)?;
+    let emb: Option<Vec<u8>> = r.get(22)?;
+    let prov: Option<String> = r.get(23)?;
+    Ok(Memory {
+        id: r.get(0)?,
+        scope: Scope::parse(&scope).map_err(|e| conv_err(1, e))?,
+        kind: kind.parse::<Kind>().map_err(|e| conv_err(2, e))?,
+        role: role
+            .map(|s| s.parse())
+            .transpose()
+            .map_err(|e| conv_err(3, e))?,
+        content: r.get(4)?,
+        payload: payload
+            .map(|p| serde_json::from_str(&p))
+            .transpose()
+            .map_err(|e| conv_err(5, e))?,
+        key: r.get(6)?,
+        tags: serde_json::from_str(&tags).map_err(|e| conv_err(7, e))?,
+        importance: r.get(8)?,
+        source: source.parse().map_err(|e| conv_err(9, e))?,
+        session: r.get(10)?,
+        created_at: ts(r.get(11)?),
+        updated_at: ts(r.get(12)?),
+        last_accessed_at: r.get::<_, Option<i64>>(13)?.map(ts),
+        access_count: r.get::<_, i64>(14)? as u64,
+        expires_at: r.get::<_, Option<i64>>(15)?.map(ts),
+        pinned: r.get(16)?,
+        sensitive: r.get(17)?,
+        tokens: r.get::<_, i64>(18)? as u32,
+        checksum: r.get(19)?,
+        version: r.get::<_, i64>(20)? as u64,
+        embedding: match (emb_model, emb) {
+            (Some(model), Some(bytes)) => Some(Embedding {
+                model,
+                vector: bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            }),
+            _ => None,
+        },
+        provenance: prov
+            .map(|p| serde_json::from_str::<Provenance>(&p))
+            .transpose()
+            .map_err(|e| conv_err(23, e))?,
+    })
+}
+
+fn memory_params(m: &Memory) -> Vec<SqlValue> {
+    let opt_text = |s: Option<String>| s.map_or(SqlValue::Null, SqlValue::Text);
+    let opt_ts =
+        |t: Option<Timestamp>| t.map_or(SqlValue::Null, |t| SqlValue::Integer(t.as_millisecond()));
+    vec![
+        SqlValue::Text(m.id.clone()),
+        SqlValue::Text(m.scope.to_string()),
+        SqlValue::Text(m.kind.to_string()),
+        opt_text(m.role.map(|r| r.to_string())),
+        SqlValue::Text(m.content.clone()),
+        opt_text(m.payload.as_ref().map(|p| p.to_string())),
+        opt_text(m.key.clone()),
+        SqlValue::Text(serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into())),
+        SqlValue::Real(m.importance),
+        SqlValue::Text(m.source.to_string()),
+        opt_text(m.session.clone()),
+        SqlValue::Integer(m.created_at.as_millisecond()),
+        SqlValue::Integer(m.updated_at.as_millisecond()),
+        opt_ts(m.last_accessed_at),
+        SqlValue::Integer(m.access_count as i64),
+        opt_ts(m.expires_at),
+        SqlValue::Integer(m.pinned as i64),
+        SqlValue::Integer(m.sensitive as i64),
+        SqlValue::Integer(m.tokens as i64),
+        SqlValue::Text(m.checksum.clone()),
+        SqlValue::Integer(m.version as i64),
+        opt_text(m.embedding.as_ref().map(|e| e.model.clone())),
+        m.embedding.as_ref().map_or(SqlValue::Null, |e| {
+            SqlValue::Blob(e.vector.iter().flat_map(|x| x.to_le_bytes()).collect())
+        }),
+        opt_text(
+            m.provenance
+                .as_ref()
+                .and_then(|p| serde_json::to_string(p).ok()),
+        ),
+    ]
+}
+
+const PLACEHOLDERS: &str = "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?";
+
+/// SQL selecting the rows a view may see, with its parameters.
+fn view_sql(view: Option<&View>, alias: &str, params: &mut Vec<SqlValue>) -> String {
+    let Some(view) = view else { return "1".into() };
+    if view.is_empty() {
+        return "0".into();
+    }
+    let parts: Vec<String> = view
+        .entries()
+        .iter()
+        .map(|e| {
+            params.push(SqlValue::Text(e.scope.to_string()));
+            if e.subtree {
+                let (lo, hi) = e.range();
+                params.push(SqlValue::Text(lo));
+                params.push(SqlValue::Text(hi));
+                format!("{alias}scope = ? OR ({alias}scope > ? AND {alias}scope < ?)")
+            } else {
+                format!("{alias}scope = ?")
+            }
+        })
+        .collect();
+    format!("({})", parts.join(" OR "))
+}
+
+/// The WHERE clause of a query over `memories` or `archive` aliased `m.`.
+fn where_sql(q: &Query, archived: bool, params: &mut Vec<SqlValue>) -> String {
+    let mut clauses = vec![view_sql(q.view.as_ref(), "m.", params)];
+    if !q.include_expired && !archived {
+        params.push(SqlValue::Integer(q.now.as_millisecond()));
+        clauses.push("(m.expires_at IS NULL OR m.expires_at > ?)".into());
+    }
+    if !q.filter.is_trivial() {
+        clauses.push(q.filter.to_sql("m.", params));
+    }
+    clauses.join(" AND ")
+}
+
+fn order_sql(o: Order) -> &'static str {
+    match o {
+        Order::Newest => "ORDER BY m.created_at DESC, m.id DESC",
+        Order::Oldest => "ORDER BY m.created_at ASC, m.id ASC",
+    }
+}
+
+fn limit_sql(q: &Query, params: &mut Vec<SqlValue>) -> String {
+    params.push(SqlValue::Integer(
+        q.limit.map_or(-1, |l| l.min(i64::MAX as usize) as i64),
+    ));
+    params.push(SqlValue::Integer(q.offset as i64));
+    "LIMIT ? OFFSET ?".into()
+}
+
+/// Adds `delta` bytes to a session inside `tx`, enforcing its bound on growth.
+fn session_delta(
+    tx: &Transaction<'_>,
+    session: Option<&str>,
+    delta: i64,
+    at: Option<Timestamp>,
+) -> Result<()> {
+    let Some(id) = session else { return Ok(()) };
+    let row: Option<(i64, i64, Option<i64>)> = tx
+        .prepare_cached("SELECT bytes, max_bytes, archived_at FROM sessions WHERE id = ?")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let (bytes, max, archived) = row.ok_or_else(|| Error::SessionNotFound(id.into()))?;
+    if delta > 0 {
+        if archived.is_some() {
+            return Err(Error::SessionArchived(id.into()));
+        }
+        if bytes + delta > max {
+            return Err(Error::SessionFull {
+                session: id.into(),
+                used: bytes as u64,
+                adding: delta as u64,
+                bound: max as u64,
+            });
+        }
+    }
+    let at = at.map(|t| t.as_millisecond());
+    tx.prepare_cached(
+        "UPDATE sessions SET bytes = MAX(0, bytes + ?), last_activity_at = MAX(last_activity_at, COALESCE(?, last_activity_at)) WHERE id = ?",
+    )?
+    .execute(params![delta, at, id])?;
+    Ok(())
+}
+
+fn fts_insert(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
+    tx.prepare_cached("INSERT INTO memories_fts(rowid, content, scopes) VALUES (?, ?, ?)")?
+        .execute(params![rowid, m.content, text::scope_terms(&m.scope)])?;
+    Ok(())
+}
+
+fn fts_delete(tx: &Transaction<'_>, rowid: i64) -> Result<()> {
+    tx.prepare_cached("DELETE FROM memories_fts WHERE rowid = ?")?
+        .execute([rowid])?;
+    Ok(())
+}
+
+fn get_active(tx: &Connection, id: &str) -> Result<Option<(i64, Memory)>> {
+    Ok(tx
+        .prepare_cached(&format!("SELECT {COLS}, rowid FROM memories WHERE id = ?"))?
+        .query_row([id], |r| Ok((r.get(24)?, read_memory(r)?)))
+        .optional()?)
+}
+
+fn push_history(tx: &Transaction<'_>, old: &Memory) -> Result<()> {
+    let doc = serde_json::to_string(old).map_err(|e| Error::field("history", e))?;
+    tx.prepare_cached("INSERT OR REPLACE INTO history (id, version, doc) VALUES (?, ?, ?)")?
+        .execute(params![old.id, old.version as i64, doc])?;
+    Ok(())
+}
+
+fn put_in(tx: &Transaction<'_>, m: &Memory) -> Result<Put> {
+    if let Some(key) = &m.key {
+        let existing: Option<String> = tx
+            .prepare_cached("SELECT id FROM memories WHERE scope = ? AND key = ?")?
+            .query_row(params![m.scope.as_str(), key], |r| r.get(0))
+            .optional()?;
+        if let Some(old_id) = existing {
+            let (rowid, old) =
+                get_active(tx, &old_id)?.ok_or_else(|| Error::NotFound(old_id.clone()))?;
+            let mut new = m.clone();
+            new.id = old.id.clone();
+            new.created_at = old.created_at;
+            new.version = old.version + 1;
+            new.access_count = old.access_count;
+            new.last_accessed_at = old.last_accessed_at;
+            if old.session == new.session {
+                let delta = new.size_bytes() as i64 - old.size_bytes() as i64;
+                session_delta(tx, new.session.as_deref(), delta, Some(new.updated_at))?;
+            } else {
+                session_delta(
+                    tx,
+                    new.session.as_deref(),
+                    new.size_bytes() as i64,
+                    Some(new.updated_at),
+                )?;
+                session_delta(tx, old.session.as_deref(), -(old.size_bytes() as i64), None)?;
+            }
+            push_history(tx, &old)?;
+            replace_row(tx, rowid, &new)?;
+            return Ok(Put::Superseded(new));
+        }
+    }
+    let archived: bool = tx
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM archive WHERE id = ?)")?
+        .query_row([&m.id], |r| r.get(0))?;
+    if archived {
+        return Err(Error::DuplicateId(m.id.clone()));
+    }
+    session_delta(
+        tx,
+        m.session.as_deref(),
+        m.size_bytes() as i64,
+        Some(m.updated_at),
+    )?;
+    let inserted = tx
+        .prepare_cached(&format!(
+            "INSERT INTO memories ({COLS}) VALUES ({PLACEHOLDERS})"
+        ))?
+        .execute(params_from_iter(memory_params(m)));
+    match inserted {
+        Ok(_) => {}
+        Err(rusqlite::Error::SqliteFailure(e, msg))
+            if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            if msg.as_deref().is_some_and(|s| s.contains("memories.id")) {
+                return Err(Error::DuplicateId(m.id.clone()));
+            }
+            return Err(Error::Sqlite(rusqlite::Error::SqliteFailure(e, msg)));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let rowid = tx.last_insert_rowid();
+    fts_insert(tx, rowid, m)?;
+    Ok(Put::Inserted(m.clone()))
+}
+
+fn replace_row(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
+    let sets = COLS
+        .split(", ")
+        .map(|c| format!("{c} = ?"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut p = memory_params(m);
+    p.push(SqlValue::Integer(rowid));
+    tx.prepare_cached(&format!("UPDATE memories SET {sets} WHERE rowid = ?"))?
+        .execute(params_from_iter(p))?;
+    fts_delete(tx, rowid)?;
+    fts_insert(tx, rowid, m)?;
+    Ok(())
+}
+
+fn archive_in(tx: &Transaction<'_>, id: &str, reason: &str, at: Timestamp) -> Result<bool> {
+    let Some((rowid, m)) = get_active(tx, id)? else {
+        return Ok(false);
+    };
+    session_delta(tx, m.session.as_deref(), -(m.size_bytes() as i64), None)?;
+    tx.prepare_cached(&format!(
+        "INSERT INTO archive ({COLS}, archived_at, reason) SELECT {COLS}, ?, ? FROM memories WHERE rowid = ?"
+    ))?
+    .execute(params![at.as_millisecond(), reason, rowid])?;
+    tx.prepare_cached("DELETE FROM memories WHERE rowid = ?")?
+        .execute([rowid])?;
+    fts_delete(tx, rowid)?;
+    Ok(true)
+}
+
+/// Deletes one memory everywhere: row, text index, archive, history.
+fn delete_in(tx: &Transaction<'_>, id: &str) -> Result<bool> {
+    let mut found = false;
+    if let Some((rowid, m)) = get_active(tx, id)? {
+        if let Some(s) = &m.session {
+            tx.prepare_cached("UPDATE sessions SET bytes = MAX(0, bytes - ?) WHERE id = ?")?
+                .execute(params![m.size_bytes() as i64, s])?;
+        }
+        tx.prepare_cached("DELETE FROM memories WHERE rowid = ?")?
+            .execute([rowid])?;
+        fts_delete(tx, rowid)?;
+        found = true;
+    }
+    found |= tx
+        .prepare_cached("DELETE FROM archive WHERE id = ?")?
+        .execute([id])?
+        > 0;
+    tx.prepare_cached("DELETE FROM history WHERE id = ?")?
+        .execute([id])?;
+    Ok(found)
+}
+
+impl Store for SqliteStore {
+    fn put(&self, m: &Memory) -> Result<Put> {
+        self.write(|tx| put_in(tx, m))
+    }
+
+    fn put_batch(&self, ms: &mut dyn Iterator<Item = Result<Memory>>) -> Result<Vec<Put>> {
+        self.write(|tx| ms.map(|m| put_in(tx, &m?)).collect())
+    }
+
+    fn import(&self, items: &[ImportItem], on_conflict: OnConflict) -> Result<ImportCounts> {
+        self.write(|tx| {
+            let mut n = ImportCounts::default();
+            for it in items {
+                let m = &it.memory;
+                let exists: bool = tx
+                    .prepare_cached("SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?1) OR EXISTS (SELECT 1 FROM archive WHERE id = ?1)")?
+                    .query_row([&m.id], |r| r.get(0))?;
+                if exists {
+                    match on_conflict {
+                        OnConflict::Error => return Err(Error::DuplicateId(m.id.clone())),
+                        OnConflict::Skip => {
+                            n.skipped += 1;
+                            continue;
+                        }
+                        OnConflict::Replace => {
+                            delete_in(tx, &m.id)?;
+                            n.replaced += 1;
+                        }
+                    }
+                }
+                if let Some(s) = &m.session {
+                    let sess = super::memory::imported_session(s, m);
+                    tx.prepare_cached(
+                        "INSERT OR IGNORE INTO sessions (id, scope, created_at, last_activity_at, archived_at, max_bytes, bytes) VALUES (?, ?, ?, ?, NULL, ?, 0)",
+                    )?
+                    .execute(params![sess.id, sess.scope.as_str(), sess.created_at.as_millisecond(), sess.last_activity_at.as_millisecond(), sess.max_bytes as i64])?;
+                }
+                match &it.archived {
+                    Some((at, reason)) => {
+                        let mut p = memory_params(m);
+                        p.push(SqlValue::Integer(at.as_millisecond()));
+                        p.push(SqlValue::Text(reason.clone()));
+                        tx.prepare_cached(&format!("INSERT INTO archive ({COLS}, archived_at, reason) VALUES ({PLACEHOLDERS}, ?, ?)"))?
+                            .execute(params_from_iter(p))?;
+                        n.archived += 1;
+                    }
+                    None => {
+                        let r = tx
+                            .prepare_cached(&format!("INSERT INTO memories ({COLS}) VALUES ({PLACEHOLDERS})"))?
+                            .execute(params_from_iter(memory_params(m)));
+                        match r {
+                            Ok(_) => {}
+                            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+                                return Err(Error::KeyConflict { scope: m.scope.to_string(), key: m.key.clone().unwrap_or_default() });
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                        let rowid = tx.last_insert_rowid();
+                        fts_insert(tx, rowid, m)?;
+                        if let Some(s) = &m.session {
+                            tx.prepare_cached("UPDATE sessions SET bytes = bytes + ?, last_activity_at = MAX(last_activity_at, ?) WHERE id = ?")?
+                                .execute(params![m.size_bytes() as i64, m.updated_at.as_millisecond(), s])?;
+                        }
+                    }
+                }
+                n.imported += 1;
+                for h in &it.history {
+                    push_history(tx, h)?;
+                    n.history += 1;
+                }
+            }
+            Ok(n)
+        })
+    }
+
+    fn get(&self, id: &str) -> Result<Option<Memory>> {
+        let c = self.conn()?;
+        Ok(get_active(&c, id)?.map(|(_, m)| m))
+    }
+
+    fn update(&self, m: &Memory, expected_version: u64) -> Result<Memory> {
+        self.write(|tx| {
+            let (rowid, old) = get_active(tx, &m.id)?.ok_or_else(|| Error::NotFound(m.id.clone()))?;
+            if old.version != expected_version {
+                return Err(Error::VersionConflict { id: m.id.clone(), expected: expected_version, current: old.version });
+            }
+            if let Some(k) = &m.key {
+                let taken: bool = tx
+                    .prepare_cached("SELECT EXISTS (SELECT 1 FROM memories WHERE scope = ? AND key = ? AND id != ?)")?
+                    .query_row(params![m.scope.as_str(), k, m.id], |r| r.get(0))?;
+                if taken {
+                    return Err(Error::KeyConflict { scope: m.scope.to_string(), key: k.clone() });
+                }
+            }
+            let mut new = m.clone();
+            new.version = expected_version + 1;
+            new.created_at = old.created_at;
+            new.session = old.session.clone();
+            let delta = new.size_bytes() as i64 - old.size_bytes() as i64;
+            session_delta(tx, old.session.as_deref(), delta, Some(new.updated_at))?;
+            push_history(tx, &old)?;
+            replace_row(tx, rowid, &new)?;
+            Ok(new)
+        })
+    }
+
+    fn delete(&self, ids: &[String]) -> Result<usize> {
+        self.write(|tx| {
+            let mut n = 0;
+            for id in ids {
+                n += delete_in(tx, id)? as usize;
+            }
+            Ok(n)
+        })
+    }
+
+    fn query(&self, q: &Query) -> Result<Vec<Memory>> {
+        let c = self.conn()?;
+        let mut p = Vec::new();
+        let w = where_sql(q, false, &mut p);
+        let lim = limit_sql(q, &mut p);
+        let sql = format!(
+            "SELECT {COLS} FROM memories m WHERE {w} {} {lim}",
+            order_sql(q.order)
+        );
+        let mut st = c.prepare_cached(&sql)?;
+        let rows = st
+            .query_map(params_from_iter(p), read_memory)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn search_text(&self, q: &Query, terms: &[String], limit: usize) -> Result<Vec<(Memory, f64)>> {
+        let Some(terms_expr) = text::fts_terms_expr(terms) else {
+            return Ok(Vec::new());
+        };
+        let mut match_expr = format!("content : ({terms_expr})");
+        if let Some(v) = &q.view {
+            if v.is_empty() {
+                return Ok(Vec::new());
+            }
+            match_expr = format!("scopes : ({}) AND {match_expr}", text::view_expr(v));
+        }
+        let c = self.conn()?;
+        let mut p = vec![SqlValue::Text(match_expr)];
+        let w = where_sql(q, false, &mut p);
+        p.push(SqlValue::Integer(limit as i64));
+        let cols = COLS
+            .split(", ")
+            .map(|c| format!("m.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT {cols}, -bm25(memories_fts, 1.0, 0.0) AS score
+             FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid
+             WHERE memories_fts MATCH ? AND {w}
+             ORDER BY score DESC, m.id DESC LIMIT ?"
+        );
+        let mut st = c.prepare_cached(&sql)?;
+        let rows = st
+            .query_map(params_from_iter(p), |r| {
+                Ok((read_memory(r)?, r.get::<_, f64>(24)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn count(&self, q: &Query) -> Result<u64> {
+        let c = self.conn()?;
+        let mut p = Vec::new();
+        let w = where_sql(q, false, &mut p);
+        let n: i64 = c
+            .prepare_cached(&format!("SELECT COUNT(*) FROM memories m WHERE {w}"))?
+            .query_row(params_from_iter(p), |r| r.get(0))?;
+        Ok(n as u64)
+    }
+
+    fn list_scopes(&self) -> Result<Vec<ScopeCount>> {
+        let c = self.conn()?;
+        let mut st = c.prepare_cached(
+            "SELECT scope, SUM(a), SUM(b) FROM (
+                 SELECT scope, COUNT(*) AS a, 0 AS b FROM memories GROUP BY scope
+                 UNION ALL SELECT scope, 0, COUNT(*) FROM archive GROUP BY scope)
+             GROUP BY scope ORDER BY scope",
+        )?;
+        let rows = st
+            .query_map([], |r| {
+                let s: String = r.get(0)?;
+                Ok(ScopeCount {
+                    scope: Scope::parse(&s).map_err(|e| conv_err(0, e))?,
+                    memories: r.get::<_, i64>(1)? as u64,
+                    archived: r.get::<_, i64>(2)? as u64,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn stats(&self) -> Result<StoreStats> {
+        let c = self.conn()?;
+        let one =
+            |sql: &str| -> Result<u64> { Ok(c.query_row(sql, [], |r| r.get::<_, i64>(0))? as u64) };
+        let mut s = StoreStats {
+            backend: "sqlite".into(),
+            ..StoreStats::default()
+        };
+        s.memories = one("SELECT COUNT(*) FROM memories")?;
+        s.archived = one("SELECT COUNT(*) FROM archive")?;
+        s.history = one("SELECT COUNT(*) FROM history")?;
+        s.sessions = one("SELECT COUNT(*) FROM sessions")?;
+        s.scopes = one("SELECT COUNT(DISTINCT scope) FROM memories")?;
+        s.tokens = one("SELECT COALESCE(SUM(tokens), 0) FROM memories")?;
+        let mut st = c.prepare("SELECT scope, kind FROM memories")?;
+        let mut rows = st.query([])?;
+        while let Some(r) = rows.next()? {
+            let scope: String = r.get(0)?;
+            let kind: String = r.get(1)?;
+            let tier = Scope::parse(&scope)
+                .map(|s| s.tier().as_str())
+                .unwrap_or("project");
+            *s.by_tier.entry(tier.into()).or_default() += 1;
+            *s.by_kind.entry(kind).or_default() += 1;
+        }
+        let pages = one("PRAGMA page_count")?;
+        let size = one("PRAGMA page_size")?;
+        s.file_bytes = pages * size;
+        s.schema_version =
+            c.query_row("SELECT MAX(version) FROM schema_version", [], |r| r.get(0))?;
+        Ok(s)
+    }
+
+    fn touch(&self, ids: &[String], at: Timestamp) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.write(|tx| {
+            let mut st = tx.prepare_cached("UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?")?;
+            for id in ids {
+                st.execute(params![at.as_millisecond(), id])?;
+            }
+            Ok(())
+        })
+    }
+
+    fn archive(&self, ids: &[String], reason: &str, at: Timestamp) -> Result<usize> {
+        self.write(|tx| {
+            let mut n = 0;
+            for id in ids {
+                n += archive_in(tx, id, reason, at)? as usize;
+            }
+            Ok(n)
+        })
+    }
+
+    fn query_archived(&self, q: &Query) -> Result<Vec<Archived>> {
+        let c = self.conn()?;
+        let mut p = Vec::new();
+        let w = where_sql(q, true, &mut p);
+        let lim = limit_sql(q, &mut p);
+        let sql = format!(
+            "SELECT {COLS}, archived_at, reason FROM archive m WHERE {w} {} {lim}",
+            order_sql(q.order)
+        );
+        let mut st = c.prepare_cached(&sql)?;
+        let rows = st
+            .query_map(params_from_iter(p), |r| {
+                Ok(Archived {
+                    memory: read_memory(r)?,
+                    archived_at: ts(r.get(24)?),
+                    reason: r.get(25)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn restore(&self, ids: &[String]) -> Result<usize> {
+        self.write(|tx| {
+            let mut n = 0;
+            for id in ids {
+                let row: Option<(i64, Memory)> = tx
+                    .prepare_cached(&format!("SELECT {COLS}, rowid FROM archive WHERE id = ?"))?
+                    .query_row([id], |r| Ok((r.get(24)?, read_memory(r)?)))
+                    .optional()?;
+                let Some((arow, m)) = row else { continue };
+                if let Some(k) = &m.key {
+                    let taken: bool = tx
+                        .prepare_cached(
+                            "SELECT EXISTS (SELECT 1 FROM memories WHERE scope = ? AND key = ?)",
+                        )?
+                        .query_row(params![m.scope.as_str(), k], |r| r.get(0))?;
+                    if taken {
+                        return Err(Error::KeyConflict {
+                            scope: m.scope.to_string(),
+                            key: k.clone(),
+                        });
+                    }
+                }
+                tx.prepare_cached(&format!(
+                    "INSERT INTO memories ({COLS}) SELECT {COLS} FROM archive WHERE rowid = ?"
+                ))?
+                .execute([arow])?;
+                let rowid = tx.last_insert_rowid();
+                tx.prepare_cached("DELETE FROM archive WHERE rowid = ?")?
+                    .execute([arow])?;
+                fts_insert(tx, rowid, &m)?;
+                if let Some(s) = &m.session {
+                    tx.prepare_cached("UPDATE sessions SET bytes = bytes + ? WHERE id = ?")?
+                        .execute(params![m.size_bytes() as i64, s])?;
+                }
+                n += 1;
+            }
+            Ok(n)
+        })
+    }
+
+    fn history(&self, id: &str) -> Result<Vec<Memory>> {
+        let c = self.conn()?;
+        let mut st = c.prepare_cached("SELECT doc FROM history WHERE id = ? ORDER BY version")?;
+        let docs: Vec<String> = st
+            .query_map([id], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        docs.iter()
+            .map(|d| serde_json::from_str(d).map_err(|e| Error::field("history", e)))
+            .collect()
+    }
+
+    fn put_history(&self, m: &Memory) -> Result<()> {
+        self.write(|tx| push_history(tx, m))
+    }
+
+    fn create_session(&self, s: &Session) -> Result<()> {
+        self.write(|tx| {
+            let n = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO sessions (id, scope, created_at, last_activity_at, archived_at, max_bytes, bytes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                )?
+                .execute(params![
+                    s.id,
+                    s.scope.as_str(),
+                    s.created_at.as_millisecond(),
+                    s.last_activity_at.as_millisecond(),
+                    s.archived_at.map(|t| t.as_millisecond()),
+                    s.max_bytes as i64,
+                    s.bytes as i64
+                ])?;
+            if n == 0 {
+                return Err(Error::DuplicateSession(s.id.clone()));
+            }
+            Ok(())
+        })
+    }
+
+    fn ensure_session(&self, s: &Session) -> Result<Session> {
+        match self.create_session(s) {
+            Ok(()) | Err(Error::DuplicateSession(_)) => {}
+            Err(e) => return Err(e),
+        }
+        self.get_session(&s.id)?
+            .ok_or_else(|| Error::SessionNotFound(s.id.clone()))
+    }
+
+    fn get_session(&self, id: &str) -> Result<Option<Session>> {
+        let c = self.conn()?;
+        Ok(c.prepare_cached("SELECT id, scope, created_at, last_activity_at, archived_at, max_bytes, bytes FROM sessions WHERE id = ?")?
+            .query_row([id], read_session)
+            .optional()?)
+    }
+
+    fn list_sessions(&self) -> Result<Vec<Session>> {
+        let c = self.conn()?;
+        let mut st = c.prepare_cached(
+            "SELECT id, scope, created_at, last_activity_at, archived_at, max_bytes, bytes FROM sessions ORDER BY created_at, id",
+        )?;
+        let rows = st
+            .query_map([], read_session)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session> {
+        self.write(|tx| {
+            let exists: bool = tx.query_row(
+                "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
+                [id],
+                |r| r.get(0),
+            )?;
+            if !exists {
+                return Err(Error::SessionNotFound(id.into()));
+            }
+            let ids: Vec<String> = tx
+                .prepare_cached("SELECT id FROM memories WHERE session = ?")?
+                .query_map([id], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            for mid in ids {
+                archive_in(tx, &mid, "session_archived", at)?;
+            }
+            tx.execute(
+                "UPDATE sessions SET archived_at = COALESCE(archived_at, ?) WHERE id = ?",
+                params![at.as_millisecond(), id],
+            )?;
+            Ok(())
+        })?;
+        self.get_session(id)?
+            .ok_or_else(|| Error::SessionNotFound(id.into()))
+    }
+}
+
+fn read_session(r: &Row<'_>) -> rusqlite::Result<Session> {
+    let scope: String = r.get(1)?;
+    Ok(Session {
+        id: r.get(0)?,
+        scope: Scope::parse(&scope).map_err(|e| conv_err(1, e))?,
+        created_at: ts(r.get(2)?),
+        last_activity_at: ts(r.get(3)?),
+        archived_at: r.get::<_, Option<i64>>(4)?.map(ts),
+        max_bytes: r.get::<_, i64>(5)? as u64,
+        bytes: r.get::<_, i64>(6)? as u64,
+    })
+}
