@@ -168,7 +168,7 @@ pub enum Forget {
         /// Conditions.
         filter: Filter,
     },
-    /// Every memory of a session, and the session itself.
+    /// Every memory of a session; the session is then archived (no more writes).
     Session(String),
     /// A scope and everything below it.
     Scope(Scope),

@@ -2,11 +2,15 @@
 //!
 //! Schema (version 1; `docs/schema.md` records every version):
 //! - `memories`: one row per active memory; `rowid` links it to the index.
-//! - `memories_fts`: contentless FTS5 (`content=''`, `contentless_delete=1`,
-//!   `secure-delete` on) over `content` and `scopes`, the scope terms of
-//!   `text::scope_terms`. Contentless rather than external-content: the text
-//!   is stored once either way, and deletes need only the rowid, so the index
-//!   can never disagree with the row it was built from.
+//! - `memories_fts`: contentless FTS5 (`content=''`, `secure-delete` on) over
+//!   `content` and `scopes`, the scope terms of `text::scope_terms`. The text
+//!   is stored once, in `memories`. A delete hands FTS5 the row's old values
+//!   (the `'delete'` command), so FTS5 re-tokenizes them and, with
+//!   `secure-delete`, removes every term entry from the index pages. (A
+//!   `contentless_delete=1` table would only tombstone the rowid and leave the
+//!   forgotten terms in its segments until a merge.) The invariant this needs:
+//!   the indexed values are exactly the row's `content` and the terms of its
+//!   `scope`, which every write keeps by updating both in one transaction.
 //! - `archive`: the same columns plus `archived_at` and `reason`.
 //! - `history`: superseded versions, one JSON document each.
 //! - `sessions`, and `schema_version`.
@@ -63,6 +67,9 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// Page cache per connection, in KiB.
     pub cache_kib: u32,
+    /// Rewrite the file (`VACUUM`) after a delete, so no trace of forgotten
+    /// text survives in the unused space of reused pages.
+    pub vacuum_on_delete: bool,
 }
 
 impl Default for SqliteOptions {
@@ -71,6 +78,7 @@ impl Default for SqliteOptions {
             durability: Durability::Full,
             busy_timeout: Duration::from_secs(30),
             cache_kib: 32 * 1024,
+            vacuum_on_delete: true,
         }
     }
 }
@@ -129,7 +137,7 @@ fn migration_1() -> String {
          CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
          CREATE INDEX memories_created ON memories(created_at);
          CREATE UNIQUE INDEX memories_scope_key ON memories(scope, key) WHERE key IS NOT NULL;
-         CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, content='', contentless_delete=1,
+         CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, content='',
              tokenize='porter unicode61 remove_diacritics 2');
          INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1);
          CREATE TABLE archive (rowid INTEGER PRIMARY KEY, {cols}, archived_at INTEGER NOT NULL, reason TEXT NOT NULL);
@@ -276,10 +284,22 @@ impl SqliteStore {
         Ok(out)
     }
 
-    /// Writes the WAL back into the database file and truncates it.
+    /// Writes the WAL back into the database file and truncates it. Fails
+    /// if another connection kept the checkpoint from finishing.
     pub fn checkpoint(&self) -> Result<()> {
         let c = self.conn()?;
-        c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        let (busy, log, done): (i64, i64, i64) =
+            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })?;
+        if busy != 0 {
+            return Err(Error::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                Some(format!(
+                    "checkpoint incomplete: {done} of {log} frames written back"
+                )),
+            )));
+        }
         Ok(())
     }
 
@@ -489,9 +509,13 @@ fn fts_insert(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
     Ok(())
 }
 
-fn fts_delete(tx: &Transaction<'_>, rowid: i64) -> Result<()> {
-    tx.prepare_cached("DELETE FROM memories_fts WHERE rowid = ?")?
-        .execute([rowid])?;
+/// Removes a row's entries from the index; `old` must be the memory exactly
+/// as it was indexed.
+fn fts_delete(tx: &Transaction<'_>, rowid: i64, old: &Memory) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO memories_fts(memories_fts, rowid, content, scopes) VALUES ('delete', ?, ?, ?)",
+    )?
+    .execute(params![rowid, old.content, text::scope_terms(&old.scope)])?;
     Ok(())
 }
 
@@ -537,7 +561,7 @@ fn put_in(tx: &Transaction<'_>, m: &Memory) -> Result<Put> {
                 session_delta(tx, old.session.as_deref(), -(old.size_bytes() as i64), None)?;
             }
             push_history(tx, &old)?;
-            replace_row(tx, rowid, &new)?;
+            replace_row(tx, rowid, &old, &new)?;
             return Ok(Put::Superseded(new));
         }
     }
@@ -575,7 +599,7 @@ fn put_in(tx: &Transaction<'_>, m: &Memory) -> Result<Put> {
     Ok(Put::Inserted(m.clone()))
 }
 
-fn replace_row(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
+fn replace_row(tx: &Transaction<'_>, rowid: i64, old: &Memory, m: &Memory) -> Result<()> {
     let sets = COLS
         .split(", ")
         .map(|c| format!("{c} = ?"))
@@ -585,7 +609,7 @@ fn replace_row(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
     p.push(SqlValue::Integer(rowid));
     tx.prepare_cached(&format!("UPDATE memories SET {sets} WHERE rowid = ?"))?
         .execute(params_from_iter(p))?;
-    fts_delete(tx, rowid)?;
+    fts_delete(tx, rowid, old)?;
     fts_insert(tx, rowid, m)?;
     Ok(())
 }
@@ -601,7 +625,7 @@ fn archive_in(tx: &Transaction<'_>, id: &str, reason: &str, at: Timestamp) -> Re
     .execute(params![at.as_millisecond(), reason, rowid])?;
     tx.prepare_cached("DELETE FROM memories WHERE rowid = ?")?
         .execute([rowid])?;
-    fts_delete(tx, rowid)?;
+    fts_delete(tx, rowid, &m)?;
     Ok(true)
 }
 
@@ -615,7 +639,7 @@ fn delete_in(tx: &Transaction<'_>, id: &str) -> Result<bool> {
         }
         tx.prepare_cached("DELETE FROM memories WHERE rowid = ?")?
             .execute([rowid])?;
-        fts_delete(tx, rowid)?;
+        fts_delete(tx, rowid, &m)?;
         found = true;
     }
     found |= tx
@@ -728,19 +752,29 @@ impl Store for SqliteStore {
             let delta = new.size_bytes() as i64 - old.size_bytes() as i64;
             session_delta(tx, old.session.as_deref(), delta, Some(new.updated_at))?;
             push_history(tx, &old)?;
-            replace_row(tx, rowid, &new)?;
+            replace_row(tx, rowid, &old, &new)?;
             Ok(new)
         })
     }
 
     fn delete(&self, ids: &[String]) -> Result<usize> {
-        self.write(|tx| {
+        let n = self.write(|tx| {
             let mut n = 0;
             for id in ids {
                 n += delete_in(tx, id)? as usize;
             }
             Ok(n)
-        })
+        })?;
+        if n > 0 && self.opts.vacuum_on_delete {
+            // secure_delete zeroes the cells and pages SQLite frees, and
+            // FTS5's secure-delete removes the terms from the index; but a
+            // page reused after an FTS5 segment merge can still carry old
+            // index bytes in its unused area (seen in `forget` tests after a
+            // superseded key and a few hundred writes). Rewriting the file
+            // is the one way to leave no trace.
+            self.conn()?.execute_batch("VACUUM")?;
+        }
+        Ok(n)
     }
 
     fn query(&self, q: &Query) -> Result<Vec<Memory>> {

@@ -1,0 +1,446 @@
+//! The store conformance suite: every backend passes the same tests.
+
+use serde_json::json;
+use strata::store::{Order, Put, Query, Session};
+use strata::{Embedding, Error, Filter, Provenance, Role};
+
+use crate::harness::{MakeStore, mem, now, scope, view};
+
+backends!(store:
+    put_get_roundtrip_keeps_every_field,
+    duplicate_id_is_rejected,
+    same_key_supersedes_and_keeps_history,
+    update_is_compare_and_swap,
+    delete_removes_everywhere,
+    query_orders_limits_and_offsets,
+    search_text_stays_in_view_and_ranks,
+    counts_scopes_and_stats,
+    archive_and_restore,
+    sessions_bound_their_size,
+    put_batch_is_all_or_nothing,
+    expired_memories_are_hidden,
+    touch_records_access,
+);
+
+fn put_get_roundtrip_keeps_every_field(make: MakeStore) {
+    let b = make();
+    let mut m = mem("project/a/sprint/s1", "full field memory");
+    m.role = Some(Role::Assistant);
+    m.payload = Some(json!({"a": 1, "b": {"c": [1, 2, "x"]}, "d": true}));
+    m.checksum = strata::checksum(&m.content, m.payload.as_ref());
+    m.key = Some("k/1".into());
+    m.tags = vec!["x".into(), "y z".into()];
+    m.importance = 0.123456789;
+    m.expires_at = Some(now() + jiff::SignedDuration::from_hours(1));
+    m.pinned = true;
+    m.sensitive = true;
+    m.embedding = Some(Embedding {
+        model: "test".into(),
+        vector: vec![0.25, -1.5, 3.0e-7],
+    });
+    m.provenance = Some(Provenance {
+        from_id: "old".into(),
+        from_scope: scope("task/t"),
+        at: m.created_at,
+    });
+    m.last_accessed_at = Some(m.created_at);
+    m.access_count = 7;
+    b.store.put(&m).unwrap();
+    assert_eq!(b.store.get(&m.id).unwrap(), Some(m.clone()));
+    assert_eq!(b.store.get("missing").unwrap(), None);
+}
+
+fn duplicate_id_is_rejected(make: MakeStore) {
+    let b = make();
+    let m = mem("project/a", "one");
+    b.store.put(&m).unwrap();
+    assert!(matches!(b.store.put(&m), Err(Error::DuplicateId(_))));
+    b.store
+        .archive(std::slice::from_ref(&m.id), "evicted", now())
+        .unwrap();
+    assert!(
+        matches!(b.store.put(&m), Err(Error::DuplicateId(_))),
+        "an archived id is still taken"
+    );
+}
+
+fn same_key_supersedes_and_keeps_history(make: MakeStore) {
+    let b = make();
+    let mut a = mem("global", "theme: dark");
+    a.key = Some("theme".into());
+    let mut c = mem("global", "theme: light");
+    c.key = Some("theme".into());
+    let mut other_scope = mem("project/x", "theme: blue");
+    other_scope.key = Some("theme".into());
+    assert!(matches!(b.store.put(&a).unwrap(), Put::Inserted(_)));
+    let Put::Superseded(s) = b.store.put(&c).unwrap() else {
+        panic!("expected supersession")
+    };
+    assert_eq!(s.id, a.id, "keeps the id");
+    assert_eq!(s.version, 2);
+    assert_eq!(s.content, "theme: light");
+    assert_eq!(s.created_at, a.created_at);
+    assert!(
+        matches!(b.store.put(&other_scope).unwrap(), Put::Inserted(_)),
+        "keys are per scope"
+    );
+    let h = b.store.history(&a.id).unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].content, "theme: dark");
+    assert_eq!(h[0].version, 1);
+    assert_eq!(
+        b.store.get(&c.id).unwrap(),
+        None,
+        "the second id was never stored"
+    );
+}
+
+fn update_is_compare_and_swap(make: MakeStore) {
+    let b = make();
+    let m = mem("project/a", "draft");
+    b.store.put(&m).unwrap();
+    let mut n = m.clone();
+    n.content = "final".into();
+    n.checksum = strata::checksum("final", None);
+    let u = b.store.update(&n, 1).unwrap();
+    assert_eq!(u.version, 2);
+    let stale = b.store.update(&n, 1).unwrap_err();
+    assert!(
+        matches!(
+            stale,
+            Error::VersionConflict {
+                expected: 1,
+                current: 2,
+                ..
+            }
+        ),
+        "{stale}"
+    );
+    assert!(stale.to_string().contains("version conflict"));
+    let mut missing = n.clone();
+    missing.id = "nope".into();
+    assert!(matches!(
+        b.store.update(&missing, 1),
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(b.store.history(&m.id).unwrap()[0].content, "draft");
+    let q = Query::view(view(&["project/a"]), now());
+    assert_eq!(
+        b.store
+            .search_text(&q, &["final".into()], 10)
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(
+        b.store
+            .search_text(&q, &["draft".into()], 10)
+            .unwrap()
+            .is_empty(),
+        "old text left the index"
+    );
+}
+
+fn delete_removes_everywhere(make: MakeStore) {
+    let b = make();
+    let mut k = mem("project/a", "keyed v1");
+    k.key = Some("k".into());
+    b.store.put(&k).unwrap();
+    let mut k2 = mem("project/a", "keyed v2");
+    k2.key = Some("k".into());
+    b.store.put(&k2).unwrap();
+    let arch = mem("project/a", "archived one");
+    b.store.put(&arch).unwrap();
+    b.store
+        .archive(std::slice::from_ref(&arch.id), "evicted", now())
+        .unwrap();
+    let n = b
+        .store
+        .delete(&[k.id.clone(), arch.id.clone(), "missing".into()])
+        .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(b.store.get(&k.id).unwrap(), None);
+    assert!(b.store.history(&k.id).unwrap().is_empty());
+    assert!(
+        b.store
+            .query_archived(&Query::everything(now()))
+            .unwrap()
+            .is_empty()
+    );
+    let q = Query::view(view(&["project/a"]), now());
+    assert!(
+        b.store
+            .search_text(&q, &["keyed".into()], 10)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(b.store.stats().unwrap().memories, 0);
+}
+
+fn query_orders_limits_and_offsets(make: MakeStore) {
+    let b = make();
+    let ms: Vec<_> = (0..5)
+        .map(|i| mem("project/a", &format!("item {i}")))
+        .collect();
+    for m in &ms {
+        b.store.put(m).unwrap();
+    }
+    let q = Query::view(view(&["project/a"]), now());
+    let ids = |v: Vec<strata::Memory>| v.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    let newest = ids(b.store.query(&q.clone().limit(2)).unwrap());
+    assert_eq!(newest, [ms[4].id.clone(), ms[3].id.clone()]);
+    let mut q2 = q.clone().order(Order::Oldest).limit(2);
+    q2.offset = 1;
+    assert_eq!(
+        ids(b.store.query(&q2).unwrap()),
+        [ms[1].id.clone(), ms[2].id.clone()]
+    );
+    assert_eq!(b.store.count(&q).unwrap(), 5);
+}
+
+fn search_text_stays_in_view_and_ranks(make: MakeStore) {
+    let b = make();
+    let strong = mem(
+        "project/a",
+        "postgres postgres replication for postgres billing",
+    );
+    let weak = mem(
+        "project/a",
+        "we looked at postgres once among many other databases and tools today",
+    );
+    let other = mem("project/b", "postgres everywhere postgres");
+    let sub = mem("project/a/sprint/s1", "postgres in the sprint");
+    for m in [&strong, &weak, &other, &sub] {
+        b.store.put(m).unwrap();
+    }
+    let terms = strata::query_terms("Which postgres setup?");
+    let q = Query::view(view(&["project/a"]), now());
+    let hits = b.store.search_text(&q, &terms, 10).unwrap();
+    let ids: Vec<_> = hits.iter().map(|(m, _)| m.id.clone()).collect();
+    assert_eq!(
+        ids,
+        [strong.id.clone(), weak.id.clone()],
+        "exact scope only, best first"
+    );
+    assert!(hits.iter().all(|(_, s)| *s > 0.0));
+    let q = Query::view(view(&["project/a/**"]), now());
+    assert_eq!(
+        b.store.search_text(&q, &terms, 10).unwrap().len(),
+        3,
+        "subtree includes the sprint"
+    );
+    let q = Query::view(view(&["project/a/**"]), now())
+        .filter(Filter::parse(&json!({"scope": "project/a/sprint/s1"})).unwrap());
+    assert_eq!(
+        b.store.search_text(&q, &terms, 10).unwrap().len(),
+        1,
+        "filters apply to text search"
+    );
+    assert!(
+        b.store
+            .search_text(&q, &["zzzunknown".into()], 10)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        b.store
+            .search_text(&Query::view(view(&["project/a/**"]), now()), &terms, 1)
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+fn counts_scopes_and_stats(make: MakeStore) {
+    let b = make();
+    for (s, c) in [
+        ("global", "g"),
+        ("project/a", "a1"),
+        ("project/a", "a2"),
+        ("task/t1", "t"),
+    ] {
+        b.store.put(&mem(s, c)).unwrap();
+    }
+    let a = mem("project/a", "gone");
+    b.store.put(&a).unwrap();
+    b.store
+        .archive(std::slice::from_ref(&a.id), "evicted", now())
+        .unwrap();
+    let scopes = b.store.list_scopes().unwrap();
+    let names: Vec<_> = scopes
+        .iter()
+        .map(|s| (s.scope.to_string(), s.memories, s.archived))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("global".into(), 1, 0),
+            ("project/a".into(), 2, 1),
+            ("task/t1".into(), 1, 0)
+        ]
+    );
+    let st = b.store.stats().unwrap();
+    assert_eq!((st.memories, st.archived, st.scopes), (4, 1, 3));
+    assert_eq!(st.by_tier.get("project"), Some(&2));
+    assert_eq!(st.by_tier.get("task"), Some(&1));
+    assert_eq!(st.tokens, 12);
+}
+
+fn archive_and_restore(make: MakeStore) {
+    let b = make();
+    let m = mem("project/a", "evictable fact");
+    b.store.put(&m).unwrap();
+    assert_eq!(
+        b.store
+            .archive(std::slice::from_ref(&m.id), "evicted", now())
+            .unwrap(),
+        1
+    );
+    let q = Query::view(view(&["project/a"]), now());
+    assert!(b.store.query(&q).unwrap().is_empty());
+    assert!(
+        b.store
+            .search_text(&q, &["evictable".into()], 10)
+            .unwrap()
+            .is_empty()
+    );
+    let a = b.store.query_archived(&q).unwrap();
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].reason, "evicted");
+    assert_eq!(a[0].memory, m);
+    assert_eq!(b.store.restore(std::slice::from_ref(&m.id)).unwrap(), 1);
+    assert_eq!(
+        b.store
+            .search_text(&q, &["evictable".into()], 10)
+            .unwrap()
+            .len(),
+        1
+    );
+    // A restored key that is active again is a conflict, and nothing moves.
+    let mut k1 = mem("project/a", "k one");
+    k1.key = Some("k".into());
+    b.store.put(&k1).unwrap();
+    b.store
+        .archive(std::slice::from_ref(&k1.id), "evicted", now())
+        .unwrap();
+    let mut k2 = mem("project/a", "k two");
+    k2.key = Some("k".into());
+    b.store.put(&k2).unwrap();
+    assert!(matches!(
+        b.store.restore(std::slice::from_ref(&k1.id)),
+        Err(Error::KeyConflict { .. })
+    ));
+    assert_eq!(b.store.query_archived(&q).unwrap().len(), 1);
+}
+
+fn session(id: &str, max: u64) -> Session {
+    Session {
+        id: id.into(),
+        scope: scope(&format!("session/{id}")),
+        created_at: now(),
+        last_activity_at: now(),
+        archived_at: None,
+        max_bytes: max,
+        bytes: 0,
+    }
+}
+
+fn sessions_bound_their_size(make: MakeStore) {
+    let b = make();
+    b.store.create_session(&session("s1", 20)).unwrap();
+    assert!(matches!(
+        b.store.create_session(&session("s1", 20)),
+        Err(Error::DuplicateSession(_))
+    ));
+    let mut m1 = mem("session/s1", "0123456789");
+    m1.session = Some("s1".into());
+    b.store.put(&m1).unwrap();
+    let mut m2 = mem("session/s1", "0123456789A");
+    m2.session = Some("s1".into());
+    let e = b.store.put(&m2).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::SessionFull {
+                used: 10,
+                adding: 11,
+                bound: 20,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("bound of 20 bytes"));
+    assert_eq!(b.store.get(&m2.id).unwrap(), None);
+    let mut orphan = mem("session/x", "hi");
+    orphan.session = Some("nope".into());
+    assert!(matches!(
+        b.store.put(&orphan),
+        Err(Error::SessionNotFound(_))
+    ));
+    // Deleting frees the bytes.
+    b.store.delete(std::slice::from_ref(&m1.id)).unwrap();
+    assert_eq!(b.store.get_session("s1").unwrap().unwrap().bytes, 0);
+    b.store.put(&m2).unwrap();
+    let s = b.store.archive_session("s1", now()).unwrap();
+    assert!(s.archived_at.is_some());
+    assert_eq!(
+        b.store.query_archived(&Query::everything(now())).unwrap()[0].reason,
+        "session_archived"
+    );
+    let mut m3 = mem("session/s1", "late");
+    m3.session = Some("s1".into());
+    assert!(matches!(b.store.put(&m3), Err(Error::SessionArchived(_))));
+    assert!(matches!(
+        b.store.archive_session("zz", now()),
+        Err(Error::SessionNotFound(_))
+    ));
+    assert_eq!(b.store.list_sessions().unwrap().len(), 1);
+}
+
+fn put_batch_is_all_or_nothing(make: MakeStore) {
+    let b = make();
+    let a = mem("project/a", "first");
+    b.store.put(&a).unwrap();
+    let fresh = mem("project/a", "fresh");
+    let mut it = vec![Ok(fresh.clone()), Ok(a.clone())].into_iter();
+    assert!(b.store.put_batch(&mut it).is_err());
+    assert_eq!(b.store.get(&fresh.id).unwrap(), None);
+    let mut it = vec![Ok(fresh.clone()), Err(Error::NotFound("x".into()))].into_iter();
+    assert!(b.store.put_batch(&mut it).is_err());
+    assert_eq!(b.store.get(&fresh.id).unwrap(), None);
+    let mut it = vec![Ok(fresh.clone())].into_iter();
+    assert_eq!(b.store.put_batch(&mut it).unwrap().len(), 1);
+    assert!(b.store.get(&fresh.id).unwrap().is_some());
+}
+
+fn expired_memories_are_hidden(make: MakeStore) {
+    let b = make();
+    let mut m = mem("project/a", "short lived");
+    m.expires_at = Some(now() - jiff::SignedDuration::from_secs(1));
+    b.store.put(&m).unwrap();
+    let q = Query::view(view(&["project/a"]), now());
+    assert!(b.store.query(&q).unwrap().is_empty());
+    assert!(
+        b.store
+            .search_text(&q, &["short".into()], 10)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(b.store.query(&q.include_expired(true)).unwrap().len(), 1);
+}
+
+fn touch_records_access(make: MakeStore) {
+    let b = make();
+    let m = mem("project/a", "read me");
+    b.store.put(&m).unwrap();
+    let t = now();
+    b.store.touch(&[m.id.clone(), m.id.clone()], t).unwrap();
+    let g = b.store.get(&m.id).unwrap().unwrap();
+    assert_eq!(g.access_count, 2);
+    assert_eq!(
+        g.last_accessed_at.map(|x| x.as_millisecond()),
+        Some(t.as_millisecond())
+    );
+    assert_eq!(g.version, 1, "reads do not change the version");
+}

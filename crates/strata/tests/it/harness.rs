@@ -1,0 +1,158 @@
+//! Shared helpers: temporary stores and engines, memory builders.
+
+use jiff::Timestamp;
+use strata::store::{MemoryStore, SqliteStore, Store};
+use strata::{Config, Engine, Kind, Memory, Scope, Source, checksum};
+
+/// A backend under test, kept alive with its temporary directory.
+pub struct Backend {
+    pub store: Box<dyn Store>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Backend {
+    pub fn memory() -> Backend {
+        Backend {
+            store: Box::new(MemoryStore::new()),
+            _dir: None,
+        }
+    }
+
+    pub fn sqlite() -> Backend {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("t.db"), Default::default()).unwrap();
+        Backend {
+            store: Box::new(store),
+            _dir: Some(dir),
+        }
+    }
+}
+
+/// An engine under test with its temporary directory.
+pub struct TestEngine {
+    pub engine: Engine,
+    pub dir: Option<tempfile::TempDir>,
+}
+
+impl std::ops::Deref for TestEngine {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+impl std::ops::DerefMut for TestEngine {
+    fn deref_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+}
+
+impl TestEngine {
+    pub fn memory(cfg: impl FnOnce(&mut Config)) -> TestEngine {
+        let mut c = Config::in_memory();
+        cfg(&mut c);
+        TestEngine {
+            engine: Engine::open(c).unwrap(),
+            dir: None,
+        }
+    }
+
+    pub fn sqlite(cfg: impl FnOnce(&mut Config)) -> TestEngine {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Config::sqlite(dir.path().join("t.db"));
+        cfg(&mut c);
+        TestEngine {
+            engine: Engine::open(c).unwrap(),
+            dir: Some(dir),
+        }
+    }
+
+    pub fn db_path(&self) -> std::path::PathBuf {
+        self.dir.as_ref().unwrap().path().join("t.db")
+    }
+}
+
+/// Instantiates each listed test function once per backend. Functions take
+/// `fn(make: &dyn Fn() -> Backend)` (store tests) or `fn(make: &dyn Fn(&dyn
+/// Fn(&mut Config)) -> TestEngine)` (engine tests).
+macro_rules! backends {
+    (store: $($name:ident),* $(,)?) => {
+        mod memory_store { $( #[test] fn $name() { super::$name(&crate::harness::Backend::memory); } )* }
+        mod sqlite_store { $( #[test] fn $name() { super::$name(&crate::harness::Backend::sqlite); } )* }
+    };
+    (engine: $($name:ident),* $(,)?) => {
+        mod memory_engine { $( #[test] fn $name() { super::$name(&|c| crate::harness::TestEngine::memory(|x| c(x))); } )* }
+        mod sqlite_engine { $( #[test] fn $name() { super::$name(&|c| crate::harness::TestEngine::sqlite(|x| c(x))); } )* }
+    };
+}
+
+pub type MakeEngine<'a> = &'a dyn Fn(&dyn Fn(&mut Config)) -> TestEngine;
+pub type MakeStore<'a> = &'a dyn Fn() -> Backend;
+
+pub fn scope(s: &str) -> Scope {
+    Scope::parse(s).unwrap()
+}
+
+pub fn view(v: &[&str]) -> strata::View {
+    strata::View::parse(v).unwrap()
+}
+
+static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A complete memory as a store receives it; ids sort by creation.
+pub fn mem(scope_: &str, content: &str) -> Memory {
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let at = Timestamp::from_millisecond(1_750_000_000_000 + n as i64).unwrap();
+    Memory {
+        id: format!("m{n:08}"),
+        scope: scope(scope_),
+        kind: Kind::Context,
+        role: None,
+        content: content.into(),
+        payload: None,
+        key: None,
+        tags: vec![],
+        importance: 0.5,
+        source: Source::External,
+        session: None,
+        created_at: at,
+        updated_at: at,
+        last_accessed_at: None,
+        access_count: 0,
+        expires_at: None,
+        pinned: false,
+        sensitive: false,
+        tokens: 3,
+        checksum: checksum(content, None),
+        version: 1,
+        embedding: None,
+        provenance: None,
+    }
+}
+
+/// Now, in the millisecond precision stores keep.
+pub fn now() -> Timestamp {
+    Timestamp::from_millisecond(Timestamp::now().as_millisecond()).unwrap()
+}
+
+/// Every memory (active, archived and history) as a sorted list of
+/// `(id, version, archived)` plus the stats — a fingerprint that must not
+/// change when an operation fails.
+pub fn fingerprint(e: &Engine) -> String {
+    let mut out = Vec::new();
+    e.export(
+        &strata::Export::user_data(None, None),
+        &mut out,
+        &mut |_| {},
+    )
+    .unwrap();
+    let stats = e.stats().unwrap();
+    format!(
+        "{}\n{} {} {} {}",
+        String::from_utf8(out).unwrap(),
+        stats.memories,
+        stats.archived,
+        stats.history,
+        stats.sessions
+    )
+}

@@ -1,0 +1,191 @@
+//! JSONL export/import: lossless round trips, clear errors on bad lines, and
+//! a store left unchanged by a failed import.
+
+use proptest::prelude::*;
+use serde_json::json;
+use strata::{Embedding, Engine, Error, Export, OnConflict, Provenance, Role, Source};
+
+use crate::harness::{MakeEngine, TestEngine, fingerprint, mem, now, scope};
+
+fn export_all(e: &Engine) -> String {
+    let mut out = Vec::new();
+    e.export(&Export::user_data(None, None), &mut out, &mut |_| {})
+        .unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn import(e: &Engine, text: &str, mode: OnConflict) -> strata::Result<strata::ImportCounts> {
+    e.import(&mut text.as_bytes(), mode, &mut |_| {})
+}
+
+fn json_leaf() -> impl Strategy<Value = serde_json::Value> {
+    prop_oneof![
+        any::<bool>().prop_map(|b| json!(b)),
+        any::<i64>().prop_map(|i| json!(i)),
+        (-1e12f64..1e12).prop_map(|f| json!(f)),
+        "[a-zé😀 \"\\\\]{0,12}".prop_map(|s| json!(s)),
+        Just(serde_json::Value::Null),
+    ]
+}
+
+fn payload() -> impl Strategy<Value = Option<serde_json::Value>> {
+    prop::option::of(
+        prop::collection::btree_map("[a-z]{1,6}", json_leaf(), 0..4).prop_map(|m| json!(m)),
+    )
+}
+
+prop_compose! {
+    fn arb_memory()(
+        content in "[a-zA-Z0-9 ,.!?é😀\n\"\\\\]{1,80}",
+        scope_ in prop::sample::select(vec!["global", "project/a", "project/a/sprint/s1", "task/t1", "agent/x"]),
+        role in prop::option::of(prop::sample::select(vec![Role::User, Role::Assistant, Role::Tool])),
+        payload in payload(),
+        tags in prop::collection::vec("[a-z:_ -]{1,10}", 0..4),
+        importance in 0.0f64..=1.0,
+        pinned in any::<bool>(),
+        sensitive in any::<bool>(),
+        access in 0u64..1000,
+        vector in prop::option::of(prop::collection::vec(-10.0f32..10.0, 1..6)),
+        expires in prop::option::of(1i64..10_000_000),
+        prov in any::<bool>(),
+    ) -> strata::Memory {
+        let mut m = mem(scope_, "x");
+        m.content = if content.trim().is_empty() { "x".into() } else { content };
+        m.role = role;
+        m.payload = payload;
+        m.checksum = strata::checksum(&m.content, m.payload.as_ref());
+        let mut seen = Vec::new();
+        for t in tags { if !seen.contains(&t) { seen.push(t); } }
+        m.tags = seen;
+        m.importance = importance;
+        m.pinned = pinned;
+        m.sensitive = sensitive;
+        m.access_count = access;
+        m.last_accessed_at = (access > 0).then_some(m.created_at);
+        m.source = if pinned { Source::Learned } else { Source::External };
+        m.embedding = vector.map(|v| Embedding { model: "mini".into(), vector: v });
+        m.expires_at = expires.map(|s| m.created_at + jiff::SignedDuration::from_secs(s));
+        m.provenance = prov.then(|| Provenance { from_id: "src".into(), from_scope: scope("task/t0"), at: m.created_at });
+        m
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn export_import_export_is_identical(ms in prop::collection::vec(arb_memory(), 1..12), archive_every in 2usize..5) {
+        let a = TestEngine::sqlite(|_| {});
+        for (i, m) in ms.iter().enumerate() {
+            a.store().put(m).unwrap();
+            if i % archive_every == 0 {
+                a.store().archive(std::slice::from_ref(&m.id), "evicted", m.created_at).unwrap();
+            } else if i % 3 == 1 {
+                let mut n = m.clone();
+                n.content.push_str(" (edited)");
+                n.checksum = strata::checksum(&n.content, n.payload.as_ref());
+                a.store().update(&n, 1).unwrap();
+            }
+        }
+        let first = export_all(&a);
+        for b in [TestEngine::memory(|_| {}), TestEngine::sqlite(|_| {})] {
+            let r = import(&b, &first, OnConflict::Error).unwrap();
+            prop_assert_eq!(r.imported, ms.len());
+            prop_assert_eq!(export_all(&b), first.clone());
+        }
+    }
+}
+
+backends!(engine: bad_lines_are_named_and_change_nothing, conflicts_follow_the_mode, sensitive_is_left_out_unless_asked);
+
+fn bad_lines_are_named_and_change_nothing(make: MakeEngine) {
+    let e = make(&|_| {});
+    e.remember(strata::NewMemory::new(scope("project/a"), "already here"))
+        .unwrap();
+    let good = export_all(&e);
+    let src = make(&|_| {});
+    src.remember(strata::NewMemory::new(scope("project/b"), "new one"))
+        .unwrap();
+    let line = export_all(&src);
+    let line = line.trim();
+    let before = fingerprint(&e);
+    let bad_cases = [
+        (format!("{line}\n{{not json"), "line 2", "invalid JSON"),
+        (format!("{line}\n[1,2]"), "line 2", "expected a JSON object"),
+        (
+            line.replace("\"importance\":", "\"importance\":2.0,\"x\":"),
+            "line 1",
+            "unknown field",
+        ),
+        (
+            line.replacen("\"scope\":\"project/b\"", "\"scope\":\"project//b\"", 1),
+            "line 1",
+            "empty segment",
+        ),
+        (
+            line.replacen("\"content\":\"new one\"", "\"content\":\"tampered\"", 1),
+            "line 1",
+            "checksum",
+        ),
+        (
+            line.replacen("\"kind\":\"context\"", "\"kind\":\"Not A Kind\"", 1),
+            "line 1",
+            "kind",
+        ),
+        (format!("{line}\n{line}"), "line 2", "appears twice"),
+        (
+            line.replacen("\"version\":1", "\"version\":0", 1),
+            "line 1",
+            "version",
+        ),
+    ];
+    for (text, where_, what) in bad_cases {
+        let err = import(&e, &text, OnConflict::Error).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(where_) && msg.contains(what),
+            "{msg}\n--- for ---\n{text}"
+        );
+        assert_eq!(fingerprint(&e), before, "a failed import changed the store");
+    }
+    assert!(matches!(
+        import(&e, &good, OnConflict::Error),
+        Err(Error::DuplicateId(_))
+    ));
+    assert_eq!(fingerprint(&e), before);
+    import(&e, &format!("\n{line}\n\n"), OnConflict::Error).unwrap();
+}
+
+fn conflicts_follow_the_mode(make: MakeEngine) {
+    let e = make(&|_| {});
+    let m = e
+        .remember(strata::NewMemory::new(scope("project/a"), "original"))
+        .unwrap();
+    let text = export_all(&e);
+    let r = import(&e, &text, OnConflict::Skip).unwrap();
+    assert_eq!((r.imported, r.skipped), (0, 1));
+    let changed = text
+        .replace("\"content\":\"original\"", "\"content\":\"replaced\"")
+        .replace(&m.checksum, &strata::checksum("replaced", None));
+    let r = import(&e, &changed, OnConflict::Replace).unwrap();
+    assert_eq!((r.imported, r.replaced), (1, 1));
+    assert_eq!(e.get(&m.id).unwrap().unwrap().content, "replaced");
+}
+
+fn sensitive_is_left_out_unless_asked(make: MakeEngine) {
+    let e = make(&|_| {});
+    e.remember(strata::NewMemory::new(scope("project/a"), "public"))
+        .unwrap();
+    e.remember(strata::NewMemory::new(scope("project/a"), "secret token").sensitive(true))
+        .unwrap();
+    let mut out = Vec::new();
+    let r = e.export(&Export::default(), &mut out, &mut |_| {}).unwrap();
+    assert_eq!((r.memories, r.sensitive_skipped), (1, 1));
+    assert!(!String::from_utf8(out).unwrap().contains("secret"));
+    let mut out = Vec::new();
+    let v = strata::View::parse(&["project/a/**"]).unwrap();
+    e.export(&Export::user_data(Some(v), None), &mut out, &mut |_| {})
+        .unwrap();
+    assert!(String::from_utf8(out).unwrap().contains("secret"));
+    let _ = now();
+}

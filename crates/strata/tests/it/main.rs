@@ -1,0 +1,15 @@
+//! Integration tests of the strata engine: one binary, themed modules, a
+//! shared harness. Tests that every backend must pass are written once over
+//! `&dyn Store` or `&Engine` and instantiated per backend by the `backends!`
+//! macro in `harness.rs`.
+
+#[macro_use]
+mod harness;
+
+mod conformance;
+mod filters;
+mod forget;
+mod isolation;
+mod jsonl;
+mod lifecycle;
+mod ranking;

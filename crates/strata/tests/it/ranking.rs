@@ -1,0 +1,150 @@
+//! Ranking: strategies, decay, explain, determinism, access recording.
+
+use strata::{Kind, NewMemory, Recall, Strategy};
+
+use crate::harness::{MakeEngine, scope, view};
+
+backends!(engine: strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, decay_lowers_old_memories);
+
+fn strategies_order_as_documented(make: MakeEngine) {
+    let e = make(&|_| {});
+    let a = e
+        .remember(
+            NewMemory::new(
+                scope("project/a"),
+                "cache invalidation bug in the cache layer cache",
+            )
+            .importance(0.2),
+        )
+        .unwrap();
+    let b = e
+        .remember(
+            NewMemory::new(scope("project/a"), "we decided to drop the cache")
+                .kind(Kind::Decision)
+                .importance(1.0),
+        )
+        .unwrap();
+    let c = e
+        .remember(NewMemory::new(scope("project/a"), "unrelated lunch plans").importance(0.6))
+        .unwrap();
+    let ids = |s: Strategy, q: &str| {
+        let mut r = Recall::new(q, view(&["project/a"]));
+        r.strategy = Some(s);
+        r.touch = false;
+        e.recall(&r)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.memory.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(Strategy::Relevance, "cache"),
+        [a.id.clone(), b.id.clone()]
+    );
+    assert_eq!(
+        ids(Strategy::Importance, "cache"),
+        [b.id.clone(), a.id.clone()]
+    );
+    assert_eq!(
+        ids(Strategy::Recency, ""),
+        [c.id.clone(), b.id.clone(), a.id.clone()]
+    );
+    assert_eq!(ids(Strategy::Importance, "")[0], b.id);
+    let mut r = Recall::new("cache", view(&["project/a"]));
+    r.explain = true;
+    let hits = e.recall(&r).unwrap();
+    let p = hits[0].explain.as_ref().expect("explain parts");
+    let w = strata::Weights::default();
+    let total =
+        w.relevance * p.relevance + w.importance * p.effective_importance + w.recency * p.recency;
+    assert!((total - hits[0].score).abs() < 1e-12);
+    assert!(
+        hits.iter()
+            .all(|h| h.explain.as_ref().unwrap().bm25.is_some())
+    );
+    r.explain = false;
+    assert!(e.recall(&r).unwrap().iter().all(|h| h.explain.is_none()));
+}
+
+fn ranking_is_deterministic(make: MakeEngine) {
+    let e = make(&|c| c.max_items = 0);
+    let items = (0..300)
+        .map(|i| {
+            NewMemory::new(
+                scope("project/a"),
+                format!("same words every time {}", i % 3),
+            )
+        })
+        .collect();
+    e.remember_batch(items, strata::Confirm::No).unwrap();
+    let run = || {
+        let mut r = Recall::new("same words", view(&["project/a"]));
+        r.limit = 50;
+        r.touch = false;
+        e.recall(&r)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.memory.id)
+            .collect::<Vec<_>>()
+    };
+    let first = run();
+    assert_eq!(first.len(), 50);
+    for _ in 0..3 {
+        assert_eq!(run(), first);
+    }
+}
+
+fn recall_records_access_unless_told_not_to(make: MakeEngine) {
+    let e = make(&|_| {});
+    let m = e
+        .remember(NewMemory::new(scope("project/a"), "access counted"))
+        .unwrap();
+    let mut r = Recall::new("access", view(&["project/a"]));
+    r.touch = false;
+    e.recall(&r).unwrap();
+    assert_eq!(e.get(&m.id).unwrap().unwrap().access_count, 0);
+    r.touch = true;
+    e.recall(&r).unwrap();
+    e.recall(&r).unwrap();
+    let g = e.get(&m.id).unwrap().unwrap();
+    assert_eq!(g.access_count, 2);
+    assert!(g.last_accessed_at.is_some());
+}
+
+fn decay_lowers_old_memories(make: MakeEngine) {
+    let mut e = make(&|_| {});
+    let t0 = jiff::Timestamp::now();
+    e.set_clock(move || t0 - jiff::SignedDuration::from_hours(24 * 60));
+    let old = e
+        .remember(
+            NewMemory::new(scope("project/a"), "old decision")
+                .kind(Kind::Decision)
+                .importance(0.9),
+        )
+        .unwrap();
+    e.set_clock(move || t0);
+    let new = e
+        .remember(
+            NewMemory::new(scope("project/a"), "new decision")
+                .kind(Kind::Decision)
+                .importance(0.9),
+        )
+        .unwrap();
+    let mut r = Recall::new("decision", view(&["project/a"]));
+    r.strategy = Some(Strategy::Importance);
+    r.explain = true;
+    let hits = e.recall(&r).unwrap();
+    assert_eq!(hits[0].memory.id, new.id);
+    let old_parts = hits
+        .iter()
+        .find(|h| h.memory.id == old.id)
+        .unwrap()
+        .explain
+        .clone()
+        .unwrap();
+    assert!(
+        (old_parts.decay - 0.25).abs() < 1e-6,
+        "two half-lives: {}",
+        old_parts.decay
+    );
+}
