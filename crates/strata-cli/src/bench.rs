@@ -7,7 +7,8 @@
 //!   rusqlite insert of the same rows into the same tables, in the same run;
 //! - `remember`: single durable (`synchronous=FULL`) `remember` latency on the
 //!   N-memory store;
-//! - `recall`: hybrid recall of 3–5 word queries over one project view;
+//! - `recall`: hybrid recall of question-like queries (a template around 1–3
+//!   content words drawn like the memories' words) over one project view;
 //! - `cold`: whole-process `strata recall` wall time.
 
 use std::path::{Path, PathBuf};
@@ -37,6 +38,9 @@ pub struct BenchArgs {
     /// Cold-start process runs.
     #[arg(long, default_value_t = 30)]
     pub cold_runs: usize,
+    /// Insert rounds (strata and raw alternate; the medians are reported).
+    #[arg(long, default_value_t = 3)]
+    pub insert_rounds: usize,
     /// Benchmarks to run (comma-separated): insert, remember, recall, cold.
     #[arg(
         long,
@@ -72,6 +76,7 @@ struct Insert {
     strata_per_sec: f64,
     raw_per_sec: f64,
     ratio: f64,
+    rounds: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -328,11 +333,6 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
     };
     let db = dir.join("bench.db");
     let raw_db = dir.join("raw.db");
-    for p in [&db, &raw_db] {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", p.display()));
-        }
-    }
     let mut datagen = Gen::new(a.seed);
     let data = dataset(&mut datagen, a.memories, a.scopes);
     let mut rep = Report {
@@ -347,27 +347,51 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         }
     };
 
-    let engine = strata::Engine::open(bench_config(&db))?;
     // Load the tokenizer outside the timed region, as a server would have.
     strata::TokenCounter::new("cl100k_base")?.count("warm up");
-    say(format!(
-        "inserting {} memories over {} scopes…",
-        a.memories, a.scopes
-    ));
-    let t = Instant::now();
-    let stored = engine.remember_batch(data, strata::Confirm::No)?;
-    let strata_time = t.elapsed();
-    if a.only.iter().any(|o| o == "insert") {
-        let raw_time = raw_insert(&raw_db, &stored)?;
-        let s = a.memories as f64 / strata_time.as_secs_f64();
-        let r = a.memories as f64 / raw_time.as_secs_f64();
+    let remove = |p: &Path| {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", p.display()));
+        }
+    };
+    let rounds = if a.only.iter().any(|o| o == "insert") {
+        a.insert_rounds.max(1)
+    } else {
+        1
+    };
+    let (mut strata_rates, mut raw_rates) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        say(format!(
+            "insert round {}/{rounds}: {} memories over {} scopes…",
+            round + 1,
+            a.memories,
+            a.scopes
+        ));
+        remove(&db);
+        let engine = strata::Engine::open(bench_config(&db))?;
+        let t = Instant::now();
+        let stored = engine.remember_batch(data.clone(), strata::Confirm::No)?;
+        strata_rates.push(a.memories as f64 / t.elapsed().as_secs_f64());
+        if a.only.iter().any(|o| o == "insert") {
+            remove(&raw_db);
+            raw_rates.push(a.memories as f64 / raw_insert(&raw_db, &stored)?.as_secs_f64());
+        }
+    }
+    remove(&raw_db);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        v[v.len() / 2]
+    };
+    if !raw_rates.is_empty() {
+        let (s, r) = (median(&mut strata_rates), median(&mut raw_rates));
         rep.insert = Some(Insert {
             strata_per_sec: s,
             raw_per_sec: r,
             ratio: s / r,
+            rounds,
         });
     }
-    drop(stored);
+    let engine = strata::Engine::open(bench_config(&db))?;
 
     if a.only.iter().any(|o| o == "remember") {
         say(format!("timing {} single durable remembers…", a.writes));
@@ -440,8 +464,8 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
     ))?;
     if let Some(i) = &rep.insert {
         output::line(format!(
-            "batched insert     strata {:>9.0}/s   raw rusqlite+FTS5 {:>9.0}/s   ratio {:.2}",
-            i.strata_per_sec, i.raw_per_sec, i.ratio
+            "batched insert     strata {:>9.0}/s   raw rusqlite+FTS5 {:>9.0}/s   ratio {:.2}  (medians of {} rounds)",
+            i.strata_per_sec, i.raw_per_sec, i.ratio, i.rounds
         ))?;
     }
     let lat_line = |name: &str, l: &Latency| {

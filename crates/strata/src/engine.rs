@@ -17,7 +17,7 @@ use crate::config::{Config, StoreConfig};
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::model::{self, Kind, Memory, NewMemory, Provenance, Role, Source};
-use crate::rank::{self, ScoreParts, Strategy};
+use crate::rank::{self, ScoreParts, Signals, Strategy};
 use crate::scope::{Scope, Tier, View};
 use crate::store::{
     Archived, MemoryStore, Order, Put, Query, ScopeCount, Session, SqliteStore, Store, StoreStats,
@@ -378,6 +378,11 @@ impl Engine {
     /// Validates a new memory and fills in everything the engine assigns.
     fn build(&self, new: NewMemory, now: Timestamp) -> Result<Memory> {
         self.check_new(&new)?;
+        self.build_checked(new, now)
+    }
+
+    /// [`Engine::build`] for a memory `check_new` already accepted.
+    fn build_checked(&self, new: NewMemory, now: Timestamp) -> Result<Memory> {
         let scope = new.scope.ok_or_else(|| Error::field("scope", "missing"))?;
         let kind = new.kind.unwrap_or(Kind::Context);
         let importance = new.importance.unwrap_or_else(|| kind.default_importance());
@@ -511,7 +516,7 @@ impl Engine {
             let mut it = items
                 .into_iter()
                 .enumerate()
-                .map(|(i, n)| self.build(n, now).map_err(|e| prefix_item(i, e)));
+                .map(|(i, n)| self.build_checked(n, now).map_err(|e| prefix_item(i, e)));
             return Ok(self
                 .store
                 .put_batch(&mut it)?
@@ -519,8 +524,10 @@ impl Engine {
                 .map(Put::into_memory)
                 .collect());
         }
+        // One core writes; the others prepare.
         let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
+            .map_or(2, |n| n.get())
+            .saturating_sub(1)
             .clamp(1, 4);
         let mut chunks: Vec<Vec<(usize, NewMemory)>> = Vec::new();
         for (i, n) in items.into_iter().enumerate() {
@@ -546,7 +553,7 @@ impl Engine {
                     for c in work {
                         let built: Vec<Result<Memory>> = c
                             .into_iter()
-                            .map(|(i, n)| self.build(n, now).map_err(|e| prefix_item(i, e)))
+                            .map(|(i, n)| self.build_checked(n, now).map_err(|e| prefix_item(i, e)))
                             .collect();
                         if tx.send(built).is_err() {
                             return;
@@ -586,9 +593,9 @@ impl Engine {
         let batch = ((self.cfg.max_items as f64) * self.cfg.evict_fraction).ceil() as u64;
         let n = excess.max(batch) as usize;
         let unpinned = Filter::parse(&json!({"pinned": false}))?;
-        let mut cands: Vec<(Memory, f64)> = self
+        let mut cands: Vec<(Signals, f64)> = self
             .store
-            .query(
+            .query_signals(
                 &Query::view(view, now)
                     .filter(unpinned)
                     .include_expired(true),
@@ -691,6 +698,10 @@ impl Engine {
     }
 
     /// Ranked memories for a query within a view.
+    ///
+    /// Two phases: candidates are ranked on a few columns ([`Signals`]:
+    /// bm25 from the full-text index, importance, kind, times, reads), then
+    /// only the memories that made the cut are loaded.
     pub fn recall(&self, req: &Recall) -> Result<Vec<Recalled>> {
         if req.view.is_empty() {
             return Err(Error::field("view", "no scope named"));
@@ -703,31 +714,35 @@ impl Engine {
         let terms = text::query_terms(&req.query);
         let base = Query::view(req.view.clone(), now).filter(req.filter.clone());
         let want = (req.limit * self.cfg.ranking.candidates_per_result).max(100);
-        let cands: Vec<(Memory, Option<f64>)> = if !terms.is_empty() {
+        let cands: Vec<(Signals, Option<f64>)> = if !terms.is_empty() {
             self.store
-                .search_text(&base, &terms, want)?
+                .search_signals(&base, &terms, want)?
                 .into_iter()
                 .map(|(m, s)| (m, Some(s)))
                 .collect()
         } else if strategy == Strategy::Recency {
             self.store
-                .query(&base.limit(req.limit))?
+                .query_signals(&base.limit(req.limit))?
                 .into_iter()
                 .map(|m| (m, None))
                 .collect()
         } else {
             self.store
-                .query(&base)?
+                .query_signals(&base)?
                 .into_iter()
                 .map(|m| (m, None))
                 .collect()
         };
-        let mut out = self.rank(cands, strategy, now, None);
+        let mut ranked: Vec<(Signals, ScoreParts, Option<usize>)> = self
+            .rank(cands, strategy, now)
+            .into_iter()
+            .map(|(s, p)| (s, p, None))
+            .collect();
+        let mut archived: Vec<(Memory, ArchiveMark)> = Vec::new();
         if req.include_archived {
-            let archived = self
+            archived = self
                 .store
-                .query_archived(&Query::view(req.view.clone(), now).filter(req.filter.clone()))?;
-            let (ms, marks): (Vec<Memory>, Vec<ArchiveMark>) = archived
+                .query_archived(&Query::view(req.view.clone(), now).filter(req.filter.clone()))?
                 .into_iter()
                 .map(|a| {
                     (
@@ -738,54 +753,84 @@ impl Engine {
                         },
                     )
                 })
-                .unzip();
+                .collect();
             let scores: Vec<Option<f64>> = if terms.is_empty() {
-                vec![None; ms.len()]
+                vec![None; archived.len()]
             } else {
-                let docs: Vec<&str> = ms.iter().map(|m| m.content.as_str()).collect();
+                let docs: Vec<&str> = archived.iter().map(|(m, _)| m.content.as_str()).collect();
                 text::bm25(&docs, &terms).into_iter().map(Some).collect()
             };
-            let cands: Vec<(Memory, Option<f64>)> = ms
-                .into_iter()
+            let cands: Vec<(Signals, Option<f64>)> = archived
+                .iter()
                 .zip(scores)
                 .filter(|(_, s)| terms.is_empty() || s.is_some_and(|x| x > 0.0))
+                .map(|((m, _), s)| (Signals::of(m), s))
                 .collect();
-            let marks_by_id: BTreeMap<String, ArchiveMark> =
-                cands.iter().map(|(m, _)| m.id.clone()).zip(marks).collect();
-            out.extend(self.rank(cands, strategy, now, Some(&marks_by_id)));
-            out.sort_by(|a, b| {
-                b.score
-                    .partial_cmp(&a.score)
+            let index: BTreeMap<&str, usize> = archived
+                .iter()
+                .enumerate()
+                .map(|(i, (m, _))| (m.id.as_str(), i))
+                .collect();
+            let extra: Vec<(Signals, ScoreParts, Option<usize>)> = self
+                .rank(cands, strategy, now)
+                .into_iter()
+                .map(|(s, p)| {
+                    let i = index.get(s.id.as_str()).copied();
+                    (s, p, i)
+                })
+                .collect();
+            ranked.extend(extra);
+            ranked.sort_by(|a, b| {
+                b.1.total
+                    .partial_cmp(&a.1.total)
                     .unwrap_or(std::cmp::Ordering::Equal)
-                    .then_with(|| b.memory.id.cmp(&a.memory.id))
+                    .then_with(|| b.0.id.cmp(&a.0.id))
             });
         }
-        out.truncate(req.limit);
-        if !req.explain {
-            for r in &mut out {
-                r.explain = None;
-            }
+        ranked.truncate(req.limit);
+        let active_ids: Vec<String> = ranked
+            .iter()
+            .filter(|r| r.2.is_none())
+            .map(|r| r.0.id.clone())
+            .collect();
+        let mut loaded: BTreeMap<String, Memory> = self
+            .store
+            .get_many(&active_ids)?
+            .into_iter()
+            .map(|m| (m.id.clone(), m))
+            .collect();
+        let mut out = Vec::with_capacity(ranked.len());
+        for (sig, parts, arch) in ranked {
+            let (memory, mark) = match arch {
+                Some(i) => (archived[i].0.clone(), Some(archived[i].1.clone())),
+                None => match loaded.remove(&sig.id) {
+                    Some(m) => (m, None),
+                    // Forgotten between the two phases.
+                    None => continue,
+                },
+            };
+            out.push(Recalled {
+                score: parts.total,
+                explain: req.explain.then_some(parts),
+                memory,
+                archived: mark,
+            });
         }
         if req.touch {
-            let ids: Vec<String> = out
-                .iter()
-                .filter(|r| r.archived.is_none())
-                .map(|r| r.memory.id.clone())
-                .collect();
-            self.store.touch(&ids, now)?;
+            self.store.touch(&active_ids, now)?;
         }
         Ok(out)
     }
 
+    /// Scores and sorts candidates, best first.
     fn rank(
         &self,
-        cands: Vec<(Memory, Option<f64>)>,
+        cands: Vec<(Signals, Option<f64>)>,
         strategy: Strategy,
         now: Timestamp,
-        marks: Option<&BTreeMap<String, ArchiveMark>>,
-    ) -> Vec<Recalled> {
+    ) -> Vec<(Signals, ScoreParts)> {
         let best = cands.iter().filter_map(|(_, s)| *s).fold(0.0f64, f64::max);
-        let mut scored: Vec<(Memory, ScoreParts)> = cands
+        let mut scored: Vec<(Signals, ScoreParts)> = cands
             .into_iter()
             .map(|(m, s)| {
                 let p = rank::score(&self.cfg.ranking, strategy, &m, s, best, now);
@@ -794,17 +839,6 @@ impl Engine {
             .collect();
         rank::sort_scored(&mut scored, |m| m.id.as_str());
         scored
-            .into_iter()
-            .map(|(m, p)| {
-                let archived = marks.and_then(|mk| mk.get(&m.id).cloned());
-                Recalled {
-                    score: p.total,
-                    explain: Some(p),
-                    memory: m,
-                    archived,
-                }
-            })
-            .collect()
     }
 
     /// Memories in a view, filtered and ordered (no query, no access recorded).
@@ -828,17 +862,18 @@ impl Engine {
             ListOrder::Importance => {
                 let cands = self
                     .store
-                    .query(&q)?
+                    .query_signals(&q)?
                     .into_iter()
                     .map(|m| (m, None))
                     .collect();
-                Ok(self
-                    .rank(cands, Strategy::Importance, now, None)
+                let ids: Vec<String> = self
+                    .rank(cands, Strategy::Importance, now)
                     .into_iter()
                     .skip(req.offset)
                     .take(req.limit)
-                    .map(|r| r.memory)
-                    .collect())
+                    .map(|(s, _)| s.id)
+                    .collect();
+                self.store.get_many(&ids)
             }
         }
     }
@@ -957,10 +992,10 @@ impl Engine {
         } else {
             self.store.delete(&ids)?
         };
-        if let (Some(s), false) = (session, opts.dry_run) {
-            if pinned_kept == 0 {
-                self.store.archive_session(s, now).ok();
-            }
+        if let (Some(s), false) = (session, opts.dry_run)
+            && pinned_kept == 0
+        {
+            self.store.archive_session(s, now).ok();
         }
         Ok(ForgetReport {
             deleted,

@@ -44,7 +44,7 @@ pub use jsonl::{Export, ExportReport, parse_line};
 pub use model::{
     Embedding, Kind, Memory, NewMemory, Provenance, Role, Source, checksum, parse_time, parse_ttl,
 };
-pub use rank::{RankConfig, ScoreParts, Strategy, Weights};
+pub use rank::{RankConfig, ScoreParts, Signals, Strategy, Weights};
 pub use scope::{Scope, Tier, View, ViewEntry};
 pub use store::{Archived, ImportCounts, OnConflict, Session, StoreStats};
 pub use text::{query_terms, scope_terms};

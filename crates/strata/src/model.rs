@@ -341,13 +341,13 @@ impl Memory {
                 ),
             ));
         }
-        if let Some(e) = &self.embedding {
-            if e.vector.is_empty() || e.vector.iter().any(|x| !x.is_finite()) {
-                return Err(Error::field(
-                    "embedding",
-                    "vector must be non-empty and finite",
-                ));
-            }
+        if let Some(e) = &self.embedding
+            && (e.vector.is_empty() || e.vector.iter().any(|x| !x.is_finite()))
+        {
+            return Err(Error::field(
+                "embedding",
+                "vector must be non-empty and finite",
+            ));
         }
         Ok(())
     }
@@ -362,10 +362,12 @@ pub fn checksum(content: &str, payload: Option<&serde_json::Value>) -> String {
         // serde_json's Map is ordered by key, so this text is canonical.
         h.update(p.to_string().as_bytes());
     }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = h.finalize();
     let mut out = String::with_capacity(64);
     for b in digest {
-        out.push_str(&format!("{b:02x}"));
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
     }
     out
 }
@@ -593,10 +595,10 @@ pub fn parse_time(field: &str, text: &str) -> Result<Timestamp, Error> {
     if let Ok(t) = text.parse::<Timestamp>() {
         return Ok(t);
     }
-    if let Ok(d) = text.parse::<jiff::civil::Date>() {
-        if let Ok(z) = d.to_zoned(jiff::tz::TimeZone::UTC) {
-            return Ok(z.timestamp());
-        }
+    if let Ok(d) = text.parse::<jiff::civil::Date>()
+        && let Ok(z) = d.to_zoned(jiff::tz::TimeZone::UTC)
+    {
+        return Ok(z.timestamp());
     }
     Err(Error::field(
         field,

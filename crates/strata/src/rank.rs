@@ -232,19 +232,51 @@ fn age_days(t: Timestamp, now: Timestamp) -> f64 {
     ((now.as_millisecond() - t.as_millisecond()).max(0) as f64) / 86_400_000.0
 }
 
+/// What ranking reads of a memory: a few columns, so a store can rank many
+/// candidates without loading their content.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Signals {
+    /// The memory's id (the tie-breaker).
+    pub id: String,
+    /// Its kind's word.
+    pub kind: String,
+    /// Stored importance.
+    pub importance: f64,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Last content change.
+    pub updated_at: Timestamp,
+    /// Reads so far.
+    pub access_count: u64,
+}
+
+impl Signals {
+    /// The signals of a loaded memory.
+    pub fn of(m: &Memory) -> Signals {
+        Signals {
+            id: m.id.clone(),
+            kind: m.kind.to_string(),
+            importance: m.importance,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+            access_count: m.access_count,
+        }
+    }
+}
+
 /// Scores one memory. `bm25` is the raw text score (higher is better) and
 /// `best_bm25` the best among the candidates.
 pub fn score(
     cfg: &RankConfig,
     strategy: Strategy,
-    m: &Memory,
+    m: &Signals,
     bm25: Option<f64>,
     best_bm25: f64,
     now: Timestamp,
 ) -> ScoreParts {
     let age = age_days(m.updated_at, now);
     let decay = 0.5f64.powf(age / cfg.half_life_days);
-    let kind_weight = cfg.kind_weight(m.kind.as_str());
+    let kind_weight = cfg.kind_weight(&m.kind);
     let access_factor = 1.0 + cfg.access_boost * (1.0 + m.access_count as f64).ln();
     let effective =
         (m.importance * kind_weight * decay * access_factor).clamp(cfg.min_importance, 1.0);
@@ -296,7 +328,7 @@ mod tests {
         let now: Timestamp = "2026-02-01T00:00:00Z".parse().unwrap();
         let then: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap();
         let m = crate::testutil::memory("project/a", "x", then);
-        let p = score(&cfg, Strategy::Importance, &m, None, 0.0, now);
+        let p = score(&cfg, Strategy::Importance, &Signals::of(&m), None, 0.0, now);
         assert!((p.decay - 0.5).abs() < 1e-9, "{}", p.decay);
         // context weight 0.3 × importance 0.5 × 0.5 = 0.075 → floored at 0.1
         assert!((p.effective_importance - 0.1).abs() < 1e-9);

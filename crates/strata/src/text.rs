@@ -152,18 +152,15 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(|w| w.to_lowercase())
 }
 
-/// The distinct search terms of a query, in order: its words less stop-words
-/// (or all its words, when nothing else is left).
+/// The distinct search terms of a query, in order: its words less
+/// stop-words. A query made only of stop-words ("what is it?") has no terms:
+/// matching them would select nearly every memory at the cost of scoring
+/// all of them, and rank by noise; such a recall ranks by importance and
+/// recency instead.
 pub fn query_terms(query: &str) -> Vec<String> {
-    let all: Vec<String> = words(query).collect();
-    let mut kept: Vec<String> = all
-        .iter()
+    let mut kept: Vec<String> = words(query)
         .filter(|w| !STOP_WORDS.contains(&w.as_str()))
-        .cloned()
         .collect();
-    if kept.is_empty() {
-        kept = all;
-    }
     let mut seen = std::collections::HashSet::new();
     kept.retain(|w| seen.insert(w.clone()));
     kept
@@ -275,7 +272,7 @@ mod tests {
     #[test]
     fn questions_keep_their_content_words() {
         assert_eq!(query_terms("Where does she live now?"), ["live"]);
-        assert_eq!(query_terms("what is it"), ["what", "is", "it"]);
+        assert!(query_terms("what is it").is_empty());
         assert_eq!(
             fts_terms_expr(&query_terms("Berlin move, Berlin!")).unwrap(),
             "\"berlin\" OR \"move\""

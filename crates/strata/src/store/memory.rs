@@ -17,6 +17,7 @@ use super::{
 use crate::Result;
 use crate::error::Error;
 use crate::model::Memory;
+use crate::rank::Signals;
 
 #[derive(Clone, Debug, Default)]
 struct Inner {
@@ -160,10 +161,36 @@ impl Store for MemoryStore {
 
     fn put_batch(&self, ms: &mut dyn Iterator<Item = Result<Memory>>) -> Result<Vec<Put>> {
         let mut g = self.lock();
-        let mut staged = g.clone();
-        let out = ms.map(|m| staged.put(&m?)).collect::<Result<Vec<_>>>()?;
-        *g = staged;
-        Ok(out)
+        // Apply in place and undo on failure: cloning the whole store per
+        // batch would make batches O(store size).
+        let sessions = g.sessions.clone();
+        let mut out: Vec<Put> = Vec::new();
+        let mut failed = None;
+        for m in ms {
+            match m.and_then(|m| g.put(&m)) {
+                Ok(p) => out.push(p),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let Some(e) = failed else { return Ok(out) };
+        for p in out.into_iter().rev() {
+            match p {
+                Put::Inserted(m) => {
+                    g.active.remove(&m.id);
+                }
+                Put::Superseded(m) => {
+                    let old = g.history.get_mut(&m.id).and_then(|h| h.pop());
+                    if let Some(old) = old {
+                        g.active.insert(old.id.clone(), old);
+                    }
+                }
+            }
+        }
+        g.sessions = sessions;
+        Err(e)
     }
 
     fn import(&self, items: &[ImportItem], on_conflict: OnConflict) -> Result<ImportCounts> {
@@ -213,17 +240,16 @@ impl Store for MemoryStore {
                     n.archived += 1;
                 }
                 None => {
-                    if let Some(k) = &m.key {
-                        if st
+                    if let Some(k) = &m.key
+                        && st
                             .active
                             .values()
                             .any(|x| x.scope == m.scope && x.key.as_deref() == Some(k))
-                        {
-                            return Err(Error::KeyConflict {
-                                scope: m.scope.to_string(),
-                                key: k.clone(),
-                            });
-                        }
+                    {
+                        return Err(Error::KeyConflict {
+                            scope: m.scope.to_string(),
+                            key: k.clone(),
+                        });
                     }
                     if let Some(s) = m.session.as_deref().and_then(|s| st.sessions.get_mut(s)) {
                         s.bytes += m.size_bytes();
@@ -262,16 +288,15 @@ impl Store for MemoryStore {
                 current: old.version,
             });
         }
-        if let Some(k) = &m.key {
-            if g.active
+        if let Some(k) = &m.key
+            && g.active
                 .values()
                 .any(|x| x.id != m.id && x.scope == m.scope && x.key.as_deref() == Some(k))
-            {
-                return Err(Error::KeyConflict {
-                    scope: m.scope.to_string(),
-                    key: k.clone(),
-                });
-            }
+        {
+            return Err(Error::KeyConflict {
+                scope: m.scope.to_string(),
+                key: k.clone(),
+            });
         }
         let mut new = m.clone();
         new.version = expected_version + 1;
@@ -334,6 +359,31 @@ impl Store for MemoryStore {
         });
         hits.truncate(limit);
         Ok(hits)
+    }
+
+    fn search_signals(
+        &self,
+        q: &Query,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f64)>> {
+        Ok(self
+            .search_text(q, terms, limit)?
+            .iter()
+            .map(|(m, s)| (Signals::of(m), *s))
+            .collect())
+    }
+
+    fn query_signals(&self, q: &Query) -> Result<Vec<Signals>> {
+        Ok(self.query(q)?.iter().map(Signals::of).collect())
+    }
+
+    fn get_many(&self, ids: &[String]) -> Result<Vec<Memory>> {
+        let g = self.lock();
+        Ok(ids
+            .iter()
+            .filter_map(|id| g.active.get(id).cloned())
+            .collect())
     }
 
     fn count(&self, q: &Query) -> Result<u64> {
@@ -438,18 +488,16 @@ impl Store for MemoryStore {
     fn restore(&self, ids: &[String]) -> Result<usize> {
         let mut g = self.lock();
         for id in ids {
-            if let Some(a) = g.archive.get(id) {
-                if let Some(k) = &a.memory.key {
-                    if g.active
-                        .values()
-                        .any(|x| x.scope == a.memory.scope && x.key.as_deref() == Some(k))
-                    {
-                        return Err(Error::KeyConflict {
-                            scope: a.memory.scope.to_string(),
-                            key: k.clone(),
-                        });
-                    }
-                }
+            if let Some(a) = g.archive.get(id)
+                && let Some(k) = &a.memory.key
+                && g.active
+                    .values()
+                    .any(|x| x.scope == a.memory.scope && x.key.as_deref() == Some(k))
+            {
+                return Err(Error::KeyConflict {
+                    scope: a.memory.scope.to_string(),
+                    key: k.clone(),
+                });
             }
         }
         let mut n = 0;

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::Result;
 use crate::filter::Filter;
 use crate::model::Memory;
+use crate::rank::Signals;
 use crate::scope::{Scope, View};
 
 pub mod memory;
@@ -272,6 +273,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Active memories selected by `q` that match any of `terms`, best bm25
     /// first (scores are positive, higher is better), at most `limit`.
     fn search_text(&self, q: &Query, terms: &[String], limit: usize) -> Result<Vec<(Memory, f64)>>;
+    /// Like [`Store::search_text`], returning only what ranking reads.
+    fn search_signals(
+        &self,
+        q: &Query,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f64)>>;
+    /// Like [`Store::query`], returning only what ranking reads.
+    fn query_signals(&self, q: &Query) -> Result<Vec<Signals>>;
+    /// Active memories by id, in the order asked; missing ids are skipped.
+    fn get_many(&self, ids: &[String]) -> Result<Vec<Memory>>;
     /// How many active memories `q` selects (ignoring limit and offset).
     fn count(&self, q: &Query) -> Result<u64>;
     /// Scopes in use, with counts, sorted by scope.

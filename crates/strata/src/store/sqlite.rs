@@ -40,6 +40,7 @@ use super::{
 use crate::Result;
 use crate::error::Error;
 use crate::model::{Embedding, Kind, Memory, Provenance};
+use crate::rank::Signals;
 use crate::scope::{Scope, View};
 use crate::text;
 
@@ -170,12 +171,12 @@ impl std::ops::DerefMut for Conn<'_> {
 
 impl Drop for Conn<'_> {
     fn drop(&mut self) {
-        if let Some(c) = self.conn.take() {
-            if c.is_autocommit() {
-                let mut pool = self.store.pool.lock().unwrap_or_else(|p| p.into_inner());
-                if pool.len() < 8 {
-                    pool.push(c);
-                }
+        if let Some(c) = self.conn.take()
+            && c.is_autocommit()
+        {
+            let mut pool = self.store.pool.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.len() < 8 {
+                pool.push(c);
             }
         }
     }
@@ -320,6 +321,20 @@ fn ts(ms: i64) -> Timestamp {
 
 fn conv_err(i: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+}
+
+/// The columns [`read_signals`] reads, in its order.
+const SIGNAL_COLS: &str = "m.id, m.kind, m.importance, m.created_at, m.updated_at, m.access_count";
+
+fn read_signals(r: &Row<'_>) -> rusqlite::Result<Signals> {
+    Ok(Signals {
+        id: r.get(0)?,
+        kind: r.get(1)?,
+        importance: r.get(2)?,
+        created_at: ts(r.get(3)?),
+        updated_at: ts(r.get(4)?),
+        access_count: r.get::<_, i64>(5)? as u64,
+    })
 }
 
 fn read_memory(r: &Row<'_>) -> rusqlite::Result<Memory> {
@@ -504,9 +519,66 @@ fn session_delta(
 }
 
 fn fts_insert(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
-    tx.prepare_cached("INSERT INTO memories_fts(rowid, content, scopes) VALUES (?, ?, ?)")?
-        .execute(params![rowid, m.content, text::scope_terms(&m.scope)])?;
+    // Batches write many memories to few scopes; their terms are cached.
+    thread_local! {
+        static TERMS: std::cell::RefCell<std::collections::HashMap<String, String>> = Default::default();
+    }
+    let mut st =
+        tx.prepare_cached("INSERT INTO memories_fts(rowid, content, scopes) VALUES (?, ?, ?)")?;
+    TERMS.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.len() > 256 {
+            t.clear();
+        }
+        let terms = t
+            .entry(m.scope.to_string())
+            .or_insert_with(|| text::scope_terms(&m.scope));
+        st.execute(params![rowid, m.content, terms.as_str()])
+    })?;
     Ok(())
+}
+
+/// Inserts a memory row, binding fields by reference.
+fn insert_row(tx: &Transaction<'_>, m: &Memory) -> rusqlite::Result<usize> {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("INSERT INTO memories ({COLS}) VALUES ({PLACEHOLDERS})")
+    });
+    let tags = serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into());
+    let payload = m.payload.as_ref().map(|p| p.to_string());
+    let emb: Option<Vec<u8>> = m
+        .embedding
+        .as_ref()
+        .map(|e| e.vector.iter().flat_map(|x| x.to_le_bytes()).collect());
+    let prov = m
+        .provenance
+        .as_ref()
+        .and_then(|p| serde_json::to_string(p).ok());
+    tx.prepare_cached(&SQL)?.execute(params![
+        m.id,
+        m.scope.as_str(),
+        m.kind.as_str(),
+        m.role.map(|r| r.as_str()),
+        m.content,
+        payload,
+        m.key,
+        tags,
+        m.importance,
+        m.source.as_str(),
+        m.session,
+        m.created_at.as_millisecond(),
+        m.updated_at.as_millisecond(),
+        m.last_accessed_at.map(|t| t.as_millisecond()),
+        m.access_count as i64,
+        m.expires_at.map(|t| t.as_millisecond()),
+        m.pinned,
+        m.sensitive,
+        m.tokens as i64,
+        m.checksum,
+        m.version as i64,
+        m.embedding.as_ref().map(|e| e.model.as_str()),
+        emb,
+        prov,
+    ])
 }
 
 /// Removes a row's entries from the index; `old` must be the memory exactly
@@ -533,7 +605,9 @@ fn push_history(tx: &Transaction<'_>, old: &Memory) -> Result<()> {
     Ok(())
 }
 
-fn put_in(tx: &Transaction<'_>, m: &Memory) -> Result<Put> {
+/// Stores one memory inside `tx`. `check_archive` may be false only when the
+/// archive is known to be empty in this transaction.
+fn put_in(tx: &Transaction<'_>, m: Memory, check_archive: bool) -> Result<Put> {
     if let Some(key) = &m.key {
         let existing: Option<String> = tx
             .prepare_cached("SELECT id FROM memories WHERE scope = ? AND key = ?")?
@@ -542,7 +616,7 @@ fn put_in(tx: &Transaction<'_>, m: &Memory) -> Result<Put> {
         if let Some(old_id) = existing {
             let (rowid, old) =
                 get_active(tx, &old_id)?.ok_or_else(|| Error::NotFound(old_id.clone()))?;
-            let mut new = m.clone();
+            let mut new = m;
             new.id = old.id.clone();
             new.created_at = old.created_at;
             new.version = old.version + 1;
@@ -565,9 +639,10 @@ fn put_in(tx: &Transaction<'_>, m: &Memory) -> Result<Put> {
             return Ok(Put::Superseded(new));
         }
     }
-    let archived: bool = tx
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM archive WHERE id = ?)")?
-        .query_row([&m.id], |r| r.get(0))?;
+    let archived = check_archive
+        && tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM archive WHERE id = ?)")?
+            .query_row([&m.id], |r| r.get::<_, bool>(0))?;
     if archived {
         return Err(Error::DuplicateId(m.id.clone()));
     }
@@ -577,11 +652,7 @@ fn put_in(tx: &Transaction<'_>, m: &Memory) -> Result<Put> {
         m.size_bytes() as i64,
         Some(m.updated_at),
     )?;
-    let inserted = tx
-        .prepare_cached(&format!(
-            "INSERT INTO memories ({COLS}) VALUES ({PLACEHOLDERS})"
-        ))?
-        .execute(params_from_iter(memory_params(m)));
+    let inserted = insert_row(tx, &m);
     match inserted {
         Ok(_) => {}
         Err(rusqlite::Error::SqliteFailure(e, msg))
@@ -595,8 +666,8 @@ fn put_in(tx: &Transaction<'_>, m: &Memory) -> Result<Put> {
         Err(e) => return Err(e.into()),
     }
     let rowid = tx.last_insert_rowid();
-    fts_insert(tx, rowid, m)?;
-    Ok(Put::Inserted(m.clone()))
+    fts_insert(tx, rowid, &m)?;
+    Ok(Put::Inserted(m))
 }
 
 fn replace_row(tx: &Transaction<'_>, rowid: i64, old: &Memory, m: &Memory) -> Result<()> {
@@ -653,11 +724,17 @@ fn delete_in(tx: &Transaction<'_>, id: &str) -> Result<bool> {
 
 impl Store for SqliteStore {
     fn put(&self, m: &Memory) -> Result<Put> {
-        self.write(|tx| put_in(tx, m))
+        self.write(|tx| put_in(tx, m.clone(), true))
     }
 
     fn put_batch(&self, ms: &mut dyn Iterator<Item = Result<Memory>>) -> Result<Vec<Put>> {
-        self.write(|tx| ms.map(|m| put_in(tx, &m?)).collect())
+        self.write(|tx| {
+            let archive_empty: bool =
+                tx.query_row("SELECT NOT EXISTS (SELECT 1 FROM archive)", [], |r| {
+                    r.get(0)
+                })?;
+            ms.map(|m| put_in(tx, m?, !archive_empty)).collect()
+        })
     }
 
     fn import(&self, items: &[ImportItem], on_conflict: OnConflict) -> Result<ImportCounts> {
@@ -826,6 +903,68 @@ impl Store for SqliteStore {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows)
+    }
+
+    fn search_signals(
+        &self,
+        q: &Query,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f64)>> {
+        let Some(terms_expr) = text::fts_terms_expr(terms) else {
+            return Ok(Vec::new());
+        };
+        let mut match_expr = format!("content : ({terms_expr})");
+        if let Some(v) = &q.view {
+            if v.is_empty() {
+                return Ok(Vec::new());
+            }
+            match_expr = format!("scopes : ({}) AND {match_expr}", text::view_expr(v));
+        }
+        let c = self.conn()?;
+        let mut p = vec![SqlValue::Text(match_expr)];
+        let w = where_sql(q, false, &mut p);
+        p.push(SqlValue::Integer(limit as i64));
+        let sql = format!(
+            "SELECT {SIGNAL_COLS}, -bm25(memories_fts, 1.0, 0.0) AS score
+             FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid
+             WHERE memories_fts MATCH ? AND {w}
+             ORDER BY score DESC, m.id DESC LIMIT ?"
+        );
+        let mut st = c.prepare_cached(&sql)?;
+        let rows = st
+            .query_map(params_from_iter(p), |r| {
+                Ok((read_signals(r)?, r.get::<_, f64>(6)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn query_signals(&self, q: &Query) -> Result<Vec<Signals>> {
+        let c = self.conn()?;
+        let mut p = Vec::new();
+        let w = where_sql(q, false, &mut p);
+        let lim = limit_sql(q, &mut p);
+        let sql = format!(
+            "SELECT {SIGNAL_COLS} FROM memories m WHERE {w} {} {lim}",
+            order_sql(q.order)
+        );
+        let mut st = c.prepare_cached(&sql)?;
+        let rows = st
+            .query_map(params_from_iter(p), read_signals)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
+
+    fn get_many(&self, ids: &[String]) -> Result<Vec<Memory>> {
+        let c = self.conn()?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some((_, m)) = get_active(&c, id)? {
+                out.push(m);
+            }
+        }
+        Ok(out)
     }
 
     fn count(&self, q: &Query) -> Result<u64> {
