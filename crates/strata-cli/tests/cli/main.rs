@@ -1,0 +1,10 @@
+//! End-to-end tests of the `strata` binary: one test binary, themed modules,
+//! a shared harness (`util.rs`) that gives each test its own database,
+//! working directory and config directory.
+
+mod util;
+
+mod bad_input;
+mod commands;
+mod concurrency;
+mod crash;
