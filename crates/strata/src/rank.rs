@@ -142,7 +142,7 @@ impl Default for RankConfig {
             recency_half_life_days: 7.0,
             kind_weights,
             default_kind_weight: 0.5,
-            candidates_per_result: 20,
+            candidates_per_result: 10,
         }
     }
 }

@@ -213,10 +213,6 @@ impl SqliteStore {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let c = Connection::open_with_flags(&self.path, flags)?;
         c.busy_timeout(self.opts.busy_timeout)?;
-        let sync = match self.opts.durability {
-            Durability::Full => "FULL",
-            Durability::Normal => "NORMAL",
-        };
         // journal_mode is persistent in the file; setting it on every
         // connection is a no-op after the first.
         let mode: String = c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
@@ -229,7 +225,8 @@ impl SqliteStore {
             )));
         }
         c.execute_batch(&format!(
-            "PRAGMA synchronous={sync}; PRAGMA secure_delete=ON; PRAGMA cache_size=-{}; PRAGMA temp_store=MEMORY;",
+            "{}; PRAGMA secure_delete=ON; PRAGMA cache_size=-{}; PRAGMA temp_store=MEMORY;",
+            sync_pragma(self.opts.durability),
             self.opts.cache_kib
         ))?;
         c.set_prepared_statement_cache_capacity(64);
@@ -312,6 +309,13 @@ impl SqliteStore {
             .query_map([], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows.join("\n"))
+    }
+}
+
+fn sync_pragma(d: Durability) -> &'static str {
+    match d {
+        Durability::Full => "PRAGMA synchronous=FULL",
+        Durability::Normal => "PRAGMA synchronous=NORMAL",
     }
 }
 
@@ -1035,13 +1039,26 @@ impl Store for SqliteStore {
         if ids.is_empty() {
             return Ok(());
         }
-        self.write(|tx| {
-            let mut st = tx.prepare_cached("UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?")?;
-            for id in ids {
-                st.execute(params![at.as_millisecond(), id])?;
+        // Access statistics steer ranking but are not acknowledged writes:
+        // this commit skips the WAL fsync (`synchronous=NORMAL` still
+        // survives a process crash; only power loss can drop the last few).
+        let mut c = self.conn()?;
+        c.execute_batch("PRAGMA synchronous=NORMAL")?;
+        let r = (|| -> Result<()> {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            {
+                let mut st = tx.prepare_cached(
+                    "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? WHERE id = ?",
+                )?;
+                for id in ids {
+                    st.execute(params![at.as_millisecond(), id])?;
+                }
             }
+            tx.commit()?;
             Ok(())
-        })
+        })();
+        c.execute_batch(sync_pragma(self.opts.durability))?;
+        r
     }
 
     fn archive(&self, ids: &[String], reason: &str, at: Timestamp) -> Result<usize> {
