@@ -51,6 +51,9 @@ pub struct BenchArgs {
     /// Directory for the benchmark databases (default: a temporary one).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Time recalls without recording access (no write per recall).
+    #[arg(long)]
+    pub no_touch: bool,
     /// Random seed of the data generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -206,12 +209,32 @@ impl Gen {
         s.push('.');
         s
     }
+    /// A content word: Zipf-distributed like the memories, stop-words skipped.
+    fn content_word(&mut self) -> String {
+        loop {
+            let w = &self.vocab[self.zipf.sample(&mut self.rng)];
+            if !strata::query_terms(w).is_empty() {
+                return w.clone();
+            }
+        }
+    }
+
+    /// A question an agent would ask: a template around 1–3 content words
+    /// drawn like the memories' words (frequent words are asked about most).
     fn query(&mut self) -> String {
-        let n = 3 + self.rng.below(3);
-        (0..n)
-            .map(|_| self.vocab[self.zipf.sample(&mut self.rng)].as_str())
-            .collect::<Vec<_>>()
-            .join(" ")
+        let (a, b, c) = (
+            self.content_word(),
+            self.content_word(),
+            self.content_word(),
+        );
+        match self.rng.below(6) {
+            0 => format!("what did we decide about {a}?"),
+            1 => format!("how does the {a} {b} work"),
+            2 => format!("{a} {b} {c}"),
+            3 => format!("why did the {a} fail"),
+            4 => format!("who mentioned {a} and {b}?"),
+            _ => format!("when was the {a} {b} {c}"),
+        }
     }
 }
 
@@ -420,7 +443,8 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
                 "project/p{:02}",
                 (i * 7) % a.scopes
             ))?);
-            let req = strata::Recall::new(datagen.query(), view);
+            let mut req = strata::Recall::new(datagen.query(), view);
+            req.touch = !a.no_touch;
             let t = Instant::now();
             let hits = engine.recall(&req)?;
             lat.push(t.elapsed());

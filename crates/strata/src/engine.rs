@@ -757,8 +757,14 @@ impl Engine {
             let scores: Vec<Option<f64>> = if terms.is_empty() {
                 vec![None; archived.len()]
             } else {
-                let docs: Vec<&str> = archived.iter().map(|(m, _)| m.content.as_str()).collect();
-                text::bm25(&docs, &terms).into_iter().map(Some).collect()
+                let docs: Vec<(&str, f64)> = archived
+                    .iter()
+                    .map(|(m, _)| (m.content.as_str(), m.tokens as f64))
+                    .collect();
+                text::bm25_docs(&docs, &terms)
+                    .into_iter()
+                    .map(Some)
+                    .collect()
             };
             let cands: Vec<(Signals, Option<f64>)> = archived
                 .iter()

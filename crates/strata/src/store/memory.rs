@@ -341,16 +341,53 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    fn search_text(&self, q: &Query, terms: &[String], limit: usize) -> Result<Vec<(Memory, f64)>> {
+    fn search_signals(
+        &self,
+        q: &Query,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f64)>> {
         let g = self.lock();
-        let selected: Vec<&Memory> = g.active.values().filter(|m| q.selects(m)).collect();
-        let docs: Vec<&str> = selected.iter().map(|m| m.content.as_str()).collect();
-        let scores = crate::text::bm25(&docs, terms);
-        let mut hits: Vec<(Memory, f64)> = selected
+        let stemmed: Vec<String> = terms.iter().map(|t| crate::text::stem(t)).collect();
+        // Statistics over the view (as the SQLite store's index sees it):
+        // every active memory in it, whatever the filter.
+        let in_view: Vec<&Memory> = g
+            .active
+            .values()
+            .filter(|m| q.view.as_ref().is_none_or(|v| v.contains(&m.scope)))
+            .collect();
+        let matched: Vec<Vec<usize>> = in_view
+            .iter()
+            .map(|m| {
+                let st = crate::text::stems(&m.content);
+                stemmed
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| st.contains(*t))
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .collect();
+        let df: Vec<usize> = (0..terms.len())
+            .map(|t| matched.iter().filter(|m| m.contains(&t)).count())
+            .collect();
+        let bm = crate::text::Bm25::new(in_view.len(), &df);
+        let cands: Vec<(&Memory, &Vec<usize>)> = in_view
+            .iter()
+            .copied()
+            .zip(matched.iter())
+            .filter(|(m, t)| !t.is_empty() && q.selects(m))
+            .collect();
+        let avglen =
+            cands.iter().map(|(m, _)| m.tokens as f64).sum::<f64>() / (cands.len().max(1) as f64);
+        let mut hits: Vec<(Signals, f64)> = cands
             .into_iter()
-            .zip(scores)
-            .filter(|(_, s)| *s > 0.0)
-            .map(|(m, s)| (m.clone(), s))
+            .map(|(m, t)| {
+                (
+                    Signals::of(m),
+                    bm.score(t.iter().copied(), m.tokens as f64, avglen),
+                )
+            })
             .collect();
         hits.sort_by(|a, b| {
             b.1.partial_cmp(&a.1)
@@ -359,19 +396,6 @@ impl Store for MemoryStore {
         });
         hits.truncate(limit);
         Ok(hits)
-    }
-
-    fn search_signals(
-        &self,
-        q: &Query,
-        terms: &[String],
-        limit: usize,
-    ) -> Result<Vec<(Signals, f64)>> {
-        Ok(self
-            .search_text(q, terms, limit)?
-            .iter()
-            .map(|(m, s)| (Signals::of(m), *s))
-            .collect())
     }
 
     fn query_signals(&self, q: &Query) -> Result<Vec<Signals>> {

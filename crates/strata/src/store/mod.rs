@@ -270,16 +270,29 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn delete(&self, ids: &[String]) -> Result<usize>;
     /// Active memories selected by `q`.
     fn query(&self, q: &Query) -> Result<Vec<Memory>>;
-    /// Active memories selected by `q` that match any of `terms`, best bm25
-    /// first (scores are positive, higher is better), at most `limit`.
-    fn search_text(&self, q: &Query, terms: &[String], limit: usize) -> Result<Vec<(Memory, f64)>>;
-    /// Like [`Store::search_text`], returning only what ranking reads.
+    /// Active memories selected by `q` that match any of `terms`, best
+    /// relevance first ([`crate::text::Bm25`]: positive, higher is better),
+    /// at most `limit`; only what ranking reads.
     fn search_signals(
         &self,
         q: &Query,
         terms: &[String],
         limit: usize,
     ) -> Result<Vec<(Signals, f64)>>;
+    /// Like [`Store::search_signals`], with whole memories.
+    fn search_text(&self, q: &Query, terms: &[String], limit: usize) -> Result<Vec<(Memory, f64)>> {
+        let hits = self.search_signals(q, terms, limit)?;
+        let ids: Vec<String> = hits.iter().map(|(s, _)| s.id.clone()).collect();
+        let mut by_id: std::collections::HashMap<String, Memory> = self
+            .get_many(&ids)?
+            .into_iter()
+            .map(|m| (m.id.clone(), m))
+            .collect();
+        Ok(hits
+            .into_iter()
+            .filter_map(|(s, score)| by_id.remove(&s.id).map(|m| (m, score)))
+            .collect())
+    }
     /// Like [`Store::query`], returning only what ranking reads.
     fn query_signals(&self, q: &Query) -> Result<Vec<Signals>>;
     /// Active memories by id, in the order asked; missing ids are skipped.

@@ -874,74 +874,91 @@ impl Store for SqliteStore {
         Ok(rows)
     }
 
-    fn search_text(&self, q: &Query, terms: &[String], limit: usize) -> Result<Vec<(Memory, f64)>> {
-        let Some(terms_expr) = text::fts_terms_expr(terms) else {
-            return Ok(Vec::new());
-        };
-        let mut match_expr = format!("content : ({terms_expr})");
-        if let Some(v) = &q.view {
-            if v.is_empty() {
-                return Ok(Vec::new());
-            }
-            match_expr = format!("scopes : ({}) AND {match_expr}", text::view_expr(v));
-        }
-        let c = self.conn()?;
-        let mut p = vec![SqlValue::Text(match_expr)];
-        let w = where_sql(q, false, &mut p);
-        p.push(SqlValue::Integer(limit as i64));
-        let cols = COLS
-            .split(", ")
-            .map(|c| format!("m.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = format!(
-            "SELECT {cols}, -bm25(memories_fts, 1.0, 0.0) AS score
-             FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid
-             WHERE memories_fts MATCH ? AND {w}
-             ORDER BY score DESC, m.id DESC LIMIT ?"
-        );
-        let mut st = c.prepare_cached(&sql)?;
-        let rows = st
-            .query_map(params_from_iter(p), |r| {
-                Ok((read_memory(r)?, r.get::<_, f64>(24)?))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
-    }
-
     fn search_signals(
         &self,
         q: &Query,
         terms: &[String],
         limit: usize,
     ) -> Result<Vec<(Signals, f64)>> {
-        let Some(terms_expr) = text::fts_terms_expr(terms) else {
+        if terms.is_empty() || q.view.as_ref().is_some_and(|v| v.is_empty()) {
             return Ok(Vec::new());
-        };
-        let mut match_expr = format!("content : ({terms_expr})");
-        if let Some(v) = &q.view {
-            if v.is_empty() {
-                return Ok(Vec::new());
-            }
-            match_expr = format!("scopes : ({}) AND {match_expr}", text::view_expr(v));
         }
         let c = self.conn()?;
-        let mut p = vec![SqlValue::Text(match_expr)];
+        let scope_part = q
+            .view
+            .as_ref()
+            .map(|v| format!("scopes : ({}) AND ", text::view_expr(v)))
+            .unwrap_or_default();
+        // One index lookup per term: which memories of the view match it.
+        let mut matched: std::collections::HashMap<i64, Vec<usize>> =
+            std::collections::HashMap::new();
+        let mut df = Vec::with_capacity(terms.len());
+        {
+            let mut st =
+                c.prepare_cached("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")?;
+            for (i, t) in terms.iter().enumerate() {
+                let Some(expr) = text::fts_terms_expr(std::slice::from_ref(t)) else {
+                    df.push(0);
+                    continue;
+                };
+                let rows = st.query_map([format!("{scope_part}content : ({expr})")], |r| {
+                    r.get::<_, i64>(0)
+                })?;
+                let mut n = 0;
+                for r in rows {
+                    matched.entry(r?).or_default().push(i);
+                    n += 1;
+                }
+                df.push(n);
+            }
+        }
+        if matched.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n_docs = {
+            let mut p = Vec::new();
+            let v = view_sql(q.view.as_ref(), "m.", &mut p);
+            c.prepare_cached(&format!("SELECT COUNT(*) FROM memories m WHERE {v}"))?
+                .query_row(params_from_iter(p), |r| r.get::<_, i64>(0))? as usize
+        };
+        let bm = text::Bm25::new(n_docs.max(df.iter().copied().max().unwrap_or(0)), &df);
+        // The candidates' signals and lengths, checked against view, expiry
+        // and filter on the row itself.
+        let ids: Vec<i64> = matched.keys().copied().collect();
+        let mut p = vec![SqlValue::Text(
+            serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()),
+        )];
         let w = where_sql(q, false, &mut p);
-        p.push(SqlValue::Integer(limit as i64));
         let sql = format!(
-            "SELECT {SIGNAL_COLS}, -bm25(memories_fts, 1.0, 0.0) AS score
-             FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid
-             WHERE memories_fts MATCH ? AND {w}
-             ORDER BY score DESC, m.id DESC LIMIT ?"
+            "SELECT {SIGNAL_COLS}, m.tokens, m.rowid FROM memories m
+             WHERE m.rowid IN (SELECT value FROM json_each(?)) AND {w}"
         );
         let mut st = c.prepare_cached(&sql)?;
-        let rows = st
+        let rows: Vec<(Signals, f64, i64)> = st
             .query_map(params_from_iter(p), |r| {
-                Ok((read_signals(r)?, r.get::<_, f64>(6)?))
+                Ok((
+                    read_signals(r)?,
+                    r.get::<_, i64>(6)? as f64,
+                    r.get::<_, i64>(7)?,
+                ))
             })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(rows)
+            .collect::<rusqlite::Result<_>>()?;
+        let avglen = rows.iter().map(|r| r.1).sum::<f64>() / (rows.len().max(1) as f64);
+        let mut hits: Vec<(Signals, f64)> = rows
+            .into_iter()
+            .map(|(s, len, rowid)| {
+                let t = matched.get(&rowid).map(|v| v.as_slice()).unwrap_or(&[]);
+                let score = bm.score(t.iter().copied(), len, avglen);
+                (s, score)
+            })
+            .collect();
+        hits.sort_by(|a, b| {
+            b.1.partial_cmp(&a.1)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| b.0.id.cmp(&a.0.id))
+        });
+        hits.truncate(limit);
+        Ok(hits)
     }
 
     fn query_signals(&self, q: &Query) -> Result<Vec<Signals>> {

@@ -283,7 +283,7 @@ fn counts_scopes_and_stats(make: MakeStore) {
     assert_eq!((st.memories, st.archived, st.scopes), (4, 1, 3));
     assert_eq!(st.by_tier.get("project"), Some(&2));
     assert_eq!(st.by_tier.get("task"), Some(&1));
-    assert_eq!(st.tokens, 12);
+    assert_eq!(st.tokens, 4);
 }
 
 fn archive_and_restore(make: MakeStore) {
@@ -443,4 +443,52 @@ fn touch_records_access(make: MakeStore) {
         Some(t.as_millisecond())
     );
     assert_eq!(g.version, 1, "reads do not change the version");
+}
+
+#[test]
+fn relevance_agrees_across_backends() {
+    let model = crate::harness::Backend::memory();
+    let sqlite = crate::harness::Backend::sqlite();
+    let texts = [
+        "the billing service moved to postgres last sprint",
+        "postgres replication lag alerts fire at night",
+        "we chose kafka over sqs for the billing events",
+        "lunch order for the team offsite",
+        "billing invoices are generated nightly by a cron job",
+        "the cron job for invoices failed twice this week",
+        "kafka consumers lag behind during billing peaks",
+    ];
+    for (i, t) in texts.iter().enumerate() {
+        let m = mem(
+            if i % 2 == 0 {
+                "project/a"
+            } else {
+                "project/a/sprint/s1"
+            },
+            t,
+        );
+        model.store.put(&m).unwrap();
+        sqlite.store.put(&m).unwrap();
+    }
+    for q in [
+        "billing postgres",
+        "kafka lag",
+        "cron invoices failed",
+        "team lunch",
+        "nothing matches zzz",
+    ] {
+        for v in [view(&["project/a"]), view(&["project/a/**"])] {
+            let query = Query::view(v, now());
+            let terms = strata::query_terms(q);
+            let a = model.store.search_signals(&query, &terms, 10).unwrap();
+            let b = sqlite.store.search_signals(&query, &terms, 10).unwrap();
+            let ids = |x: &[(strata::Signals, f64)]| {
+                x.iter().map(|(s, _)| s.id.clone()).collect::<Vec<_>>()
+            };
+            assert_eq!(ids(&a), ids(&b), "{q}");
+            for ((_, x), (_, y)) in a.iter().zip(&b) {
+                assert!((x - y).abs() < 1e-9, "{q}: {x} vs {y}");
+            }
+        }
+    }
 }

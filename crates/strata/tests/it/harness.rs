@@ -122,7 +122,7 @@ pub fn mem(scope_: &str, content: &str) -> Memory {
         expires_at: None,
         pinned: false,
         sensitive: false,
-        tokens: 3,
+        tokens: content.split_whitespace().count().max(1) as u32,
         checksum: checksum(content, None),
         version: 1,
         embedding: None,

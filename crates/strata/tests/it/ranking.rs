@@ -38,11 +38,17 @@ fn strategies_order_as_documented(make: MakeEngine) {
             .collect::<Vec<_>>()
     };
     assert_eq!(
-        ids(Strategy::Relevance, "cache"),
-        [a.id.clone(), b.id.clone()]
+        ids(Strategy::Relevance, "cache invalidation"),
+        [a.id.clone(), b.id.clone()],
+        "more matched terms first"
     );
     assert_eq!(
-        ids(Strategy::Importance, "cache"),
+        ids(Strategy::Relevance, "cache"),
+        [b.id.clone(), a.id.clone()],
+        "same terms: the shorter memory first"
+    );
+    assert_eq!(
+        ids(Strategy::Importance, "cache invalidation"),
         [b.id.clone(), a.id.clone()]
     );
     assert_eq!(
