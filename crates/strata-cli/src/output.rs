@@ -8,7 +8,8 @@ use serde::Serialize;
 /// Prints `value` as pretty JSON.
 pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
+    // Keep an I/O error an I/O error, so a closed pipe is recognised.
+    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
     writeln!(out)?;
     Ok(())
 }

@@ -441,19 +441,27 @@ impl Engine {
         Ok(())
     }
 
-    fn ensure_session(&self, id: &str, now: Timestamp) -> Result<()> {
-        if self.store.get_session(id)?.is_none() {
-            self.store.ensure_session(&Session {
-                id: id.into(),
-                scope: Scope::parse(&format!("session/{id}"))?,
-                created_at: now,
-                last_activity_at: now,
-                archived_at: None,
-                max_bytes: self.cfg.session_max_bytes,
-                bytes: 0,
-            })?;
+    /// Creates the session with the configured defaults unless it exists;
+    /// true when this call created it.
+    fn ensure_session(&self, id: &str, now: Timestamp) -> Result<bool> {
+        if self.store.get_session(id)?.is_some() {
+            return Ok(false);
         }
-        Ok(())
+        let s = Session {
+            id: id.into(),
+            scope: Scope::parse(&format!("session/{id}"))?,
+            created_at: now,
+            last_activity_at: now,
+            archived_at: None,
+            max_bytes: self.cfg.session_max_bytes,
+            bytes: 0,
+        };
+        match self.store.create_session(&s) {
+            Ok(()) => Ok(true),
+            // Another writer created it first.
+            Err(Error::DuplicateSession(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Stores a memory. A global preference needs [`Engine::remember_with`]
@@ -468,10 +476,20 @@ impl Engine {
         self.check_new(&new)?;
         let now = self.now();
         let m = self.build(new, now)?;
-        if let Some(s) = &m.session {
-            self.ensure_session(s, now)?;
-        }
-        let stored = self.store.put(&m)?.into_memory();
+        let created = match &m.session {
+            Some(s) => self.ensure_session(s, now)?,
+            None => false,
+        };
+        let stored = match self.store.put(&m) {
+            Ok(p) => p.into_memory(),
+            Err(e) => {
+                // A failed write leaves no session behind that it created.
+                if let (true, Some(s)) = (created, &m.session) {
+                    self.store.remove_empty_session(s)?;
+                }
+                return Err(e);
+            }
+        };
         if let Some(root) = stored.scope.project_root() {
             self.enforce_bound(&root)?;
         }
@@ -493,10 +511,21 @@ impl Engine {
                 sessions.insert(s.clone());
             }
         }
+        let mut created = Vec::new();
         for s in &sessions {
-            self.ensure_session(s, now)?;
+            if self.ensure_session(s, now)? {
+                created.push(s.clone());
+            }
         }
-        let stored = self.pipelined_put(items, now)?;
+        let stored = match self.pipelined_put(items, now) {
+            Ok(v) => v,
+            Err(e) => {
+                for s in &created {
+                    self.store.remove_empty_session(s)?;
+                }
+                return Err(e);
+            }
+        };
         let roots: BTreeSet<Scope> = stored
             .iter()
             .filter_map(|m| m.scope.project_root())
@@ -713,7 +742,10 @@ impl Engine {
         let strategy = req.strategy.unwrap_or(self.cfg.ranking.strategy);
         let terms = text::query_terms(&req.query);
         let base = Query::view(req.view.clone(), now).filter(req.filter.clone());
-        let want = (req.limit * self.cfg.ranking.candidates_per_result).max(100);
+        let want = req
+            .limit
+            .saturating_mul(self.cfg.ranking.candidates_per_result)
+            .max(100);
         let cands: Vec<(Signals, Option<f64>)> = if !terms.is_empty() {
             self.store
                 .search_signals(&base, &terms, want)?
@@ -971,8 +1003,18 @@ impl Engine {
                 .into_iter()
                 .map(|a| a.memory),
         );
-        if reaches_global && opts.confirm != Confirm::Yes {
-            let global = selected
+        let (pinned, rest): (Vec<Memory>, Vec<Memory>) =
+            selected.into_iter().partition(|m| m.pinned);
+        let mut doomed = rest;
+        let pinned_kept = if opts.force {
+            doomed.extend(pinned);
+            0
+        } else {
+            pinned.len()
+        };
+        // A dry run only reports, so it needs no confirmation.
+        if reaches_global && opts.confirm != Confirm::Yes && !opts.dry_run {
+            let global = doomed
                 .iter()
                 .filter(|m| m.scope.tier() == Tier::Global)
                 .count();
@@ -982,15 +1024,7 @@ impl Engine {
                 )));
             }
         }
-        let (pinned, rest): (Vec<Memory>, Vec<Memory>) =
-            selected.into_iter().partition(|m| m.pinned);
-        let mut ids: Vec<String> = rest.into_iter().map(|m| m.id).collect();
-        let pinned_kept = if opts.force {
-            ids.extend(pinned.into_iter().map(|m| m.id));
-            0
-        } else {
-            pinned.len()
-        };
+        let mut ids: Vec<String> = doomed.into_iter().map(|m| m.id).collect();
         ids.sort();
         ids.dedup();
         let deleted = if opts.dry_run {
@@ -1085,6 +1119,18 @@ impl Engine {
                     || promotion.min_importance.is_some_and(|x| m.importance >= x)
             })
             .collect();
+        // A completion interrupted between its two steps is finished by
+        // running it again: memories already copied are not copied twice.
+        let copied: BTreeSet<String> = self
+            .store
+            .query(&Query::view(View::scope(project_scope.clone()), now).include_expired(true))?
+            .into_iter()
+            .filter_map(|m| m.provenance.map(|p| p.from_id))
+            .collect();
+        let chosen: Vec<&Memory> = chosen
+            .into_iter()
+            .filter(|m| !copied.contains(&m.id))
+            .collect();
         let copies: Vec<NewMemory> = chosen
             .iter()
             .map(|m| self.copy_of(m, &project_scope))
@@ -1156,8 +1202,13 @@ impl Engine {
             }
             None => uuid::Uuid::now_v7().simple().to_string(),
         };
-        if max_bytes == Some(0) {
-            return Err(Error::field("max_bytes", "must be positive"));
+        if let Some(m) = max_bytes {
+            if m == 0 || m > i64::MAX as u64 {
+                return Err(Error::field(
+                    "max_bytes",
+                    format!("{m} must be between 1 and {}", i64::MAX),
+                ));
+            }
         }
         let now = self.now();
         let s = Session {

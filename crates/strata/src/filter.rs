@@ -672,10 +672,12 @@ fn walk<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
     let mut cur = v;
     for seg in path {
         cur = match cur {
-            Value::Object(m) => m.get(seg)?,
+            // An all-digit segment is an array index, as in the SQL path
+            // (`$.a[0]`), never an object key.
             Value::Array(a) if seg.chars().all(|c| c.is_ascii_digit()) => {
                 a.get(seg.parse::<usize>().ok()?)?
             }
+            Value::Object(m) if !seg.chars().all(|c| c.is_ascii_digit()) => m.get(seg)?,
             _ => return None,
         };
     }

@@ -163,11 +163,15 @@ impl Engine {
                 rep.sensitive_skipped += 1;
                 continue;
             }
-            let history = if req.include_history {
+            let mut history = if req.include_history {
                 self.store().history(&m.id)?
             } else {
                 Vec::new()
             };
+            if !req.include_sensitive {
+                // An earlier version may have been sensitive.
+                history.retain(|h| !h.sensitive);
+            }
             rep.archived += archived.is_some() as usize;
             let line = LineOut {
                 memory: &m,

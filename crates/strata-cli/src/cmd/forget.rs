@@ -79,19 +79,20 @@ pub fn run(g: &Global, a: ForgetArgs) -> Result<()> {
         dry_run: a.dry_run,
         ..Default::default()
     };
-    if bulk && !a.dry_run {
+    if a.yes {
+        opts.confirm = strata::Confirm::Yes;
+    } else if bulk && !a.dry_run {
         // Bulk deletion is confirmed once, for everything it selects
-        // (including global memory): first a dry run says how much.
+        // (including global memory): a dry run says how much first.
         let preview = e.forget(
             &what,
             strata::ForgetOptions {
                 dry_run: true,
-                confirm: strata::Confirm::Yes,
                 ..opts
             },
         )?;
         if preview.deleted > 0 {
-            opts.confirm = app::with_confirm(a.yes, |c| {
+            opts.confirm = app::with_confirm(false, |c| {
                 if c == strata::Confirm::Yes {
                     Ok(c)
                 } else {

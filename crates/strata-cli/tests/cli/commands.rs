@@ -230,7 +230,10 @@ fn promote_task_complete_and_restore() {
         "--min-importance",
         "0.5",
     ]);
-    assert!(human.contains("promoted 1 into project/acme"), "{human}");
+    assert!(
+        human.contains("promoted 0 into project/acme, archived 1"),
+        "already copied by the first completion: {human}"
+    );
 }
 
 #[test]
@@ -389,4 +392,36 @@ fn config_file_is_found_and_applied() {
         .unwrap();
     assert!(o.status.success());
     assert!(e.path("elsewhere.db").exists());
+}
+
+#[test]
+fn json_into_a_closed_pipe_is_success() {
+    let e = Env::new();
+    for i in 0..200 {
+        e.remember(
+            &format!("note {i} with some words to make the output long enough"),
+            "project/a",
+            &[],
+        );
+    }
+    let mut child = e
+        .cmd()
+        .args(["list", "--view", "project/a", "--limit", "200", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn forget_dry_run_and_yes_reach_global() {
+    let e = Env::new();
+    e.remember("g1", "global", &[]);
+    let dry = e.json(&["forget", "--scope", "global", "--dry-run"]);
+    assert_eq!(dry["deleted"], 1);
+    e.remember("g2", "global", &["--pinned"]);
+    let r = e.json(&["forget", "--scope", "global", "--yes"]);
+    assert_eq!(r["deleted"], 1);
+    assert_eq!(r["pinned_kept"], 1);
 }

@@ -511,29 +511,31 @@ impl Store for MemoryStore {
 
     fn restore(&self, ids: &[String]) -> Result<usize> {
         let mut g = self.lock();
+        let before = g.clone();
+        let mut n = 0;
         for id in ids {
-            if let Some(a) = g.archive.get(id)
-                && let Some(k) = &a.memory.key
+            let Some(a) = g.archive.get(id).cloned() else {
+                continue;
+            };
+            let m = a.memory;
+            if let Some(k) = &m.key
                 && g.active
                     .values()
-                    .any(|x| x.scope == a.memory.scope && x.key.as_deref() == Some(k))
+                    .any(|x| x.scope == m.scope && x.key.as_deref() == Some(k))
             {
+                *g = before;
                 return Err(Error::KeyConflict {
-                    scope: a.memory.scope.to_string(),
+                    scope: m.scope.to_string(),
                     key: k.clone(),
                 });
             }
-        }
-        let mut n = 0;
-        for id in ids {
-            if let Some(a) = g.archive.remove(id) {
-                let m = a.memory;
-                if let Some(s) = m.session.as_deref().and_then(|s| g.sessions.get_mut(s)) {
-                    s.bytes += m.size_bytes();
-                }
-                g.active.insert(m.id.clone(), m);
-                n += 1;
+            if let Err(e) = g.session_delta(m.session.as_deref(), m.size_bytes() as i64, None) {
+                *g = before;
+                return Err(e);
             }
+            g.archive.remove(id);
+            g.active.insert(m.id.clone(), m);
+            n += 1;
         }
         Ok(n)
     }
@@ -567,6 +569,23 @@ impl Store for MemoryStore {
             .entry(s.id.clone())
             .or_insert_with(|| s.clone())
             .clone())
+    }
+
+    fn remove_empty_session(&self, id: &str) -> Result<bool> {
+        let mut g = self.lock();
+        let used = g.active.values().any(|m| m.session.as_deref() == Some(id))
+            || g.archive
+                .values()
+                .any(|a| a.memory.session.as_deref() == Some(id));
+        let empty = g
+            .sessions
+            .get(id)
+            .is_some_and(|s| s.archived_at.is_none() && s.bytes == 0);
+        if empty && !used {
+            g.sessions.remove(id);
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     fn get_session(&self, id: &str) -> Result<Option<Session>> {

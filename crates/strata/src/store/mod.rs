@@ -320,6 +320,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn create_session(&self, s: &Session) -> Result<()>;
     /// Creates the session unless it exists; returns the stored one.
     fn ensure_session(&self, s: &Session) -> Result<Session>;
+    /// Deletes a session that holds nothing (no memories, active or
+    /// archived, and not archived itself); true if it was removed. Used to
+    /// undo a session a failed write created.
+    fn remove_empty_session(&self, id: &str) -> Result<bool>;
     /// A session by id.
     fn get_session(&self, id: &str) -> Result<Option<Session>>;
     /// Every session, oldest first.

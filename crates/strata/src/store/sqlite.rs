@@ -853,7 +853,9 @@ impl Store for SqliteStore {
             // index bytes in its unused area (seen in `forget` tests after a
             // superseded key and a few hundred writes). Rewriting the file
             // is the one way to leave no trace.
-            self.conn()?.execute_batch("VACUUM")?;
+            // Best effort: the delete itself is committed; a VACUUM that
+            // cannot run now (disk full, a long writer) is not a failed forget.
+            let _ = self.conn().map(|c| c.execute_batch("VACUUM"));
         }
         Ok(n)
     }
@@ -1140,10 +1142,7 @@ impl Store for SqliteStore {
                 tx.prepare_cached("DELETE FROM archive WHERE rowid = ?")?
                     .execute([arow])?;
                 fts_insert(tx, rowid, &m)?;
-                if let Some(s) = &m.session {
-                    tx.prepare_cached("UPDATE sessions SET bytes = bytes + ? WHERE id = ?")?
-                        .execute(params![m.size_bytes() as i64, s])?;
-                }
+                session_delta(tx, m.session.as_deref(), m.size_bytes() as i64, None)?;
                 n += 1;
             }
             Ok(n)
@@ -1194,6 +1193,18 @@ impl Store for SqliteStore {
         }
         self.get_session(&s.id)?
             .ok_or_else(|| Error::SessionNotFound(s.id.clone()))
+    }
+
+    fn remove_empty_session(&self, id: &str) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "DELETE FROM sessions WHERE id = ?1 AND bytes = 0 AND archived_at IS NULL
+                   AND NOT EXISTS (SELECT 1 FROM memories WHERE session = ?1)
+                   AND NOT EXISTS (SELECT 1 FROM archive WHERE session = ?1)",
+                [id],
+            )?;
+            Ok(n > 0)
+        })
     }
 
     fn get_session(&self, id: &str) -> Result<Option<Session>> {

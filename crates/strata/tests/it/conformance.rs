@@ -20,7 +20,54 @@ backends!(store:
     put_batch_is_all_or_nothing,
     expired_memories_are_hidden,
     touch_records_access,
+    restore_checks_keys_and_session_bounds,
 );
+
+fn restore_checks_keys_and_session_bounds(make: MakeStore) {
+    let b = make();
+    // Two archived memories with the same key cannot both come back.
+    let mut k1 = mem("project/a", "k one");
+    k1.key = Some("k".into());
+    b.store.put(&k1).unwrap();
+    b.store
+        .archive(std::slice::from_ref(&k1.id), "expired", now())
+        .unwrap();
+    let mut k2 = mem("project/a", "k two");
+    k2.key = Some("k".into());
+    b.store.put(&k2).unwrap();
+    b.store
+        .archive(std::slice::from_ref(&k2.id), "evicted", now())
+        .unwrap();
+    let err = b
+        .store
+        .restore(&[k1.id.clone(), k2.id.clone()])
+        .unwrap_err();
+    assert!(matches!(err, Error::KeyConflict { .. }), "{err}");
+    assert_eq!(
+        b.store
+            .query_archived(&Query::everything(now()))
+            .unwrap()
+            .len(),
+        2,
+        "nothing moved"
+    );
+    // A restore counts against the session bound like a write.
+    b.store.create_session(&session("s", 15)).unwrap();
+    let mut a = mem("session/s", "0123456789");
+    a.session = Some("s".into());
+    b.store.put(&a).unwrap();
+    b.store
+        .archive(std::slice::from_ref(&a.id), "evicted", now())
+        .unwrap();
+    let mut c = mem("session/s", "0123456789");
+    c.session = Some("s".into());
+    b.store.put(&c).unwrap();
+    assert!(matches!(
+        b.store.restore(std::slice::from_ref(&a.id)),
+        Err(Error::SessionFull { .. })
+    ));
+    assert!(b.store.get(&a.id).unwrap().is_none());
+}
 
 fn put_get_roundtrip_keeps_every_field(make: MakeStore) {
     let b = make();

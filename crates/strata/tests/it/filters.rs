@@ -17,7 +17,7 @@ fn corpus() -> Vec<strata::Memory> {
         Some(json!({"n": 2.5, "s": "y", "flag": true})),
         Some(json!({"n": "2", "nested": {"deep": 3}})),
         Some(json!({"flag": false, "s": null})),
-        Some(json!({"list": [1, 2], "n": 3})),
+        Some(json!({"list": [1, 2], "n": 3, "obj": {"0": "x"}})),
     ];
     (0..60)
         .map(|i| {
@@ -77,6 +77,7 @@ fn leaf() -> impl Strategy<Value = Value> {
         Just(json!({"payload.flag": {"$ne": true}})),
         Just(json!({"payload.nested.deep": {"$gte": 3}})),
         Just(json!({"payload.list.1": 2})),
+        Just(json!({"payload.obj.0": "x"})),
         Just(json!({"payload.n": {"$in": [1, "2", 3]}})),
         Just(json!({"payload.n": {"$nin": [1, 3]}})),
         prop::sample::select(vec![true, false]).prop_map(|b| json!({"pinned": b})),

@@ -187,5 +187,34 @@ fn sensitive_is_left_out_unless_asked(make: MakeEngine) {
     e.export(&Export::user_data(Some(v), None), &mut out, &mut |_| {})
         .unwrap();
     assert!(String::from_utf8(out).unwrap().contains("secret"));
+    // A version that was sensitive stays out of history exports too.
+    let m = e
+        .remember(strata::NewMemory::new(scope("project/a"), "api key sk-123").sensitive(true))
+        .unwrap();
+    e.update(
+        &m.id,
+        strata::Patch {
+            content: Some("rotated".into()),
+            sensitive: Some(false),
+            ..Default::default()
+        },
+        1,
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    e.export(
+        &Export {
+            include_history: true,
+            ..Export::default()
+        },
+        &mut out,
+        &mut |_| {},
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(
+        text.contains("rotated") && !text.contains("sk-123"),
+        "{text}"
+    );
     let _ = now();
 }

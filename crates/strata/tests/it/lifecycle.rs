@@ -17,7 +17,49 @@ backends!(engine:
     update_through_the_engine,
     bad_input_is_named_and_changes_nothing,
     batch_is_atomic_and_counts_tokens,
+    failed_write_leaves_no_new_session,
+    complete_task_can_be_run_again,
 );
+
+fn failed_write_leaves_no_new_session(make: MakeEngine) {
+    let e = make(&|c| c.session_max_bytes = 10);
+    let before = fingerprint(&e);
+    let err = e
+        .remember(NewMemory::new(scope("session/new"), "far more than ten bytes").session("new"))
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionFull { .. }), "{err}");
+    assert!(e.list_sessions().unwrap().is_empty());
+    assert_eq!(fingerprint(&e), before);
+    let items = vec![NewMemory::new(scope("session/b"), "0123456789abc").session("b")];
+    assert!(e.remember_batch(items, Confirm::No).is_err());
+    assert!(e.list_sessions().unwrap().is_empty());
+    assert!(
+        e.create_session(Some("huge"), None, Some(u64::MAX))
+            .is_err()
+    );
+}
+
+fn complete_task_can_be_run_again(make: MakeEngine) {
+    let e = make(&|_| {});
+    let m = e
+        .remember(NewMemory::new(scope("task/t"), "keep this").kind(Kind::Decision))
+        .unwrap();
+    // As if a first completion copied the memory and stopped before clearing.
+    e.promote(&m.id, &scope("project/p"), Confirm::No).unwrap();
+    let r = e
+        .complete_task(
+            "t",
+            "p",
+            &Promotion {
+                ids: vec![m.id.clone()],
+                min_importance: None,
+            },
+        )
+        .unwrap();
+    assert!(r.promoted.is_empty(), "already copied");
+    assert_eq!(r.archived, 1);
+    assert_eq!(e.count(&view(&["project/p"]), &Filter::all()).unwrap(), 1);
+}
 
 fn eviction_archives_lowest_value_never_pinned(make: MakeEngine) {
     let e = make(&|c| c.max_items = 10);
