@@ -1202,13 +1202,13 @@ impl Engine {
             }
             None => uuid::Uuid::now_v7().simple().to_string(),
         };
-        if let Some(m) = max_bytes {
-            if m == 0 || m > i64::MAX as u64 {
-                return Err(Error::field(
-                    "max_bytes",
-                    format!("{m} must be between 1 and {}", i64::MAX),
-                ));
-            }
+        if let Some(m) = max_bytes
+            && (m == 0 || m > i64::MAX as u64)
+        {
+            return Err(Error::field(
+                "max_bytes",
+                format!("{m} must be between 1 and {}", i64::MAX),
+            ));
         }
         let now = self.now();
         let s = Session {
