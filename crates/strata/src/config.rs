@@ -221,10 +221,12 @@ impl Config {
                 "memory.max_item_bytes: must be positive".into(),
             ));
         }
-        if self.session_max_bytes == 0 {
-            return Err(Error::InvalidConfig(
-                "memory.session_max_bytes: must be positive".into(),
-            ));
+        if self.session_max_bytes == 0 || self.session_max_bytes > i64::MAX as u64 {
+            return Err(Error::InvalidConfig(format!(
+                "memory.session_max_bytes: {} must be between 1 and {}",
+                self.session_max_bytes,
+                i64::MAX
+            )));
         }
         self.ranking.validate()
     }

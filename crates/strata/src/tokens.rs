@@ -1,16 +1,18 @@
 //! Token counting with a real tokenizer.
 //!
 //! Every memory's `tokens` is counted once, on write, with the configured
-//! tokenizer (tiktoken's `cl100k_base` by default), so that context budgets
-//! later add up exactly. Loading a BPE table costs ~40 ms, so it happens on
-//! first use, not on open: a one-shot `strata recall` never pays it.
-
-use tiktoken_rs::CoreBPE;
+//! OpenAI encoding (`cl100k_base` by default, or `o200k_base`), so that
+//! context budgets later add up exactly. The counting is done by the
+//! `bpe-openai` crate rather than `tiktoken-rs`: it gives the same counts
+//! (checked against tiktoken-rs by a property test, `tests` below) about
+//! three times faster, and token counting is half the cost of a batched
+//! write. Loading a table costs ~40 ms, so it happens on first use, not on
+//! open: a one-shot `strata recall` never pays it.
 
 use crate::error::Error;
 
 /// Tokenizers strata can count with.
-pub const TOKENIZERS: [&str; 4] = ["cl100k_base", "o200k_base", "p50k_base", "r50k_base"];
+pub const TOKENIZERS: [&str; 2] = ["cl100k_base", "o200k_base"];
 
 /// A token counter for one named tokenizer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,23 +37,23 @@ impl TokenCounter {
         &self.name
     }
 
-    fn bpe(&self) -> &'static CoreBPE {
+    fn bpe(&self) -> &'static bpe_openai::Tokenizer {
         match self.name.as_str() {
-            "o200k_base" => tiktoken_rs::o200k_base_singleton(),
-            "p50k_base" => tiktoken_rs::p50k_base_singleton(),
-            "r50k_base" => tiktoken_rs::r50k_base_singleton(),
-            _ => tiktoken_rs::cl100k_base_singleton(),
+            "o200k_base" => bpe_openai::o200k_base(),
+            _ => bpe_openai::cl100k_base(),
         }
     }
 
     /// Counts the tokens of `text` (special tokens are counted as text).
     pub fn count(&self, text: &str) -> u32 {
-        self.bpe().encode_ordinary(text).len() as u32
+        self.bpe().count(text) as u32
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     #[test]
@@ -64,5 +66,49 @@ mod tests {
                 .to_string()
                 .contains("unknown tokenizer")
         );
+    }
+
+    fn tiktoken(name: &str, text: &str) -> u32 {
+        let bpe = match name {
+            "o200k_base" => tiktoken_rs::o200k_base_singleton(),
+            _ => tiktoken_rs::cl100k_base_singleton(),
+        };
+        bpe.encode_ordinary(text).len() as u32
+    }
+
+    #[test]
+    fn same_counts_as_tiktoken_on_tricky_text() {
+        for text in [
+            "",
+            "Hello, world! It's 2026-11-22 and the café costs €3.50.",
+            "fn main() { println!(\"{}\", x); }\n\n\t  indented   spaces",
+            "日本語のテキストと emoji 😀👍 mixed",
+            "   leading and trailing   ",
+            "URL https://example.com/a?b=c&d=e#f and email a.b@c.de",
+            "<|endoftext|> is counted as text",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "1234567890 12 345 6789 3.14159e-10",
+        ] {
+            for name in TOKENIZERS {
+                assert_eq!(
+                    TokenCounter::new(name).unwrap().count(text),
+                    tiktoken(name, text),
+                    "{name}: {text:?}"
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        #[test]
+        fn same_counts_as_tiktoken(text in "\\PC{0,80}", ascii in "[ -~\\n\\t]{0,120}") {
+            for name in TOKENIZERS {
+                let c = TokenCounter::new(name).unwrap();
+                prop_assert_eq!(c.count(&text), tiktoken(name, &text), "{} {:?}", name, text);
+                prop_assert_eq!(c.count(&ascii), tiktoken(name, &ascii), "{} {:?}", name, ascii);
+            }
+        }
     }
 }
