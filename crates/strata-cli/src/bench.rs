@@ -283,7 +283,6 @@ fn raw_insert(path: &Path, rows: &[strata::Memory]) -> Result<Duration> {
            embedding_model TEXT, embedding BLOB, provenance TEXT);
          CREATE INDEX memories_scope ON memories(scope, created_at);
          CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
-         CREATE INDEX memories_created ON memories(created_at);
          CREATE UNIQUE INDEX memories_scope_key ON memories(scope, key) WHERE key IS NOT NULL;
          CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, content='',
              tokenize='porter unicode61 remove_diacritics 2');

@@ -136,7 +136,6 @@ fn migration_1() -> String {
         "CREATE TABLE memories (rowid INTEGER PRIMARY KEY, {cols});
          CREATE INDEX memories_scope ON memories(scope, created_at);
          CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
-         CREATE INDEX memories_created ON memories(created_at);
          CREATE UNIQUE INDEX memories_scope_key ON memories(scope, key) WHERE key IS NOT NULL;
          CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, content='',
              tokenize='porter unicode61 remove_diacritics 2');
@@ -534,10 +533,10 @@ fn fts_insert(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
         if t.len() > 256 {
             t.clear();
         }
-        let terms = t
-            .entry(m.scope.to_string())
-            .or_insert_with(|| text::scope_terms(&m.scope));
-        st.execute(params![rowid, m.content, terms.as_str()])
+        if !t.contains_key(m.scope.as_str()) {
+            t.insert(m.scope.to_string(), text::scope_terms(&m.scope));
+        }
+        st.execute(params![rowid, m.content, t[m.scope.as_str()].as_str()])
     })?;
     Ok(())
 }
