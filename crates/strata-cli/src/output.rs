@@ -120,3 +120,9 @@ pub fn count_bar() -> indicatif::ProgressBar {
     }
     bar
 }
+
+/// `label: k1 v1, k2 v2` for a count map.
+pub fn counts(label: &str, map: &std::collections::BTreeMap<String, u64>) -> String {
+    let parts: Vec<String> = map.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    format!("{label}: {}", parts.join(", "))
+}

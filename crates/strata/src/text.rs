@@ -271,22 +271,7 @@ impl Bm25 {
 /// set itself as the statistics' population; 0 for documents matching no
 /// term. Used where no index exists (the archive, the in-memory store).
 pub fn bm25_docs(docs: &[(&str, f64)], terms: &[String]) -> Vec<f64> {
-    let stemmed: Vec<String> = terms.iter().map(|t| stem(t)).collect();
-    let matched: Vec<Vec<usize>> = docs
-        .iter()
-        .map(|(d, _)| {
-            let st = stems(d);
-            stemmed
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| st.contains(*t))
-                .map(|(i, _)| i)
-                .collect()
-        })
-        .collect();
-    let df: Vec<usize> = (0..terms.len())
-        .map(|t| matched.iter().filter(|m| m.contains(&t)).count())
-        .collect();
+    let (matched, df) = match_terms(docs.iter().map(|(d, _)| *d), terms);
     let bm = Bm25::new(docs.len(), &df);
     let hits: Vec<f64> = docs
         .iter()
@@ -305,6 +290,41 @@ pub fn bm25_docs(docs: &[(&str, f64)], terms: &[String]) -> Vec<f64> {
             }
         })
         .collect()
+}
+
+/// For each text, the indices of the query terms it contains (stemmed
+/// matching, as FTS5's porter tokenizer); and for each term, in how many
+/// texts it occurs.
+pub fn match_terms<'a>(
+    texts: impl Iterator<Item = &'a str>,
+    terms: &[String],
+) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let stemmed: Vec<String> = terms.iter().map(|t| stem(t)).collect();
+    let matched: Vec<Vec<usize>> = texts
+        .map(|d| {
+            let st = stems(d);
+            stemmed
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| st.contains(*t))
+                .map(|(i, _)| i)
+                .collect()
+        })
+        .collect();
+    let df = (0..terms.len())
+        .map(|t| matched.iter().filter(|m| m.contains(&t)).count())
+        .collect();
+    (matched, df)
+}
+
+/// Sorts scored hits best first, ties broken by id (descending), as every
+/// ranking in strata is.
+pub fn sort_hits<T>(hits: &mut [(T, f64)], id: impl Fn(&T) -> &str) {
+    hits.sort_by(|a, b| {
+        b.1.partial_cmp(&a.1)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| id(&b.0).cmp(id(&a.0)))
+    });
 }
 
 /// The stems of a text's words, for matching in memory.

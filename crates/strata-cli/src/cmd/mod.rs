@@ -86,22 +86,8 @@ pub fn run(cli: Cli) -> Result<()> {
                 s.tokens,
                 s.file_bytes
             ))?;
-            output::line(format!(
-                "by tier: {}",
-                s.by_tier
-                    .iter()
-                    .map(|(k, v)| format!("{k} {v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))?;
-            output::line(format!(
-                "by kind: {}",
-                s.by_kind
-                    .iter()
-                    .map(|(k, v)| format!("{k} {v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+            output::line(output::counts("by tier", &s.by_tier))?;
+            output::line(output::counts("by kind", &s.by_kind))
         }
         Command::Upkeep => {
             let e = app::open(g)?;

@@ -82,23 +82,9 @@ pub fn run(g: &Global, c: SessionCmd) -> Result<()> {
                 "memories {} ({} archived), {} tokens",
                 m.memories, m.archived, m.tokens
             ))?;
-            output::line(format!(
-                "by kind: {}",
-                m.by_kind
-                    .iter()
-                    .map(|(k, v)| format!("{k} {v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))?;
+            output::line(output::counts("by kind", &m.by_kind))?;
             if !m.by_role.is_empty() {
-                output::line(format!(
-                    "by role: {}",
-                    m.by_role
-                        .iter()
-                        .map(|(k, v)| format!("{k} {v}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))?;
+                output::line(output::counts("by role", &m.by_role))?;
             }
             output::line(format!(
                 "first activity {}  last activity {}",

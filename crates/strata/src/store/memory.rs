@@ -348,7 +348,6 @@ impl Store for MemoryStore {
         limit: usize,
     ) -> Result<Vec<(Signals, f64)>> {
         let g = self.lock();
-        let stemmed: Vec<String> = terms.iter().map(|t| crate::text::stem(t)).collect();
         // Statistics over the view (as the SQLite store's index sees it):
         // every active memory in it, whatever the filter.
         let in_view: Vec<&Memory> = g
@@ -356,21 +355,8 @@ impl Store for MemoryStore {
             .values()
             .filter(|m| q.view.as_ref().is_none_or(|v| v.contains(&m.scope)))
             .collect();
-        let matched: Vec<Vec<usize>> = in_view
-            .iter()
-            .map(|m| {
-                let st = crate::text::stems(&m.content);
-                stemmed
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, t)| st.contains(*t))
-                    .map(|(i, _)| i)
-                    .collect()
-            })
-            .collect();
-        let df: Vec<usize> = (0..terms.len())
-            .map(|t| matched.iter().filter(|m| m.contains(&t)).count())
-            .collect();
+        let (matched, df) =
+            crate::text::match_terms(in_view.iter().map(|m| m.content.as_str()), terms);
         let bm = crate::text::Bm25::new(in_view.len(), &df);
         let cands: Vec<(&Memory, &Vec<usize>)> = in_view
             .iter()
@@ -389,11 +375,7 @@ impl Store for MemoryStore {
                 )
             })
             .collect();
-        hits.sort_by(|a, b| {
-            b.1.partial_cmp(&a.1)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then_with(|| b.0.id.cmp(&a.0.id))
-        });
+        crate::text::sort_hits(&mut hits, |s| s.id.as_str());
         hits.truncate(limit);
         Ok(hits)
     }

@@ -953,11 +953,7 @@ impl Store for SqliteStore {
                 (s, score)
             })
             .collect();
-        hits.sort_by(|a, b| {
-            b.1.partial_cmp(&a.1)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then_with(|| b.0.id.cmp(&a.0.id))
-        });
+        text::sort_hits(&mut hits, |s| s.id.as_str());
         hits.truncate(limit);
         Ok(hits)
     }
