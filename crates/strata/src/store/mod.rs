@@ -25,7 +25,7 @@ pub mod memory;
 pub mod sqlite;
 
 pub use memory::MemoryStore;
-pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+pub use sqlite::{Durability, SCHEMA_VERSION, SqliteOptions, SqliteStore};
 
 /// Result order of a [`Query`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,3 +13,4 @@ mod isolation;
 mod jsonl;
 mod lifecycle;
 mod ranking;
+mod schema;

@@ -1,0 +1,68 @@
+//! The on-disk format: versions, reopening, and files from the future.
+
+use strata::Error;
+use strata::store::{SqliteStore, Store};
+
+use crate::harness::mem;
+
+#[test]
+fn reopening_keeps_data_and_applies_no_migration_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let m = mem("project/a", "survives a reopen");
+    {
+        let s = SqliteStore::open(&path, Default::default()).unwrap();
+        s.put(&m).unwrap();
+    }
+    let s = SqliteStore::open(&path, Default::default()).unwrap();
+    assert_eq!(s.get(&m.id).unwrap(), Some(m));
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let rows: i64 = c
+        .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 1);
+    assert_eq!(
+        s.stats().unwrap().schema_version,
+        strata::store::SCHEMA_VERSION
+    );
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    drop(SqliteStore::open(&path, Default::default()).unwrap());
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute(
+        "INSERT INTO schema_version (version, applied_at) VALUES (99, 0)",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let err = SqliteStore::open(&path, Default::default()).unwrap_err();
+    assert!(
+        matches!(err, Error::SchemaTooNew { found: 99, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("upgrade strata"));
+}
+
+#[test]
+fn processes_creating_one_file_at_once_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let p = path.clone();
+            std::thread::spawn(move || SqliteStore::open(&p, Default::default()).map(|_| ()))
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap().unwrap();
+    }
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let rows: i64 = c
+        .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 1);
+}
