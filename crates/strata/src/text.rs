@@ -227,7 +227,10 @@ pub fn stem(word: &str) -> String {
 /// relevance score both stores compute the same way:
 ///
 /// `score = Σ_{t matched} idf(t) × (k1 + 1) / (1 + k1 × (1 − b + b × len / avglen))`,
-/// `idf(t) = max(ln((N − df_t + 0.5) / (df_t + 0.5)), 1e-6)` (FTS5's floor),
+/// `idf(t) = ln(1 + (N − df_t + 0.5) / (df_t + 0.5))` (Lucene's form, which
+/// stays positive where FTS5's `ln((N − df + 0.5) / (df + 0.5))` turns
+/// negative and is floored to nothing: any term in more than half of a small
+/// view, e.g. the only memory of a task),
 /// k1 = 1.2, b = 0.75; `N` and `df_t` count the memories in the view, `len`
 /// is a memory's token count and `avglen` the mean over the candidates.
 ///
@@ -251,7 +254,7 @@ impl Bm25 {
             .iter()
             .map(|&d| {
                 let d = d as f64;
-                ((n - d + 0.5) / (d + 0.5)).ln().max(1e-6)
+                (1.0 + (n - d + 0.5) / (d + 0.5)).ln()
             })
             .collect();
         Bm25 { idf }
