@@ -12,5 +12,6 @@ mod forget;
 mod isolation;
 mod jsonl;
 mod lifecycle;
+mod model;
 mod ranking;
 mod schema;
