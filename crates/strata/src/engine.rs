@@ -161,6 +161,9 @@ impl List {
 pub enum Forget {
     /// One memory by id (pinned or not).
     Id(String),
+    /// Exactly these memories (pinned or not), e.g. the ids a dry run
+    /// reported and a person confirmed; ids that no longer exist are skipped.
+    Ids(Vec<String>),
     /// Everything in a view matching a filter.
     Filter {
         /// Scopes.
@@ -480,12 +483,21 @@ impl Engine {
             Some(s) => self.ensure_session(s, now)?,
             None => false,
         };
-        let stored = match self.store.put(&m) {
+        let mut put = self.store.put(&m);
+        if let (Err(Error::SessionNotFound(s)), false) = (&put, created) {
+            // Another writer's failed write removed the session it had just
+            // created, between our check and our put: create it and retry.
+            let s = s.clone();
+            self.ensure_session(&s, now)?;
+            put = self.store.put(&m);
+        }
+        let stored = match put {
             Ok(p) => p.into_memory(),
             Err(e) => {
                 // A failed write leaves no session behind that it created.
+                // Cleanup is best effort: the write's own error is the answer.
                 if let (true, Some(s)) = (created, &m.session) {
-                    self.store.remove_empty_session(s)?;
+                    let _ = self.store.remove_empty_session(s);
                 }
                 return Err(e);
             }
@@ -513,15 +525,22 @@ impl Engine {
         }
         let mut created = Vec::new();
         for s in &sessions {
-            if self.ensure_session(s, now)? {
-                created.push(s.clone());
+            match self.ensure_session(s, now) {
+                Ok(true) => created.push(s.clone()),
+                Ok(false) => {}
+                Err(e) => {
+                    for c in &created {
+                        let _ = self.store.remove_empty_session(c);
+                    }
+                    return Err(e);
+                }
             }
         }
         let stored = match self.pipelined_put(items, now) {
             Ok(v) => v,
             Err(e) => {
                 for s in &created {
-                    self.store.remove_empty_session(s)?;
+                    let _ = self.store.remove_empty_session(s);
                 }
                 return Err(e);
             }
@@ -742,11 +761,16 @@ impl Engine {
         let strategy = req.strategy.unwrap_or(self.cfg.ranking.strategy);
         let terms = text::query_terms(&req.query);
         let base = Query::view(req.view.clone(), now).filter(req.filter.clone());
-        let want = req
-            .limit
-            .saturating_mul(self.cfg.ranking.candidates_per_result)
-            .max(100);
-        let cands: Vec<(Signals, Option<f64>)> = if !terms.is_empty() {
+        // Relevance and hybrid rank the best text matches; recency and
+        // importance order every match by their own measure.
+        let want = match strategy {
+            Strategy::Relevance | Strategy::Hybrid => req
+                .limit
+                .saturating_mul(self.cfg.ranking.candidates_per_result)
+                .max(100),
+            Strategy::Recency | Strategy::Importance => usize::MAX,
+        };
+        let mut cands: Vec<(Signals, Option<f64>)> = if !terms.is_empty() {
             self.store
                 .search_signals(&base, &terms, want)?
                 .into_iter()
@@ -765,14 +789,11 @@ impl Engine {
                 .map(|m| (m, None))
                 .collect()
         };
-        let mut ranked: Vec<(Signals, ScoreParts, Option<usize>)> = self
-            .rank(cands, strategy, now)
-            .into_iter()
-            .map(|(s, p)| (s, p, None))
-            .collect();
-        let mut archived: Vec<(Memory, ArchiveMark)> = Vec::new();
+        // Archived memories, when asked for, compete in the same ranking
+        // (one normalisation of relevance across both).
+        let mut archived: BTreeMap<String, (Memory, ArchiveMark)> = BTreeMap::new();
         if req.include_archived {
-            archived = self
+            let found: Vec<(Memory, ArchiveMark)> = self
                 .store
                 .query_archived(&Query::view(req.view.clone(), now).filter(req.filter.clone()))?
                 .into_iter()
@@ -787,9 +808,9 @@ impl Engine {
                 })
                 .collect();
             let scores: Vec<Option<f64>> = if terms.is_empty() {
-                vec![None; archived.len()]
+                vec![None; found.len()]
             } else {
-                let docs: Vec<(&str, f64)> = archived
+                let docs: Vec<(&str, f64)> = found
                     .iter()
                     .map(|(m, _)| (m.content.as_str(), m.tokens as f64))
                     .collect();
@@ -798,37 +819,25 @@ impl Engine {
                     .map(Some)
                     .collect()
             };
-            let cands: Vec<(Signals, Option<f64>)> = archived
-                .iter()
-                .zip(scores)
-                .filter(|(_, s)| terms.is_empty() || s.is_some_and(|x| x > 0.0))
-                .map(|((m, _), s)| (Signals::of(m), s))
-                .collect();
-            let index: BTreeMap<&str, usize> = archived
-                .iter()
-                .enumerate()
-                .map(|(i, (m, _))| (m.id.as_str(), i))
-                .collect();
-            let extra: Vec<(Signals, ScoreParts, Option<usize>)> = self
-                .rank(cands, strategy, now)
-                .into_iter()
-                .map(|(s, p)| {
-                    let i = index.get(s.id.as_str()).copied();
-                    (s, p, i)
-                })
-                .collect();
-            ranked.extend(extra);
-            ranked.sort_by(|a, b| {
-                b.1.total
-                    .partial_cmp(&a.1.total)
-                    .unwrap_or(std::cmp::Ordering::Equal)
-                    .then_with(|| b.0.id.cmp(&a.0.id))
-            });
+            for ((m, mark), s) in found.into_iter().zip(scores) {
+                if terms.is_empty() || s.is_some_and(|x| x > 0.0) {
+                    cands.push((Signals::of(&m), s));
+                    archived.insert(m.id.clone(), (m, mark));
+                }
+            }
         }
+        let mut ranked: Vec<(Signals, ScoreParts, bool)> = self
+            .rank(cands, strategy, now)
+            .into_iter()
+            .map(|(s, p)| {
+                let arch = archived.contains_key(&s.id);
+                (s, p, arch)
+            })
+            .collect();
         ranked.truncate(req.limit);
         let active_ids: Vec<String> = ranked
             .iter()
-            .filter(|r| r.2.is_none())
+            .filter(|r| !r.2)
             .map(|r| r.0.id.clone())
             .collect();
         let mut loaded: BTreeMap<String, Memory> = self
@@ -839,13 +848,14 @@ impl Engine {
             .collect();
         let mut out = Vec::with_capacity(ranked.len());
         for (sig, parts, arch) in ranked {
-            let (memory, mark) = match arch {
-                Some(i) => (archived[i].0.clone(), Some(archived[i].1.clone())),
-                None => match loaded.remove(&sig.id) {
-                    Some(m) => (m, None),
-                    // Forgotten between the two phases.
-                    None => continue,
-                },
+            let found = if arch {
+                archived.remove(&sig.id).map(|(m, mark)| (m, Some(mark)))
+            } else {
+                // None when forgotten between the two phases.
+                loaded.remove(&sig.id).map(|m| (m, None))
+            };
+            let Some((memory, mark)) = found else {
+                continue;
             };
             out.push(Recalled {
                 score: parts.total,
@@ -956,6 +966,32 @@ impl Engine {
                 let ids = vec![id.clone()];
                 let deleted = if opts.dry_run {
                     1
+                } else {
+                    self.store.delete(&ids)?
+                };
+                return Ok(ForgetReport {
+                    deleted,
+                    pinned_kept: 0,
+                    ids,
+                    dry_run: opts.dry_run,
+                });
+            }
+            Forget::Ids(ids) => {
+                for id in ids {
+                    model::validate_id(id)?;
+                }
+                let global = ids
+                    .iter()
+                    .filter_map(|id| self.store.get(id).ok().flatten())
+                    .any(|m| m.scope.tier() == Tier::Global);
+                if global && opts.confirm != Confirm::Yes && !opts.dry_run {
+                    return Err(Error::NeedsConfirmation(
+                        "forgetting global memories".into(),
+                    ));
+                }
+                let ids = ids.clone();
+                let deleted = if opts.dry_run {
+                    ids.len()
                 } else {
                     self.store.delete(&ids)?
                 };

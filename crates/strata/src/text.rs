@@ -143,11 +143,52 @@ const STOP_WORDS: &[&str] = &[
     "yourselves",
 ];
 
-/// Splits text into lowercase alphanumeric words.
+/// Whether `c` belongs to a token, as in FTS5's `unicode61` tokenizer:
+/// letters and numbers, not marks (so a Devanagari vowel sign separates
+/// tokens there and here). Combining diacritics (U+0300–U+036F) stay in the
+/// token and are folded away with the other diacritics.
+fn is_token_char(c: char) -> bool {
+    if ('\u{300}'..='\u{36f}').contains(&c) {
+        return true;
+    }
+    c.is_alphanumeric() && !unicode_normalization::char::is_combining_mark(c)
+}
+
+/// Lowercases and removes diacritics from Latin letters (`é` → `e`, `ö` →
+/// `o`; Greek tonos stays), as `unicode61` with `remove_diacritics 2` does.
+fn fold(word: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    if word.is_ascii() {
+        return word.to_ascii_lowercase();
+    }
+    let latin = |c: char| c < '\u{250}' || ('\u{1e00}'..='\u{1eff}').contains(&c);
+    let mut out = String::with_capacity(word.len());
+    let mut prev_latin = false;
+    for c in word.chars() {
+        if ('\u{300}'..='\u{36f}').contains(&c) && prev_latin {
+            continue; // a combining diacritic on a Latin letter
+        }
+        let d: Vec<char> = std::iter::once(c).nfd().collect();
+        prev_latin = latin(d[0]);
+        if prev_latin {
+            out.extend(
+                d.into_iter()
+                    .filter(|x| !unicode_normalization::char::is_combining_mark(*x))
+                    .flat_map(char::to_lowercase),
+            );
+        } else {
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
+}
+
+/// Splits text into folded words, the tokens FTS5's tokenizer produces.
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric())
+    text.split(|c: char| !is_token_char(c))
         .filter(|w| !w.is_empty())
-        .map(|w| w.to_lowercase())
+        .map(fold)
+        .filter(|w| !w.is_empty())
 }
 
 /// The distinct search terms of a query, in order: its words less
@@ -214,13 +255,239 @@ pub fn view_expr(view: &View) -> String {
     parts.join(" OR ")
 }
 
-/// Stems a lowercase word with the English Snowball stemmer (close to the
-/// porter tokenizer FTS5 uses).
+/// Stems a folded word exactly as FTS5's `porter` tokenizer does, so the
+/// in-memory store and the archive match the same words the index does.
+///
+/// The algorithm is M. F. Porter's (1980, "An algorithm for suffix
+/// stripping", with the later `logi → log` rule), applied to the token's
+/// bytes when it is 3–64 bytes long, as SQLite's `fts5_tokenize.c` does; the
+/// test `stems_like_fts5` compares the two on a word list.
 pub fn stem(word: &str) -> String {
-    thread_local! {
-        static STEMMER: rust_stemmers::Stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English);
+    if word.len() < 3 || word.len() > 64 {
+        return word.to_string();
     }
-    STEMMER.with(|s| s.stem(word).into_owned())
+    let mut b = word.as_bytes().to_vec();
+    porter::stem(&mut b);
+    // Only ASCII suffixes are removed or added, so the bytes stay UTF-8.
+    String::from_utf8(b).unwrap_or_else(|_| word.to_string())
+}
+
+/// Porter's algorithm on bytes. Conditions look at the stem left after a
+/// suffix; within a step, the longest matching suffix decides, and if its
+/// condition fails no shorter suffix is tried.
+mod porter {
+    fn vowel(c: u8, y_is_vowel: bool) -> bool {
+        matches!(c, b'a' | b'e' | b'i' | b'o' | b'u') || (y_is_vowel && c == b'y')
+    }
+
+    /// Skips one vowel run then one consonant run; returns the index after
+    /// the consonant run, or 0 when there is none.
+    fn gobble_vc(s: &[u8], prev_cons: bool) -> usize {
+        let mut cons = prev_cons;
+        let mut i = 0;
+        while i < s.len() {
+            cons = !vowel(s[i], cons);
+            if !cons {
+                break;
+            }
+            i += 1;
+        }
+        i += 1;
+        while i < s.len() {
+            cons = !vowel(s[i], cons);
+            if cons {
+                return i + 1;
+            }
+            i += 1;
+        }
+        0
+    }
+
+    fn m_gt0(s: &[u8]) -> bool {
+        gobble_vc(s, false) != 0
+    }
+
+    fn m_gt1(s: &[u8]) -> bool {
+        let n = gobble_vc(s, false);
+        n != 0 && gobble_vc(&s[n..], true) != 0
+    }
+
+    fn m_eq1(s: &[u8]) -> bool {
+        let n = gobble_vc(s, false);
+        n != 0 && gobble_vc(&s[n..], true) == 0
+    }
+
+    /// `*o`: ends consonant-vowel-consonant, the last not w, x or y.
+    fn o_star(s: &[u8]) -> bool {
+        match s.last() {
+            None | Some(b'w' | b'x' | b'y') => false,
+            Some(_) => {
+                let mut mask = 0u8;
+                let mut cons = false;
+                for &c in s {
+                    cons = !vowel(c, cons);
+                    mask = ((mask << 1) | cons as u8) & 7;
+                }
+                mask == 5
+            }
+        }
+    }
+
+    /// `*v*`: the stem has a vowel (y counts after the first letter).
+    fn has_vowel(s: &[u8]) -> bool {
+        s.iter().enumerate().any(|(i, &c)| vowel(c, i > 0))
+    }
+
+    type Cond = fn(&[u8]) -> bool;
+
+    /// Applies the first rule whose suffix ends `b` (and leaves a non-empty
+    /// stem); returns whether its condition held.
+    fn apply(b: &mut Vec<u8>, rules: &[(&str, &str, Cond)]) -> bool {
+        for (suffix, with, cond) in rules {
+            let (suffix, with) = (suffix.as_bytes(), with.as_bytes());
+            if b.len() > suffix.len() && b.ends_with(suffix) {
+                let stem = b.len() - suffix.len();
+                if cond(&b[..stem]) {
+                    b.truncate(stem);
+                    b.extend_from_slice(with);
+                    return true;
+                }
+                return false;
+            }
+        }
+        false
+    }
+
+    fn mgt1_st(s: &[u8]) -> bool {
+        matches!(s.last(), Some(b's' | b't')) && m_gt1(s)
+    }
+
+    pub(super) fn stem(b: &mut Vec<u8>) {
+        // Step 1a.
+        if b.last() == Some(&b's') {
+            let n = b.len();
+            if b[n - 2] == b'e' {
+                if (n > 4 && &b[n - 4..n - 2] == b"ss") || (n > 3 && b[n - 3] == b'i') {
+                    b.truncate(n - 2);
+                } else {
+                    b.truncate(n - 1);
+                }
+            } else if b[n - 2] != b's' {
+                b.truncate(n - 1);
+            }
+        }
+        // Step 1b.
+        let removed = if b.len() > 3 && b.ends_with(b"eed") {
+            if m_gt0(&b[..b.len() - 3]) {
+                b.truncate(b.len() - 1);
+            }
+            false
+        } else {
+            apply(b, &[("ed", "", has_vowel as Cond), ("ing", "", has_vowel)])
+        };
+        if removed
+            && !apply(
+                b,
+                &[
+                    ("at", "ate", (|_| true) as Cond),
+                    ("bl", "ble", |_| true),
+                    ("iz", "ize", |_| true),
+                ],
+            )
+        {
+            let n = b.len();
+            let c = b[n - 1];
+            if n >= 2 && !vowel(c, false) && !matches!(c, b'l' | b's' | b'z') && c == b[n - 2] {
+                b.truncate(n - 1);
+            } else if m_eq1(b) && o_star(b) {
+                b.push(b'e');
+            }
+        }
+        // Step 1c.
+        let n = b.len();
+        if n > 0 && b[n - 1] == b'y' && has_vowel(&b[..n - 1]) {
+            b[n - 1] = b'i';
+        }
+        // Step 2, grouped by the suffix's second-to-last letter as in SQLite
+        // (within a group the longer suffix is listed first).
+        let g0: Cond = m_gt0;
+        let step2: &[(&str, &str, Cond)] = match b.len().checked_sub(2).map(|i| b[i]) {
+            Some(b'a') => &[("ational", "ate", g0), ("tional", "tion", g0)],
+            Some(b'c') => &[("enci", "ence", g0), ("anci", "ance", g0)],
+            Some(b'e') => &[("izer", "ize", g0)],
+            Some(b'g') => &[("logi", "log", g0)],
+            Some(b'l') => &[
+                ("bli", "ble", g0),
+                ("alli", "al", g0),
+                ("entli", "ent", g0),
+                ("eli", "e", g0),
+                ("ousli", "ous", g0),
+            ],
+            Some(b'o') => &[
+                ("ization", "ize", g0),
+                ("ation", "ate", g0),
+                ("ator", "ate", g0),
+            ],
+            Some(b's') => &[
+                ("alism", "al", g0),
+                ("iveness", "ive", g0),
+                ("fulness", "ful", g0),
+                ("ousness", "ous", g0),
+            ],
+            Some(b't') => &[
+                ("aliti", "al", g0),
+                ("iviti", "ive", g0),
+                ("biliti", "ble", g0),
+            ],
+            _ => &[],
+        };
+        apply(b, step2);
+        let step3: &[(&str, &str, Cond)] = match b.len().checked_sub(2).map(|i| b[i]) {
+            Some(b'a') => &[("ical", "ic", g0)],
+            Some(b's') => &[("ness", "", g0)],
+            Some(b't') => &[("icate", "ic", g0), ("iciti", "ic", g0)],
+            Some(b'u') => &[("ful", "", g0)],
+            Some(b'v') => &[("ative", "", g0)],
+            Some(b'z') => &[("alize", "al", g0)],
+            _ => &[],
+        };
+        apply(b, step3);
+        let g1: Cond = m_gt1;
+        let step4: &[(&str, &str, Cond)] = match b.len().checked_sub(2).map(|i| b[i]) {
+            Some(b'a') => &[("al", "", g1)],
+            Some(b'c') => &[("ance", "", g1), ("ence", "", g1)],
+            Some(b'e') => &[("er", "", g1)],
+            Some(b'i') => &[("ic", "", g1)],
+            Some(b'l') => &[("able", "", g1), ("ible", "", g1)],
+            Some(b'n') => &[
+                ("ant", "", g1),
+                ("ement", "", g1),
+                ("ment", "", g1),
+                ("ent", "", g1),
+            ],
+            Some(b'o') => &[("ion", "", mgt1_st), ("ou", "", g1)],
+            Some(b's') => &[("ism", "", g1)],
+            Some(b't') => &[("ate", "", g1), ("iti", "", g1)],
+            Some(b'u') => &[("ous", "", g1)],
+            Some(b'v') => &[("ive", "", g1)],
+            Some(b'z') => &[("ize", "", g1)],
+            _ => &[],
+        };
+        apply(b, step4);
+        // Step 5a.
+        let n = b.len();
+        if n > 0 && b[n - 1] == b'e' {
+            let s = &b[..n - 1];
+            if m_gt1(s) || (m_eq1(s) && !o_star(s)) {
+                b.truncate(n - 1);
+            }
+        }
+        // Step 5b.
+        let n = b.len();
+        if n > 1 && b[n - 1] == b'l' && b[n - 2] == b'l' && m_gt1(&b[..n - 1]) {
+            b.truncate(n - 1);
+        }
+    }
 }
 
 /// BM25 with binary term frequency and view-local statistics, the
@@ -371,6 +638,75 @@ mod tests {
             s[2] > s[0] && s[0] > 0.0,
             "stemmed match, shorter wins: {s:?}"
         );
+    }
+
+    /// FTS5's own tokens (porter over unicode61 with diacritics removed) for
+    /// each text, read back through `fts5vocab`.
+    fn fts5_tokens(texts: &[&str]) -> Vec<Vec<String>> {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE VIRTUAL TABLE f USING fts5(x, tokenize='porter unicode61 remove_diacritics 2');
+             CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance');",
+        )
+        .unwrap();
+        for (i, t) in texts.iter().enumerate() {
+            c.execute(
+                "INSERT INTO f(rowid, x) VALUES (?, ?)",
+                rusqlite::params![i as i64, t],
+            )
+            .unwrap();
+        }
+        let mut out = vec![Vec::new(); texts.len()];
+        let mut st = c
+            .prepare("SELECT doc, term FROM v ORDER BY doc, offset")
+            .unwrap();
+        let rows = st
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .unwrap();
+        for r in rows {
+            let (d, t) = r.unwrap();
+            out[d as usize].push(t);
+        }
+        out
+    }
+
+    #[test]
+    fn stems_like_fts5() {
+        let words_list = "caresses ponies ties caress cats feed agreed plastered bled motoring sing conflated troubled \
+            sized hopping tanned falling hissing fizzed failing filing happy sky relational conditional rational \
+            valenci hesitanci digitizer conformabli radicalli differentli vileli analogousli vietnamization \
+            predication operator feudalism decisiveness hopefulness callousness formaliti sensitiviti sensibiliti \
+            triplicate formative formalize electriciti electrical hopeful goodness revival allowance inference \
+            airliner gyroscopic adjustable defensible irritant replacement adjustment dependent adoption homologou \
+            communism activate angulariti homologous effective bowdlerize probate rate cease controll roll \
+            agreement apology bubbly complement complimenting document elements ecology dyed dying news \
+            generous general generalization eed aed oed ing sses ies yes is as us tie lie die spying \
+            running runner ran generously communication community apologies biology biologist \
+            whispering whispered skiing skies cooking cookies studies studying meeting meetings";
+        let words: Vec<&str> = words_list.split_whitespace().collect();
+        let fts = fts5_tokens(&words);
+        for (w, f) in words.iter().zip(&fts) {
+            let ours: Vec<String> = super::words(w).map(|t| stem(&t)).collect();
+            assert_eq!(&ours, f, "{w}");
+        }
+    }
+
+    #[test]
+    fn tokenizes_like_fts5() {
+        let texts = [
+            "The café's crème brûlée costs €3.50 (naïve coöperation)",
+            "किताबें पढ़ना अच्छा है",
+            "Ünïcödé ÅNGSTRÖM Straße ΆΛΦΑ Ελληνικά",
+            "e\u{301}cole decomposed and x\u{308}",
+            "mixed123numbers and 42 and 3.14 and t-42 snake_case CamelCase",
+            "emoji 😀 and CJK 日本語のテキスト and Hangul 한국어",
+            "apostrophes don't won't it's",
+        ];
+        let fts = fts5_tokens(&texts);
+        for (t, f) in texts.iter().zip(&fts) {
+            let ours: Vec<String> = super::words(t).map(|w| stem(&w)).collect();
+            assert_eq!(&ours, f, "{t}");
+        }
     }
 
     #[test]

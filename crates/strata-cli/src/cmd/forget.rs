@@ -79,11 +79,12 @@ pub fn run(g: &Global, a: ForgetArgs) -> Result<()> {
         dry_run: a.dry_run,
         ..Default::default()
     };
+    let mut what = what;
     if a.yes {
         opts.confirm = strata::Confirm::Yes;
     } else if bulk && !a.dry_run {
-        // Bulk deletion is confirmed once, for everything it selects
-        // (including global memory): a dry run says how much first.
+        // Bulk deletion is confirmed once, for exactly what a dry run
+        // selected: memories written while the prompt waits are not touched.
         let preview = e.forget(
             &what,
             strata::ForgetOptions {
@@ -102,6 +103,7 @@ pub fn run(g: &Global, a: ForgetArgs) -> Result<()> {
                     )))
                 }
             })?;
+            what = strata::Forget::Ids(preview.ids);
         }
     }
     let r = e.forget(&what, opts)?;

@@ -168,6 +168,13 @@ impl std::ops::DerefMut for Conn<'_> {
     }
 }
 
+impl Conn<'_> {
+    /// Closes the connection instead of returning it to the pool.
+    fn discard(&mut self) {
+        self.conn.take();
+    }
+}
+
 impl Drop for Conn<'_> {
     fn drop(&mut self) {
         if let Some(c) = self.conn.take()
@@ -1071,7 +1078,10 @@ impl Store for SqliteStore {
             tx.commit()?;
             Ok(())
         })();
-        c.execute_batch(sync_pragma(self.opts.durability))?;
+        if c.execute_batch(sync_pragma(self.opts.durability)).is_err() {
+            // Never pool a connection left at the weaker setting.
+            c.discard();
+        }
         r
     }
 

@@ -504,6 +504,9 @@ fn relevance_agrees_across_backends() {
         "billing invoices are generated nightly by a cron job",
         "the cron job for invoices failed twice this week",
         "kafka consumers lag behind during billing peaks",
+        "news today: the café opened",
+        "a dying plant on the generous windowsill",
+        "किताबें पढ़ना अच्छा है",
     ];
     for (i, t) in texts.iter().enumerate() {
         let m = mem(

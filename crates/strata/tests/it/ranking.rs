@@ -4,7 +4,7 @@ use strata::{Kind, NewMemory, Recall, Strategy};
 
 use crate::harness::{MakeEngine, scope, view};
 
-backends!(engine: strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, decay_lowers_old_memories);
+backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, decay_lowers_old_memories);
 
 fn strategies_order_as_documented(make: MakeEngine) {
     let e = make(&|_| {});
@@ -152,5 +152,35 @@ fn decay_lowers_old_memories(make: MakeEngine) {
         (old_parts.decay - 0.25).abs() < 1e-6,
         "two half-lives: {}",
         old_parts.decay
+    );
+}
+
+fn recency_with_a_query_orders_every_match(make: MakeEngine) {
+    let mut e = make(&|c| c.max_items = 0);
+    let t0 = jiff::Timestamp::now();
+    // 300 matches: long ones written last, so a relevance cut would drop them.
+    for i in 0..300 {
+        e.set_clock(move || t0 + jiff::SignedDuration::from_secs(i));
+        let text = if i >= 295 {
+            format!("deploy {i} with a much longer text than the others have")
+        } else {
+            format!("deploy {i}")
+        };
+        e.remember(NewMemory::new(scope("project/a"), text))
+            .unwrap();
+    }
+    let mut r = Recall::new("deploy", view(&["project/a"]));
+    r.strategy = Some(Strategy::Recency);
+    r.limit = 3;
+    r.touch = false;
+    let got: Vec<String> = e
+        .recall(&r)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.memory.content)
+        .collect();
+    assert!(
+        got[0].starts_with("deploy 299") && got[2].starts_with("deploy 297"),
+        "{got:?}"
     );
 }
