@@ -118,14 +118,6 @@ pub enum Error {
     /// The operation is high-risk and needs explicit confirmation.
     #[error("{0} needs confirmation (pass --yes, or Confirm::Yes in the library)")]
     NeedsConfirmation(String),
-    /// Pinned memories refused a bulk deletion.
-    #[error(
-        "{count} pinned memories match; pinned memories are not bulk-deleted unless forced (--force)"
-    )]
-    PinnedRefused {
-        /// How many pinned memories matched.
-        count: usize,
-    },
     /// The database was written by a newer strata.
     #[error(
         "database schema version {found} is newer than this strata supports ({supported}); upgrade strata"
@@ -173,9 +165,7 @@ impl Error {
             | Error::KeyConflict { .. }
             | Error::DuplicateSession(_)
             | Error::SessionArchived(_) => ErrorClass::Conflict,
-            Error::NeedsConfirmation(_) | Error::PinnedRefused { .. } => {
-                ErrorClass::NeedsConfirmation
-            }
+            Error::NeedsConfirmation(_) => ErrorClass::NeedsConfirmation,
             Error::SessionFull { .. } | Error::ItemTooLarge { .. } => ErrorClass::LimitExceeded,
             Error::SchemaTooNew { .. } | Error::Sqlite(_) | Error::Io { .. } => ErrorClass::Storage,
         }
