@@ -980,10 +980,14 @@ impl Engine {
                 for id in ids {
                     model::validate_id(id)?;
                 }
-                let global = ids
-                    .iter()
-                    .filter_map(|id| self.store.get(id).ok().flatten())
-                    .any(|m| m.scope.tier() == Tier::Global);
+                let mut global = false;
+                for id in ids {
+                    let m = match self.store.get(id)? {
+                        Some(m) => Some(m),
+                        None => self.get_archived(id)?.map(|a| a.memory),
+                    };
+                    global |= m.is_some_and(|m| m.scope.tier() == Tier::Global);
+                }
                 if global && opts.confirm != Confirm::Yes && !opts.dry_run {
                     return Err(Error::NeedsConfirmation(
                         "forgetting global memories".into(),
