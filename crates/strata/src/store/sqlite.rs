@@ -969,11 +969,14 @@ impl Store for SqliteStore {
         let c = self.conn()?;
         let mut p = Vec::new();
         let w = where_sql(q, false, &mut p);
-        let lim = limit_sql(q, &mut p);
-        let sql = format!(
-            "SELECT {SIGNAL_COLS} FROM memories m WHERE {w} {} {lim}",
-            order_sql(q.order)
-        );
+        // Without a limit the caller ranks every row itself: skip the sort.
+        let tail = if q.limit.is_none() && q.offset == 0 {
+            String::new()
+        } else {
+            let lim = limit_sql(q, &mut p);
+            format!("{} {lim}", order_sql(q.order))
+        };
+        let sql = format!("SELECT {SIGNAL_COLS} FROM memories m WHERE {w} {tail}");
         let mut st = c.prepare_cached(&sql)?;
         let rows = st
             .query_map(params_from_iter(p), read_signals)?
