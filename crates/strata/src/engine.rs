@@ -959,22 +959,10 @@ impl Engine {
         let (query, session): (Query, Option<&str>) = match what {
             Forget::Id(id) => {
                 model::validate_id(id)?;
-                let exists = self.store.get(id)?.is_some() || self.get_archived(id)?.is_some();
-                if !exists {
+                if self.find_any(id)?.is_none() {
                     return Err(Error::NotFound(id.clone()));
                 }
-                let ids = vec![id.clone()];
-                let deleted = if opts.dry_run {
-                    1
-                } else {
-                    self.store.delete(&ids)?
-                };
-                return Ok(ForgetReport {
-                    deleted,
-                    pinned_kept: 0,
-                    ids,
-                    dry_run: opts.dry_run,
-                });
+                return self.forget_named(vec![id.clone()], opts);
             }
             Forget::Ids(ids) => {
                 for id in ids {
@@ -982,29 +970,16 @@ impl Engine {
                 }
                 let mut global = false;
                 for id in ids {
-                    let m = match self.store.get(id)? {
-                        Some(m) => Some(m),
-                        None => self.get_archived(id)?.map(|a| a.memory),
-                    };
-                    global |= m.is_some_and(|m| m.scope.tier() == Tier::Global);
+                    global |= self
+                        .find_any(id)?
+                        .is_some_and(|m| m.scope.tier() == Tier::Global);
                 }
                 if global && opts.confirm != Confirm::Yes && !opts.dry_run {
                     return Err(Error::NeedsConfirmation(
                         "forgetting global memories".into(),
                     ));
                 }
-                let ids = ids.clone();
-                let deleted = if opts.dry_run {
-                    ids.len()
-                } else {
-                    self.store.delete(&ids)?
-                };
-                return Ok(ForgetReport {
-                    deleted,
-                    pinned_kept: 0,
-                    ids,
-                    dry_run: opts.dry_run,
-                });
+                return self.forget_named(ids.clone(), opts);
             }
             Forget::Filter { view, filter } => {
                 if view.is_empty() {
@@ -1080,6 +1055,29 @@ impl Engine {
         Ok(ForgetReport {
             deleted,
             pinned_kept,
+            ids,
+            dry_run: opts.dry_run,
+        })
+    }
+
+    /// An active or archived memory by id.
+    fn find_any(&self, id: &str) -> Result<Option<Memory>> {
+        match self.store.get(id)? {
+            Some(m) => Ok(Some(m)),
+            None => Ok(self.get_archived(id)?.map(|a| a.memory)),
+        }
+    }
+
+    /// Deletes memories named by id (pinned or not), or only reports them.
+    fn forget_named(&self, ids: Vec<String>, opts: ForgetOptions) -> Result<ForgetReport> {
+        let deleted = if opts.dry_run {
+            ids.len()
+        } else {
+            self.store.delete(&ids)?
+        };
+        Ok(ForgetReport {
+            deleted,
+            pinned_kept: 0,
             ids,
             dry_run: opts.dry_run,
         })

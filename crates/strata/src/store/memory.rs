@@ -545,14 +545,6 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    fn ensure_session(&self, s: &Session) -> Result<Session> {
-        let mut g = self.lock();
-        Ok(g.sessions
-            .entry(s.id.clone())
-            .or_insert_with(|| s.clone())
-            .clone())
-    }
-
     fn remove_empty_session(&self, id: &str) -> Result<bool> {
         let mut g = self.lock();
         let used = g.active.values().any(|m| m.session.as_deref() == Some(id))

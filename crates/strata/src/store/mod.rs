@@ -318,8 +318,6 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn put_history(&self, m: &Memory) -> Result<()>;
     /// Creates a session; `DuplicateSession` if it exists.
     fn create_session(&self, s: &Session) -> Result<()>;
-    /// Creates the session unless it exists; returns the stored one.
-    fn ensure_session(&self, s: &Session) -> Result<Session>;
     /// Deletes a session that holds nothing (no memories, active or
     /// archived, and not archived itself); true if it was removed. Used to
     /// undo a session a failed write created.

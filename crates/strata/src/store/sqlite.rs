@@ -785,9 +785,7 @@ impl Store for SqliteStore {
                         n.archived += 1;
                     }
                     None => {
-                        let r = tx
-                            .prepare_cached(&format!("INSERT INTO memories ({COLS}) VALUES ({PLACEHOLDERS})"))?
-                            .execute(params_from_iter(memory_params(m)));
+                        let r = insert_row(tx, m);
                         match r {
                             Ok(_) => {}
                             Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
@@ -1192,15 +1190,6 @@ impl Store for SqliteStore {
             }
             Ok(())
         })
-    }
-
-    fn ensure_session(&self, s: &Session) -> Result<Session> {
-        match self.create_session(s) {
-            Ok(()) | Err(Error::DuplicateSession(_)) => {}
-            Err(e) => return Err(e),
-        }
-        self.get_session(&s.id)?
-            .ok_or_else(|| Error::SessionNotFound(s.id.clone()))
     }
 
     fn remove_empty_session(&self, id: &str) -> Result<bool> {
