@@ -5,11 +5,13 @@
 //! `STRATA_DB` environment variable). Unknown keys in the file are errors
 //! that name them: a typo must not silently fall back to a default.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::context::{FileProfile, FileProfiles, Profile, SummarizerConfig};
 use crate::error::Error;
 use crate::rank::RankConfig;
 use crate::store::{Durability, SqliteOptions};
@@ -46,6 +48,10 @@ pub struct Config {
     pub session_max_bytes: u64,
     /// Ranking and decay.
     pub ranking: RankConfig,
+    /// Context profiles by id (`"none"` and `"global"` are built in).
+    pub profiles: BTreeMap<String, Profile>,
+    /// The LLM summarizer's endpoint, if any.
+    pub summarizer: Option<SummarizerConfig>,
 }
 
 impl Default for Config {
@@ -61,6 +67,8 @@ impl Default for Config {
             max_item_bytes: 1 << 20,
             session_max_bytes: 10 * 1000 * 1000,
             ranking: RankConfig::default(),
+            profiles: BTreeMap::new(),
+            summarizer: None,
         }
     }
 }
@@ -116,6 +124,29 @@ pub struct FileConfig {
     pub memory: FileMemory,
     /// `[ranking]`
     pub ranking: Option<RankConfig>,
+    /// `[profiles.<id>]`
+    pub profiles: Option<BTreeMap<String, FileProfile>>,
+    /// The seeds' `context_profiles` (a list with ids, or a map).
+    pub context_profiles: Option<FileProfiles>,
+    /// `[summarizer]`
+    pub summarizer: Option<SummarizerConfig>,
+}
+
+/// The seeds' `memory:` section of `memory.yaml`: store bounds and the
+/// HEAD/TAIL policy. Only what strata has a meaning for is read.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct SeedMemory {
+    /// Free id.
+    pub memory_config_id: Option<String>,
+    /// `task`, `project`, `global` stores; `project.max_items` is used.
+    #[serde(default)]
+    pub stores: BTreeMap<String, serde_json::Value>,
+    /// Ignored (strata has no compression modes).
+    pub compression_policy: Option<serde_json::Value>,
+    /// `head_tail_preserve` becomes the default `head_tail` of profiles.
+    pub context_policy: Option<serde_json::Value>,
+    /// Free metadata.
+    pub metadata: Option<serde_json::Value>,
 }
 
 impl Config {
@@ -138,12 +169,21 @@ impl Config {
         }
     }
 
-    /// Reads `strata.toml` at `path` over the defaults.
+    /// Reads `strata.toml` (or, for a `.yaml`/`.yml` path, the seeds'
+    /// `memory.yaml`) at `path` over the defaults.
     pub fn from_file(path: &Path) -> Result<Config, Error> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         let mut cfg = Config::default();
-        cfg.apply_toml(&text, path.parent()).map_err(|e| {
+        let yaml = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"));
+        let applied = if yaml {
+            cfg.apply_yaml(&text, path.parent())
+        } else {
+            cfg.apply_toml(&text, path.parent())
+        };
+        applied.map_err(|e| {
             Error::InvalidConfig(format!(
                 "{}: {}",
                 path.display(),
@@ -157,7 +197,55 @@ impl Config {
     pub fn apply_toml(&mut self, text: &str, base: Option<&Path>) -> Result<(), Error> {
         let file: FileConfig =
             toml::from_str(text).map_err(|e| Error::InvalidConfig(e.to_string()))?;
-        match file.store.backend.as_deref() {
+        self.apply_file(file, None, base)
+    }
+
+    /// Applies YAML text: the same tables as `strata.toml`, plus the seeds'
+    /// `memory.yaml` layout (`memory:` with `stores` and `context_policy`,
+    /// `context_profiles:`).
+    pub fn apply_yaml(&mut self, text: &str, base: Option<&Path>) -> Result<(), Error> {
+        let mut doc: serde_json::Value = serde_norway::from_str(text)
+            .map_err(|e| Error::InvalidConfig(format!("YAML: {e}")))?;
+        if doc.is_null() {
+            doc = serde_json::json!({});
+        }
+        // `memory:` is either strata's table or the seeds' MemoryConfig.
+        let mut seed = None;
+        if let Some(m) = doc.get("memory") {
+            let seeds_keys = ["memory_config_id", "stores", "compression_policy", "context_policy"];
+            if m.as_object()
+                .is_some_and(|o| o.keys().any(|k| seeds_keys.contains(&k.as_str())))
+            {
+                let s: SeedMemory = serde_json::from_value(m.clone())
+                    .map_err(|e| Error::InvalidConfig(format!("memory: {e}")))?;
+                seed = Some(s);
+                if let Some(o) = doc.as_object_mut() {
+                    o.remove("memory");
+                }
+            }
+        }
+        let file: FileConfig =
+            serde_json::from_value(doc).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        self.apply_file(file, seed, base)
+    }
+
+    fn apply_file(
+        &mut self,
+        file: FileConfig,
+        seed: Option<SeedMemory>,
+        base: Option<&Path>,
+    ) -> Result<(), Error> {
+        let store_set = file.store.path.is_some()
+            || file.store.durability.is_some()
+            || file.store.busy_timeout_ms.is_some();
+        let backend = match file.store.backend.as_deref() {
+            // No backend named: keep the current one unless SQLite settings
+            // are given.
+            None if matches!(self.store, StoreConfig::Memory) && !store_set => Some("memory"),
+            None => Some("sqlite"),
+            b => b,
+        };
+        match backend {
             None | Some("sqlite") => {
                 let (mut path, mut options) = match &self.store {
                     StoreConfig::Sqlite { path, options } => (path.clone(), options.clone()),
@@ -202,6 +290,43 @@ impl Config {
         }
         if let Some(r) = file.ranking {
             self.ranking = r;
+        }
+        let mut default_head_tail = None;
+        if let Some(seed) = seed {
+            if let Some(n) = seed
+                .stores
+                .get("project")
+                .and_then(|p| p.get("max_items"))
+                .and_then(|v| v.as_u64())
+            {
+                self.max_items = n;
+            }
+            default_head_tail = seed
+                .context_policy
+                .as_ref()
+                .and_then(|p| p.get("head_tail_preserve"))
+                .and_then(|v| v.as_i64());
+        }
+        let mut profiles: BTreeMap<String, FileProfile> = file.profiles.unwrap_or_default();
+        if let Some(cp) = file.context_profiles {
+            for (id, p) in cp.into_map()? {
+                if profiles.insert(id.clone(), p).is_some() {
+                    return Err(Error::InvalidConfig(format!(
+                        "profiles.{id}: defined both in profiles and context_profiles"
+                    )));
+                }
+            }
+        }
+        for (id, mut p) in profiles {
+            if p.head_tail.is_none() {
+                p.head_tail = default_head_tail;
+            }
+            let prof = p.validate(&id)?;
+            self.profiles.insert(id, prof);
+        }
+        if let Some(s) = file.summarizer {
+            s.validate()?;
+            self.summarizer = Some(s);
         }
         self.validate()
     }
@@ -249,6 +374,11 @@ mod tests {
         assert!(
             matches!(&c.store, StoreConfig::Sqlite { path, .. } if path == Path::new("/tmp/conf/x.db"))
         );
+
+        // A file without [store] leaves an in-memory config in memory.
+        let mut m = Config::in_memory();
+        m.apply_toml("[memory]\nmax_items = 5\n", None).unwrap();
+        assert_eq!(m.store, StoreConfig::Memory);
 
         let e = Config::default()
             .apply_toml("[memory]\nmax_itemz = 5\n", None)

@@ -343,7 +343,12 @@ impl Engine {
         &*self.store
     }
 
-    fn now(&self) -> Timestamp {
+    /// The tokenizer that counts memories (and context budgets).
+    pub fn token_counter(&self) -> &TokenCounter {
+        &self.tokens
+    }
+
+    pub(crate) fn now(&self) -> Timestamp {
         model::ms((self.clock)())
     }
 
@@ -374,6 +379,14 @@ impl Engine {
         }
         if new.ttl.is_some_and(|d| !d.is_positive()) {
             return Err(Error::field("ttl", "must be positive"));
+        }
+        if let Some(at) = new.created_at
+            && at > self.now()
+        {
+            return Err(Error::field(
+                "created_at",
+                format!("{at} is in the future"),
+            ));
         }
         Ok(())
     }
@@ -406,6 +419,7 @@ impl Engine {
         });
         let checksum = model::checksum(&new.content, new.payload.as_ref());
         let tokens = self.tokens.count(&new.content);
+        let created_at = new.created_at.map_or(now, model::ms);
         Ok(Memory {
             id: uuid::Uuid::now_v7().to_string(),
             scope,
@@ -418,8 +432,8 @@ impl Engine {
             importance,
             source,
             session: new.session,
-            created_at: now,
-            updated_at: now,
+            created_at,
+            updated_at: created_at,
             last_accessed_at: None,
             access_count: 0,
             expires_at,
@@ -871,7 +885,7 @@ impl Engine {
     }
 
     /// Scores and sorts candidates, best first.
-    fn rank(
+    pub(crate) fn rank(
         &self,
         cands: Vec<(Signals, Option<f64>)>,
         strategy: Strategy,
@@ -1120,6 +1134,7 @@ impl Engine {
                 from_scope: m.scope.clone(),
                 at: self.now(),
             }),
+            created_at: None,
         }
     }
 

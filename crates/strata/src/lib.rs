@@ -19,6 +19,7 @@
 //! ```
 
 mod config;
+pub mod context;
 mod engine;
 mod error;
 mod filter;
@@ -34,6 +35,10 @@ mod tokens;
 pub(crate) mod testutil;
 
 pub use config::{Config, FileConfig, StoreConfig, default_db_path};
+pub use context::{
+    ContextItem, ContextPackage, ContextRequest, Message, Profile, Render, Replay, SourceUsage,
+    Summary, SummarizerConfig, Why,
+};
 pub use engine::{
     ArchiveMark, Confirm, Engine, Forget, ForgetOptions, ForgetReport, List, ListOrder, Manifest,
     Patch, Promotion, Recall, Recalled, TaskReport, UpkeepReport,

@@ -484,6 +484,9 @@ pub struct NewMemory {
     pub sensitive: bool,
     /// Set when copying (promotion).
     pub provenance: Option<Provenance>,
+    /// When it happened, for memories recorded after the fact (imported
+    /// conversation logs); defaults to now. Never in the future.
+    pub created_at: Option<Timestamp>,
 }
 
 impl NewMemory {
@@ -494,6 +497,12 @@ impl NewMemory {
             content: content.into(),
             ..NewMemory::default()
         }
+    }
+
+    /// Sets when it happened (defaults to now).
+    pub fn created_at(mut self, at: Timestamp) -> Self {
+        self.created_at = Some(at);
+        self
     }
 
     /// Sets the kind.

@@ -248,6 +248,8 @@ pub struct Signals {
     pub updated_at: Timestamp,
     /// Reads so far.
     pub access_count: u64,
+    /// Tokens of its content.
+    pub tokens: u32,
 }
 
 impl Signals {
@@ -260,6 +262,7 @@ impl Signals {
             created_at: m.created_at,
             updated_at: m.updated_at,
             access_count: m.access_count,
+            tokens: m.tokens,
         }
     }
 }

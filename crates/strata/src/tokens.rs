@@ -48,6 +48,33 @@ impl TokenCounter {
     pub fn count(&self, text: &str) -> u32 {
         self.bpe().count(text) as u32
     }
+
+    /// The first `n` tokens of `text` as text, backing off a token at a time
+    /// when a cut would split a character.
+    pub fn head(&self, text: &str, n: usize) -> String {
+        let toks = self.bpe().encode(text);
+        let mut k = n.min(toks.len());
+        while k > 0 {
+            if let Some(s) = self.bpe().decode(&toks[..k]) {
+                return s;
+            }
+            k -= 1;
+        }
+        String::new()
+    }
+
+    /// The last `n` tokens of `text` as text (see [`TokenCounter::head`]).
+    pub fn tail(&self, text: &str, n: usize) -> String {
+        let toks = self.bpe().encode(text);
+        let mut k = n.min(toks.len());
+        while k > 0 {
+            if let Some(s) = self.bpe().decode(&toks[toks.len() - k..]) {
+                return s;
+            }
+            k -= 1;
+        }
+        String::new()
+    }
 }
 
 #[cfg(test)]

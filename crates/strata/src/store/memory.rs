@@ -25,6 +25,7 @@ struct Inner {
     archive: BTreeMap<String, Archived>,
     history: HashMap<String, Vec<Memory>>,
     sessions: BTreeMap<String, Session>,
+    context_log: BTreeMap<String, String>,
 }
 
 /// A store that lives in process memory and is gone when dropped.
@@ -593,6 +594,18 @@ impl Store for MemoryStore {
         let s = g.sessions.get_mut(id).unwrap();
         s.archived_at.get_or_insert(at);
         Ok(s.clone())
+    }
+
+    fn log_context(&self, id: &str, _at: Timestamp, doc: &str) -> Result<()> {
+        self.lock()
+            .context_log
+            .entry(id.to_string())
+            .or_insert_with(|| doc.to_string());
+        Ok(())
+    }
+
+    fn context_log(&self, id: &str) -> Result<Option<String>> {
+        Ok(self.lock().context_log.get(id).cloned())
     }
 }
 

@@ -329,4 +329,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Marks the session archived and moves its active memories to the
     /// archive (reason `session_archived`).
     fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session>;
+    /// Records an assembled context package for replay. `doc` holds ids and
+    /// versions, never memory content (so `forget` leaves nothing here). A
+    /// package id that is already logged keeps its first record.
+    fn log_context(&self, id: &str, at: Timestamp, doc: &str) -> Result<()>;
+    /// A logged context package by id.
+    fn context_log(&self, id: &str) -> Result<Option<String>>;
 }

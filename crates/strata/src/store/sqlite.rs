@@ -45,7 +45,7 @@ use crate::scope::{Scope, View};
 use crate::text;
 
 /// Newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -147,6 +147,10 @@ fn migration_1() -> String {
              last_activity_at INTEGER NOT NULL, archived_at INTEGER, max_bytes INTEGER NOT NULL, bytes INTEGER NOT NULL DEFAULT 0);",
         cols = col_defs()
     )
+}
+
+fn migration_2() -> String {
+    "CREATE TABLE context_log (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, doc TEXT NOT NULL) WITHOUT ROWID;".into()
 }
 
 /// A pooled connection, returned to the pool on drop.
@@ -265,7 +269,7 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        let migrations: [fn() -> String; 1] = [migration_1];
+        let migrations: [fn() -> String; 2] = [migration_1, migration_2];
         for (i, m) in migrations.iter().enumerate() {
             let v = i as i64 + 1;
             if v > current {
@@ -334,7 +338,8 @@ fn conv_err(i: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusq
 }
 
 /// The columns [`read_signals`] reads, in its order.
-const SIGNAL_COLS: &str = "m.id, m.kind, m.importance, m.created_at, m.updated_at, m.access_count";
+const SIGNAL_COLS: &str =
+    "m.id, m.kind, m.importance, m.created_at, m.updated_at, m.access_count, m.tokens";
 
 fn read_signals(r: &Row<'_>) -> rusqlite::Result<Signals> {
     Ok(Signals {
@@ -344,6 +349,7 @@ fn read_signals(r: &Row<'_>) -> rusqlite::Result<Signals> {
         created_at: ts(r.get(3)?),
         updated_at: ts(r.get(4)?),
         access_count: r.get::<_, i64>(5)? as u64,
+        tokens: r.get::<_, i64>(6)? as u32,
     })
 }
 
@@ -936,17 +942,15 @@ impl Store for SqliteStore {
         )];
         let w = where_sql(q, false, &mut p);
         let sql = format!(
-            "SELECT {SIGNAL_COLS}, m.tokens, m.rowid FROM memories m
+            "SELECT {SIGNAL_COLS}, m.rowid FROM memories m
              WHERE m.rowid IN (SELECT value FROM json_each(?)) AND {w}"
         );
         let mut st = c.prepare_cached(&sql)?;
         let rows: Vec<(Signals, f64, i64)> = st
             .query_map(params_from_iter(p), |r| {
-                Ok((
-                    read_signals(r)?,
-                    r.get::<_, i64>(6)? as f64,
-                    r.get::<_, i64>(7)?,
-                ))
+                let s = read_signals(r)?;
+                let len = f64::from(s.tokens);
+                Ok((s, len, r.get::<_, i64>(7)?))
             })?
             .collect::<rusqlite::Result<_>>()?;
         let avglen = rows.iter().map(|r| r.1).sum::<f64>() / (rows.len().max(1) as f64);
@@ -1220,6 +1224,23 @@ impl Store for SqliteStore {
             .query_map([], read_session)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows)
+    }
+
+    fn log_context(&self, id: &str, at: Timestamp, doc: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO context_log (id, created_at, doc) VALUES (?, ?, ?)",
+            )?
+            .execute(params![id, at.as_millisecond(), doc])?;
+            Ok(())
+        })
+    }
+
+    fn context_log(&self, id: &str) -> Result<Option<String>> {
+        let c = self.conn()?;
+        Ok(c.prepare_cached("SELECT doc FROM context_log WHERE id = ?")?
+            .query_row([id], |r| r.get(0))
+            .optional()?)
     }
 
     fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session> {

@@ -7,6 +7,7 @@
 mod harness;
 
 mod conformance;
+mod context;
 mod filters;
 mod forget;
 mod isolation;

@@ -20,7 +20,7 @@ fn reopening_keeps_data_and_applies_no_migration_twice() {
     let rows: i64 = c
         .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(rows, 1);
+    assert_eq!(rows, strata::store::SCHEMA_VERSION);
     assert_eq!(
         s.stats().unwrap().schema_version,
         strata::store::SCHEMA_VERSION
@@ -64,5 +64,26 @@ fn processes_creating_one_file_at_once_agree() {
     let rows: i64 = c
         .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(rows, 1);
+    assert_eq!(rows, strata::store::SCHEMA_VERSION);
+}
+
+#[test]
+fn a_version_1_file_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let m = mem("project/a", "written by version 1");
+    {
+        let s = SqliteStore::open(&path, Default::default()).unwrap();
+        s.put(&m).unwrap();
+    }
+    // Turn the file back into what schema version 1 left.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute_batch("DROP TABLE context_log; DELETE FROM schema_version WHERE version > 1;")
+        .unwrap();
+    drop(c);
+    let s = SqliteStore::open(&path, Default::default()).unwrap();
+    assert_eq!(s.get(&m.id).unwrap(), Some(m));
+    s.log_context("ctx-1", jiff::Timestamp::now(), "{}").unwrap();
+    assert_eq!(s.context_log("ctx-1").unwrap().as_deref(), Some("{}"));
+    assert_eq!(s.stats().unwrap().schema_version, 2);
 }

@@ -1,0 +1,633 @@
+//! The assembly algorithm.
+//!
+//! 1. Each source's scope pattern is filled from the request; its
+//!    candidates are gathered on [`Signals`] alone (no content loaded): the
+//!    `always` keys, the oldest and newest `head_tail` items, and the ranked
+//!    candidates (text matches for the query, plus the newest items so a
+//!    source with few matches still fills its share).
+//! 2. A plan gives each source `share × budget`; what a source leaves
+//!    unused flows to the next, and a second round offers whatever is still
+//!    free to every source in order. An item that does not fit is cut to its
+//!    head and tail when at least [`MIN_CUT`] tokens of it would remain, and
+//!    skipped otherwise. Costs come from stored token counts plus the exact
+//!    cost of each line's prefix and each section's heading.
+//! 3. When candidates were left out and the profile has a `summary_share`,
+//!    the plan is redone within the rest of the budget and the summary fills
+//!    what is left.
+//! 4. Only the chosen memories are loaded; the package is rendered and
+//!    counted exactly, and (should an estimate have been short) the
+//!    lowest-ranked items are removed until it fits.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use jiff::Timestamp;
+use sha2::{Digest, Sha256};
+
+use super::profile::{self, Profile, Render};
+use super::render;
+use super::summary;
+use super::{ContextItem, ContextPackage, ContextRequest, Cut, SourceUsage, Summary, Why};
+use crate::Result;
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::filter::Filter;
+use crate::model::Memory;
+use crate::rank::{ScoreParts, Signals, Strategy};
+use crate::scope::View;
+use crate::store::{Order, Query};
+use crate::text;
+use crate::tokens::TokenCounter;
+
+/// Fewest content tokens worth keeping of a cut item.
+pub const MIN_CUT: u32 = 32;
+
+/// The elision marker put where a cut item's middle was.
+pub fn marker(elided: u32) -> String {
+    format!(" […{elided} tokens cut…] ")
+}
+
+/// A ranked candidate.
+#[derive(Clone, Debug)]
+pub(crate) struct Cand {
+    pub sig: Signals,
+    pub parts: ScoreParts,
+    pub why: Why,
+}
+
+/// A source, filled and with its candidates in fill order (always, head,
+/// tail, ranked).
+pub(crate) struct Src {
+    pub title: String,
+    pub scope: String,
+    pub share: f64,
+    pub skipped: Option<String>,
+    pub cands: Vec<Cand>,
+    /// Heading plus the blank line before it.
+    pub header: u32,
+}
+
+/// One chosen candidate.
+#[derive(Clone, Copy, Debug)]
+struct Pick {
+    src: usize,
+    cand: usize,
+    /// Content tokens allowed when the item is cut.
+    room: Option<u32>,
+}
+
+/// A selection within a budget.
+struct Plan {
+    picks: Vec<Pick>,
+    used: Vec<u32>,
+    taken: Vec<Vec<bool>>,
+}
+
+impl Plan {
+    fn total(&self) -> u32 {
+        self.used.iter().sum()
+    }
+
+    fn dropped(&self) -> usize {
+        self.taken
+            .iter()
+            .map(|t| t.iter().filter(|x| !**x).count())
+            .sum()
+    }
+}
+
+/// Token costs of line prefixes, memoized per (kind, day).
+pub(crate) struct Costs<'a> {
+    counter: &'a TokenCounter,
+    prefixes: HashMap<(String, i64), u32>,
+}
+
+impl<'a> Costs<'a> {
+    pub fn new(counter: &'a TokenCounter) -> Costs<'a> {
+        Costs {
+            counter,
+            prefixes: HashMap::new(),
+        }
+    }
+
+    /// Tokens of an item's line prefix (plus its newline).
+    fn prefix(&mut self, kind: &str, at: Timestamp) -> u32 {
+        let day = at.as_second().div_euclid(86_400);
+        let counter = self.counter;
+        *self
+            .prefixes
+            .entry((kind.to_string(), day))
+            .or_insert_with(|| counter.count(&render::prefix(kind, at)) + 1)
+    }
+}
+
+fn plan(srcs: &[Src], budget: u32, costs: &mut Costs<'_>) -> Plan {
+    let mut p = Plan {
+        picks: Vec::new(),
+        used: vec![0; srcs.len()],
+        taken: srcs.iter().map(|s| vec![false; s.cands.len()]).collect(),
+    };
+    let mut carry = 0u32;
+    for (i, s) in srcs.iter().enumerate() {
+        let cap = (f64::from(budget) * s.share).floor() as u32 + carry;
+        let cap = cap.min(budget - p.total());
+        let used = fill(&mut p, srcs, i, cap, costs);
+        carry = cap - used;
+    }
+    for i in 0..srcs.len() {
+        let left = budget - p.total();
+        if left == 0 {
+            break;
+        }
+        fill(&mut p, srcs, i, left, costs);
+    }
+    p
+}
+
+/// Takes candidates of source `i` into the plan within `cap` tokens;
+/// returns the tokens used.
+fn fill(p: &mut Plan, srcs: &[Src], i: usize, cap: u32, costs: &mut Costs<'_>) -> u32 {
+    let src = &srcs[i];
+    let mut left = cap;
+    for (j, c) in src.cands.iter().enumerate() {
+        if p.taken[i][j] {
+            continue;
+        }
+        let header = if p.used[i] == 0 { src.header } else { 0 };
+        let fixed = header + costs.prefix(&c.sig.kind, c.sig.created_at);
+        let whole = fixed + c.sig.tokens;
+        let room = if whole <= left {
+            None
+        } else if left >= fixed + MIN_CUT && c.sig.tokens > MIN_CUT {
+            Some(left - fixed)
+        } else {
+            continue;
+        };
+        let cost = room.map_or(whole, |r| fixed + r);
+        p.taken[i][j] = true;
+        p.used[i] += cost;
+        p.picks.push(Pick {
+            src: i,
+            cand: j,
+            room,
+        });
+        left -= cost;
+        if left < 4 {
+            break;
+        }
+    }
+    cap - left
+}
+
+/// `content` cut to about `room` tokens: its head and tail around a marker.
+pub(crate) fn cut_content(counter: &TokenCounter, content: &str, room: u32) -> (String, Cut) {
+    let total = counter.count(content);
+    let mark = counter.count(&marker(total)) + 1;
+    let keep = room.saturating_sub(mark);
+    let head_n = keep / 2 + keep % 2;
+    let tail_n = keep / 2;
+    let cut = Cut {
+        head: head_n,
+        tail: tail_n,
+        elided: total.saturating_sub(keep),
+    };
+    (apply_cut(counter, content, cut), cut)
+}
+
+/// Applies a recorded cut (replay uses this too).
+pub(crate) fn apply_cut(counter: &TokenCounter, content: &str, cut: Cut) -> String {
+    let head = counter.head(content, cut.head as usize);
+    let tail = counter.tail(content, cut.tail as usize);
+    format!("{}{}{}", head.trim_end(), marker(cut.elided), tail.trim_start())
+}
+
+impl Engine {
+    /// The profile a request names: `"global"` is built in, `"none"` has no
+    /// profile (`Ok(None)`), anything else must be configured.
+    pub fn resolve_profile(&self, id: &str) -> Result<Option<Profile>> {
+        match id {
+            "none" => Ok(None),
+            "global" => Ok(Some(Profile::builtin_global())),
+            _ => self.config().profiles.get(id).cloned().map(Some).ok_or_else(|| {
+                let known: Vec<&str> = ["none", "global"]
+                    .into_iter()
+                    .chain(self.config().profiles.keys().map(String::as_str))
+                    .collect();
+                Error::field(
+                    "profile",
+                    format!("unknown profile `{id}` (known: {})", known.join(", ")),
+                )
+            }),
+        }
+    }
+
+    /// Assembles the context a request asks for.
+    pub fn context(&self, req: &ContextRequest) -> Result<ContextPackage> {
+        for name in req.vars.keys() {
+            if !profile::PLACEHOLDERS.contains(&name.as_str()) {
+                return Err(Error::field(
+                    "vars",
+                    format!(
+                        "unknown placeholder `{name}` (known: {})",
+                        profile::PLACEHOLDERS.join(", ")
+                    ),
+                ));
+            }
+        }
+        let Some(mut prof) = self.resolve_profile(&req.profile)? else {
+            return Ok(empty_package(&req.profile, req.render.unwrap_or_default(), req.max_tokens.unwrap_or(0)));
+        };
+        if let Some(n) = req.max_tokens {
+            if n == 0 {
+                return Err(Error::field("max_tokens", "must be positive"));
+            }
+            prof.max_tokens = n;
+        }
+        let render = req.render.unwrap_or(prof.render);
+        let now = req.now.map_or_else(|| self.now(), crate::model::ms);
+        let pkg = self.assemble(&prof, req, render, now)?;
+        if req.log {
+            super::replay::log(self, &prof, req, render, now, &pkg)?;
+        }
+        Ok(pkg)
+    }
+
+    pub(crate) fn assemble(
+        &self,
+        prof: &Profile,
+        req: &ContextRequest,
+        render: Render,
+        now: Timestamp,
+    ) -> Result<ContextPackage> {
+        let counter = self.token_counter();
+        let terms = text::query_terms(&req.query);
+        let budget = prof.max_tokens;
+        let shares = prof.shares();
+        let mut srcs = Vec::with_capacity(prof.sources.len());
+        for (i, s) in prof.sources.iter().enumerate() {
+            let header = counter.count(&render::heading(&s.title)) + 1;
+            let entry = profile::fill(&s.scope, &req.vars)?;
+            let Some(entry) = entry else {
+                let missing: Vec<String> = profile::placeholders(&s.scope)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|n| !req.vars.contains_key(n))
+                    .collect();
+                if !s.optional {
+                    return Err(Error::field(
+                        missing.first().cloned().unwrap_or_else(|| "vars".into()),
+                        format!(
+                            "profile `{}` source {i} (`{}`) needs {{{}}}; pass it with the request",
+                            prof.id,
+                            s.scope,
+                            missing.join("}, {")
+                        ),
+                    ));
+                }
+                srcs.push(Src {
+                    title: s.title.clone(),
+                    scope: s.scope.clone(),
+                    share: shares[i],
+                    skipped: Some(format!("no {{{}}} in the request", missing.join("}, {"))),
+                    cands: Vec::new(),
+                    header,
+                });
+                continue;
+            };
+            let filter = profile::source_filter(s, prof.include_sensitive)?;
+            let view = View::new([entry.clone()]);
+            let cands = self.candidates(prof, s, &view, &filter, &terms, budget, now)?;
+            srcs.push(Src {
+                title: s.title.clone(),
+                scope: entry.to_string(),
+                share: shares[i],
+                skipped: None,
+                cands,
+                header,
+            });
+        }
+
+        let mut costs = Costs::new(counter);
+        let full = plan(&srcs, budget, &mut costs);
+        let mut chosen = full;
+        let mut summary: Option<Summary> = None;
+        if prof.summary_share > 0.0 && chosen.dropped() > 0 {
+            let reserve = (f64::from(budget) * prof.summary_share).floor() as u32;
+            let smaller = plan(&srcs, budget - reserve, &mut costs);
+            let room = budget - smaller.total();
+            let header = counter.count(&render::heading(render::SUMMARY_TITLE)) + 1;
+            if room > header + 8 {
+                let dropped = dropped_in_order(&srcs, &smaller);
+                let s = summary::summarize(
+                    self,
+                    prof.summarizer,
+                    &dropped,
+                    &req.query,
+                    room - header,
+                )?;
+                if let Some(mut s) = s {
+                    s.tokens = header + counter.count(&s.text);
+                    summary = Some(s);
+                    chosen = smaller;
+                }
+            }
+        }
+
+        // Load what was chosen and build the items.
+        let ids: Vec<String> = chosen
+            .picks
+            .iter()
+            .map(|p| srcs[p.src].cands[p.cand].sig.id.clone())
+            .collect();
+        let mut loaded: HashMap<String, Memory> = self
+            .store()
+            .get_many(&ids)?
+            .into_iter()
+            .map(|m| (m.id.clone(), m))
+            .collect();
+        let mut picks = chosen.picks.clone();
+        picks.sort_by_key(|p| {
+            let why = srcs[p.src].cands[p.cand].why;
+            (p.src, if why == Why::Tail { 1 } else { 0 }, p.cand)
+        });
+        let mut items = Vec::with_capacity(picks.len());
+        for p in &picks {
+            let c = &srcs[p.src].cands[p.cand];
+            // Gone when forgotten between ranking and loading.
+            let Some(m) = loaded.remove(&c.sig.id) else {
+                continue;
+            };
+            let (content, cut, tokens) = match p.room {
+                None => (m.content, None, m.tokens),
+                Some(room) => {
+                    let (text, cut) = cut_content(counter, &m.content, room);
+                    let t = counter.count(&text);
+                    (text, Some(cut), t)
+                }
+            };
+            items.push(ContextItem {
+                id: m.id,
+                version: m.version,
+                scope: m.scope,
+                kind: m.kind,
+                role: m.role,
+                key: m.key,
+                created_at: m.created_at,
+                source: p.src,
+                why: c.why,
+                score: c.parts.total,
+                tokens,
+                cut,
+                content,
+            });
+        }
+
+        let available: u64 = srcs
+            .iter()
+            .flat_map(|s| s.cands.iter())
+            .map(|c| u64::from(c.sig.tokens))
+            .sum();
+        let per_source: Vec<SourceUsage> = srcs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| SourceUsage {
+                title: s.title.clone(),
+                scope: s.scope.clone(),
+                share: s.share,
+                tokens: chosen.used[i],
+                items: 0,
+                dropped: 0,
+                skipped: s.skipped.clone(),
+            })
+            .collect();
+        let mut pkg = ContextPackage {
+            id: String::new(),
+            profile: prof.id.clone(),
+            render,
+            max_tokens: budget,
+            total_tokens: 0,
+            available_tokens: available,
+            compression_ratio: 0.0,
+            dropped: 0,
+            per_source,
+            items,
+            summary,
+        };
+        let counts: Vec<usize> = srcs.iter().map(|s| s.cands.len()).collect();
+        finish(counter, &mut pkg, &counts);
+        Ok(pkg)
+    }
+
+    /// A source's candidates in fill order: always keys, head, tail, ranked.
+    #[allow(clippy::too_many_arguments)]
+    fn candidates(
+        &self,
+        prof: &Profile,
+        src: &profile::Source,
+        view: &View,
+        filter: &Filter,
+        terms: &[String],
+        budget: u32,
+        now: Timestamp,
+    ) -> Result<Vec<Cand>> {
+        let store = self.store();
+        let base = Query::view(view.clone(), now).filter(filter.clone());
+        // Enough candidates to fill the whole budget with short items.
+        let window = (budget as usize / 8).clamp(64, 4000);
+        let mut pool: BTreeMap<String, (Signals, Option<f64>)> = BTreeMap::new();
+        let strategy = prof.strategy;
+        if !terms.is_empty() && matches!(strategy, Strategy::Relevance | Strategy::Hybrid) {
+            for (s, score) in store.search_signals(&base, terms, window)? {
+                pool.insert(s.id.clone(), (s, Some(score)));
+            }
+        }
+        let rest = match strategy {
+            // Exact importance ranking reads every candidate's signals.
+            Strategy::Importance => base.clone(),
+            Strategy::Hybrid if terms.is_empty() => base.clone(),
+            _ => base.clone().limit(window),
+        };
+        for s in store.query_signals(&rest)? {
+            pool.entry(s.id.clone()).or_insert((s, None));
+        }
+        let mut head: Vec<String> = Vec::new();
+        let mut tail: Vec<String> = Vec::new();
+        if prof.head_tail > 0 {
+            let q = base.clone().order(Order::Oldest).limit(prof.head_tail);
+            for s in store.query_signals(&q)? {
+                head.push(s.id.clone());
+                pool.entry(s.id.clone()).or_insert((s, None));
+            }
+            let q = base.clone().order(Order::Newest).limit(prof.head_tail);
+            let mut newest: Vec<Signals> = store.query_signals(&q)?;
+            newest.reverse();
+            for s in newest {
+                if !head.contains(&s.id) {
+                    tail.push(s.id.clone());
+                    pool.entry(s.id.clone()).or_insert((s, None));
+                }
+            }
+        }
+        let mut always: Vec<String> = Vec::new();
+        if !src.always.is_empty() {
+            let keyed = Filter::parse(&serde_json::json!({
+                "$and": [ { "key": { "$in": src.always } } ]
+            }))?;
+            let q = base.clone().filter(Filter::And(vec![filter.clone(), keyed]));
+            let mut found = store.query(&q)?;
+            found.sort_by_key(|m| {
+                src.always
+                    .iter()
+                    .position(|k| m.key.as_deref() == Some(k.as_str()))
+                    .unwrap_or(usize::MAX)
+            });
+            for m in found {
+                always.push(m.id.clone());
+                pool.entry(m.id.clone()).or_insert((Signals::of(&m), None));
+            }
+        }
+        let ranked = self.rank(pool.into_values().collect(), strategy, now);
+        let mut by_id: HashMap<String, (Signals, ScoreParts)> = HashMap::new();
+        let mut order: Vec<String> = Vec::with_capacity(ranked.len());
+        for (s, parts) in ranked {
+            order.push(s.id.clone());
+            by_id.insert(s.id.clone(), (s, parts));
+        }
+        let mut out = Vec::with_capacity(order.len());
+        let mut seen: HashSet<String> = HashSet::new();
+        let groups: [(&[String], Why); 3] = [
+            (&always, Why::Always),
+            (&head, Why::Head),
+            (&tail, Why::Tail),
+        ];
+        for (ids, why) in groups {
+            for id in ids {
+                if seen.insert(id.clone())
+                    && let Some((s, p)) = by_id.get(id)
+                {
+                    out.push(Cand {
+                        sig: s.clone(),
+                        parts: p.clone(),
+                        why,
+                    });
+                }
+            }
+        }
+        for id in order {
+            if seen.insert(id.clone())
+                && let Some((s, p)) = by_id.remove(&id)
+            {
+                out.push(Cand {
+                    sig: s,
+                    parts: p,
+                    why: Why::Rank,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Candidates a plan left out, best first (merged across sources by rank
+/// position, then score).
+fn dropped_in_order(srcs: &[Src], p: &Plan) -> Vec<(usize, Cand)> {
+    let mut out: Vec<(usize, usize, Cand)> = Vec::new();
+    for (i, s) in srcs.iter().enumerate() {
+        let mut pos = 0;
+        for (j, c) in s.cands.iter().enumerate() {
+            if !p.taken[i][j] {
+                out.push((pos, i, c.clone()));
+                pos += 1;
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    out.into_iter().map(|(_, i, c)| (i, c)).collect()
+}
+
+/// Counts the rendered package exactly, removes the lowest-ranked items
+/// while it is over budget, and fills in the totals and the id.
+pub(crate) fn finish(counter: &TokenCounter, pkg: &mut ContextPackage, cands: &[usize]) {
+    loop {
+        let total = render::count(counter, pkg.render, pkg);
+        if total <= pkg.max_tokens || (pkg.items.is_empty() && pkg.summary.is_none()) {
+            pkg.total_tokens = total;
+            break;
+        }
+        // Over: drop the lowest-scored ranked item (or, failing that, the
+        // last item, then the summary).
+        let victim = pkg
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| it.why == Why::Rank)
+            .min_by(|a, b| a.1.score.total_cmp(&b.1.score))
+            .map(|(k, _)| k)
+            .or(pkg.items.len().checked_sub(1));
+        match victim {
+            Some(k) => {
+                pkg.items.remove(k);
+            }
+            None => pkg.summary = None,
+        }
+    }
+    let mut used_items = vec![0usize; pkg.per_source.len()];
+    for it in &pkg.items {
+        used_items[it.source] += 1;
+    }
+    for (i, u) in pkg.per_source.iter_mut().enumerate() {
+        u.items = used_items[i];
+        u.dropped = cands.get(i).copied().unwrap_or(0).saturating_sub(u.items);
+    }
+    pkg.dropped = pkg.per_source.iter().map(|u| u.dropped).sum();
+    let used: u64 = pkg.items.iter().map(|it| u64::from(it.tokens)).sum();
+    pkg.compression_ratio = if pkg.available_tokens == 0 {
+        1.0
+    } else {
+        (used as f64 / pkg.available_tokens as f64).min(1.0)
+    };
+    pkg.id = package_id(pkg);
+}
+
+/// The package id: a hash of the profile, the render, the budget, each
+/// item's id, version and cut, and the summary's sources.
+pub(crate) fn package_id(pkg: &ContextPackage) -> String {
+    let mut h = Sha256::new();
+    h.update(format!("{}\0{}\0{}\0", pkg.profile, pkg.render.as_str(), pkg.max_tokens));
+    for it in &pkg.items {
+        h.update(format!("{}\0{}\0{}\0", it.source, it.id, it.version));
+        if let Some(c) = it.cut {
+            h.update(format!("cut {} {} {}\0", c.head, c.tail, c.elided));
+        }
+    }
+    if let Some(s) = &pkg.summary {
+        h.update(format!("summary {}\0", s.method));
+        for p in &s.picks {
+            h.update(format!("{}\0{}\0{}\0", p.id, p.version, p.sentence));
+        }
+        for id in &s.ids {
+            h.update(format!("{id}\0"));
+        }
+    }
+    let d = h.finalize();
+    let hex: String = d.iter().take(12).map(|b| format!("{b:02x}")).collect();
+    format!("ctx-{hex}")
+}
+
+/// The package of profile `"none"`.
+pub(crate) fn empty_package(profile: &str, render: Render, max_tokens: u32) -> ContextPackage {
+    let mut pkg = ContextPackage {
+        id: String::new(),
+        profile: profile.to_string(),
+        render,
+        max_tokens,
+        total_tokens: 0,
+        available_tokens: 0,
+        compression_ratio: 1.0,
+        dropped: 0,
+        per_source: Vec::new(),
+        items: Vec::new(),
+        summary: None,
+    };
+    pkg.id = package_id(&pkg);
+    pkg
+}

@@ -1,0 +1,362 @@
+//! Summaries of what did not fit.
+//!
+//! The built-in summarizer is extractive and needs no model: it splits the
+//! best dropped memories into sentences, scores each sentence by its
+//! memory's rank, its overlap with the query and its position, and keeps the
+//! best that fit, each with the id of the memory it came from. The optional
+//! LLM summarizer sends the dropped memories to any OpenAI-compatible chat
+//! endpoint (`[summarizer]` in `strata.toml`); when it fails, the extractive
+//! summary stands in and the package says why.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::assemble::Cand;
+use super::profile::SummarizerKind;
+use super::{Summary, SummaryPick};
+use crate::Result;
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::model::Memory;
+use crate::text;
+use crate::tokens::TokenCounter;
+
+/// Most dropped memories a summary looks at.
+pub const MAX_SUMMARIZED: usize = 64;
+/// Longest sentence kept whole, in tokens (longer ones are shortened).
+pub const MAX_SENTENCE_TOKENS: usize = 48;
+
+/// The `[summarizer]` table: an OpenAI-compatible chat endpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummarizerConfig {
+    /// Base URL, e.g. `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`.
+    pub url: String,
+    /// Model name.
+    pub model: String,
+    /// Environment variable holding the API key (none: no `Authorization`).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Request timeout in milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Most tokens of dropped memories sent.
+    #[serde(default = "default_max_input_tokens")]
+    pub max_input_tokens: u32,
+}
+
+fn default_timeout_ms() -> u64 {
+    20_000
+}
+
+fn default_max_input_tokens() -> u32 {
+    6000
+}
+
+impl SummarizerConfig {
+    /// Checks the values; errors name the key.
+    pub fn validate(&self) -> Result<(), Error> {
+        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
+            return Err(Error::InvalidConfig(format!(
+                "summarizer.url: `{}` must start with http:// or https://",
+                self.url
+            )));
+        }
+        if self.model.trim().is_empty() {
+            return Err(Error::InvalidConfig("summarizer.model: empty".into()));
+        }
+        if self.timeout_ms == 0 {
+            return Err(Error::InvalidConfig(
+                "summarizer.timeout_ms: must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The sentences of a text: split at line breaks and after `.`, `!`, `?`
+/// followed by white space.
+pub fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut start = 0;
+        let b = line.as_bytes();
+        for i in 0..b.len() {
+            let end = matches!(b[i], b'.' | b'!' | b'?')
+                && b.get(i + 1).is_some_and(|c| c.is_ascii_whitespace());
+            if end {
+                let s = line[start..=i].trim();
+                if !s.is_empty() {
+                    out.push(s);
+                }
+                start = i + 1;
+            }
+        }
+        let s = line[start..].trim();
+        if !s.is_empty() {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// One summary line for a sentence of memory `id`.
+pub fn line(counter: &TokenCounter, sentence: &str, id: &str) -> String {
+    let s = if counter.count(sentence) as usize > MAX_SENTENCE_TOKENS {
+        format!("{}…", counter.head(sentence, MAX_SENTENCE_TOKENS).trim_end())
+    } else {
+        sentence.to_string()
+    };
+    format!("- {s} ({id})\n")
+}
+
+/// Summarizes `dropped` (best first) within `room` tokens; `None` when
+/// nothing fits.
+pub(crate) fn summarize(
+    engine: &Engine,
+    kind: SummarizerKind,
+    dropped: &[(usize, Cand)],
+    query: &str,
+    room: u32,
+) -> Result<Option<Summary>> {
+    let ids: Vec<String> = dropped
+        .iter()
+        .take(MAX_SUMMARIZED)
+        .map(|(_, c)| c.sig.id.clone())
+        .collect();
+    let memories = engine.store().get_many(&ids)?;
+    if memories.is_empty() {
+        return Ok(None);
+    }
+    let mut note = None;
+    if kind == SummarizerKind::Llm {
+        match engine.config().summarizer.as_ref() {
+            None => note = Some("llm summarizer: no [summarizer] configured".to_string()),
+            Some(cfg) => match llm::summarize(cfg, engine.token_counter(), &memories, query, room) {
+                Ok(s) => return Ok(Some(s)),
+                Err(e) => note = Some(format!("llm summarizer failed: {e}")),
+            },
+        }
+    }
+    let mut s = extractive(engine.token_counter(), &memories, query, room);
+    if let Some(s) = s.as_mut() {
+        s.note = note;
+    }
+    Ok(s)
+}
+
+/// The extractive summary of `memories` (best first) within `room` tokens.
+pub fn extractive(
+    counter: &TokenCounter,
+    memories: &[Memory],
+    query: &str,
+    room: u32,
+) -> Option<Summary> {
+    let terms: Vec<String> = text::query_terms(query);
+    let mut scored: Vec<(f64, usize, usize, String)> = Vec::new();
+    for (rank, m) in memories.iter().enumerate() {
+        let base = 1.0 / (1.0 + rank as f64 / 4.0);
+        for (k, s) in sentences(&m.content).into_iter().enumerate() {
+            let stems = text::stems(s);
+            let overlap = if terms.is_empty() {
+                0.0
+            } else {
+                terms.iter().filter(|t| stems.contains(*t)).count() as f64 / terms.len() as f64
+            };
+            let position = if k == 0 { 1.1 } else { 1.0 / (1.0 + k as f64 / 8.0) };
+            scored.push((base * (1.0 + overlap) * position, rank, k, s.to_string()));
+        }
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let mut used = 0u32;
+    let mut text = String::new();
+    let mut picks = Vec::new();
+    let mut ids: Vec<String> = Vec::new();
+    let mut per_memory: HashMap<usize, usize> = HashMap::new();
+    for (_, rank, k, s) in scored {
+        // At most two sentences of one memory: breadth over depth.
+        if per_memory.get(&rank).copied().unwrap_or(0) >= 2 {
+            continue;
+        }
+        let m = &memories[rank];
+        let l = line(counter, &s, &m.id);
+        let cost = counter.count(&l);
+        if used + cost > room {
+            continue;
+        }
+        used += cost;
+        text.push_str(&l);
+        *per_memory.entry(rank).or_default() += 1;
+        picks.push(SummaryPick {
+            id: m.id.clone(),
+            version: m.version,
+            sentence: k,
+        });
+        if !ids.contains(&m.id) {
+            ids.push(m.id.clone());
+        }
+    }
+    if text.is_empty() {
+        return None;
+    }
+    Some(Summary {
+        method: "extractive".into(),
+        text,
+        ids,
+        picks,
+        tokens: used,
+        note: None,
+    })
+}
+
+/// Rebuilds an extractive summary from its picks (for replay); `None` for a
+/// pick whose memory version is unavailable.
+pub(crate) fn rebuild(
+    counter: &TokenCounter,
+    picks: &[SummaryPick],
+    content: &dyn Fn(&str, u64) -> Option<String>,
+) -> Option<String> {
+    let mut text = String::new();
+    for p in picks {
+        let c = content(&p.id, p.version)?;
+        let s = sentences(&c).get(p.sentence).map(|s| s.to_string())?;
+        text.push_str(&line(counter, &s, &p.id));
+    }
+    Some(text)
+}
+
+#[cfg(feature = "llm")]
+mod llm {
+    use std::time::Duration;
+
+    use super::*;
+
+    pub fn summarize(
+        cfg: &SummarizerConfig,
+        counter: &TokenCounter,
+        memories: &[Memory],
+        query: &str,
+        room: u32,
+    ) -> Result<Summary, String> {
+        let mut input = String::new();
+        let mut ids = Vec::new();
+        let mut used = 0;
+        for m in memories {
+            let entry = format!("[{}] {}\n", m.id, m.content);
+            let t = counter.count(&entry);
+            if used + t > cfg.max_input_tokens {
+                break;
+            }
+            used += t;
+            input.push_str(&entry);
+            ids.push(m.id.clone());
+        }
+        let words = (room as f64 * 0.6) as u32;
+        let system = format!(
+            "You summarize memories an AI agent could not fit into its context. \
+             Write at most {words} words as short bullet points (\"- …\"), keep facts, \
+             names, numbers and decisions, and end each bullet with the id in \
+             brackets of the memory it comes from. No preamble."
+        );
+        let user = if query.is_empty() {
+            input
+        } else {
+            format!("The task: {query}\n\nMemories:\n{input}")
+        };
+        let body = serde_json::json!({
+            "model": cfg.model,
+            "messages": [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ],
+            "max_tokens": room,
+            "temperature": 0,
+        });
+        let url = format!("{}/chat/completions", cfg.url.trim_end_matches('/'));
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_millis(cfg.timeout_ms)))
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut req = agent.post(&url).header("content-type", "application/json");
+        if let Some(var) = &cfg.api_key_env {
+            let key = std::env::var(var).map_err(|_| format!("{var} is not set"))?;
+            req = req.header("authorization", &format!("Bearer {key}"));
+        }
+        let mut resp = req
+            .send(body.to_string().as_bytes())
+            .map_err(|e| format!("POST {url}: {e}"))?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| format!("reading the reply of {url}: {e}"))?;
+        if status != 200 {
+            let snippet: String = text.chars().take(200).collect();
+            return Err(format!("{url} answered {status}: {snippet}"));
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{url}: reply is not JSON: {e}"))?;
+        let content = v
+            .pointer("/choices/0/message/content")
+            .and_then(|c| c.as_str())
+            .ok_or_else(|| format!("{url}: reply has no choices[0].message.content"))?
+            .trim();
+        if content.is_empty() {
+            return Err(format!("{url}: empty summary"));
+        }
+        // Never trust the endpoint with the budget.
+        let mut out = content.to_string();
+        while counter.count(&out) + 1 > room {
+            let n = counter.count(&out).saturating_sub(1).min(room.saturating_sub(2)) as usize;
+            out = counter.head(&out, n);
+            if n == 0 {
+                break;
+            }
+        }
+        if out.is_empty() {
+            return Err("summary did not fit".into());
+        }
+        out.push('\n');
+        let tokens = counter.count(&out);
+        Ok(Summary {
+            method: "llm".into(),
+            text: out,
+            ids,
+            picks: Vec::new(),
+            tokens,
+            note: None,
+        })
+    }
+}
+
+#[cfg(not(feature = "llm"))]
+mod llm {
+    use super::*;
+
+    pub fn summarize(
+        _: &SummarizerConfig,
+        _: &TokenCounter,
+        _: &[Memory],
+        _: &str,
+        _: u32,
+    ) -> Result<Summary, String> {
+        Err("strata was built without the `llm` feature".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_sentences() {
+        assert_eq!(
+            sentences("We use Postgres. It is fast! Why? Because.\nNext line"),
+            vec!["We use Postgres.", "It is fast!", "Why?", "Because.", "Next line"]
+        );
+        assert_eq!(sentences("v1.2 is out"), vec!["v1.2 is out"]);
+        assert!(sentences("  \n ").is_empty());
+    }
+}
