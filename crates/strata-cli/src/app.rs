@@ -58,6 +58,13 @@ pub enum Command {
     Remember(crate::cmd::remember::RememberArgs),
     /// Ranked memories for a query within a view.
     Recall(crate::cmd::recall::RecallArgs),
+    /// The context for a task, within a token budget (see `strata profile list`).
+    Context(crate::cmd::context::ContextArgs),
+    /// Context profiles: list, show, check.
+    #[command(subcommand)]
+    Profile(crate::cmd::profile::ProfileCmd),
+    /// Sync a project's memory files (CLAUDE.md, .memory/) into its scopes.
+    Sync(crate::cmd::sync::SyncArgs),
     /// Memories in a view, filtered and ordered.
     List(crate::cmd::list::ListArgs),
     /// One memory by id.

@@ -204,15 +204,20 @@ impl Config {
     /// `memory.yaml` layout (`memory:` with `stores` and `context_policy`,
     /// `context_profiles:`).
     pub fn apply_yaml(&mut self, text: &str, base: Option<&Path>) -> Result<(), Error> {
-        let mut doc: serde_json::Value = serde_norway::from_str(text)
-            .map_err(|e| Error::InvalidConfig(format!("YAML: {e}")))?;
+        let mut doc: serde_json::Value =
+            serde_norway::from_str(text).map_err(|e| Error::InvalidConfig(format!("YAML: {e}")))?;
         if doc.is_null() {
             doc = serde_json::json!({});
         }
         // `memory:` is either strata's table or the seeds' MemoryConfig.
         let mut seed = None;
         if let Some(m) = doc.get("memory") {
-            let seeds_keys = ["memory_config_id", "stores", "compression_policy", "context_policy"];
+            let seeds_keys = [
+                "memory_config_id",
+                "stores",
+                "compression_policy",
+                "context_policy",
+            ];
             if m.as_object()
                 .is_some_and(|o| o.keys().any(|k| seeds_keys.contains(&k.as_str())))
             {

@@ -383,10 +383,7 @@ impl Engine {
         if let Some(at) = new.created_at
             && at > self.now()
         {
-            return Err(Error::field(
-                "created_at",
-                format!("{at} is in the future"),
-            ));
+            return Err(Error::field("created_at", format!("{at} is in the future")));
         }
         Ok(())
     }

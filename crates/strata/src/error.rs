@@ -65,6 +65,11 @@ pub enum Error {
     /// No session with this id exists.
     #[error("session `{0}` not found")]
     SessionNotFound(String),
+    /// No context package with this id was logged.
+    #[error(
+        "context package `{0}` was never logged (log it with `log: true`, or the CLI's default)"
+    )]
+    PackageNotFound(String),
     /// An update named a version that is no longer current.
     #[error("memory `{id}`: version conflict (expected {expected}, current {current})")]
     VersionConflict {
@@ -159,7 +164,9 @@ impl Error {
             | Error::InvalidConfig(_)
             | Error::InvalidImport { .. }
             | Error::Tokenizer { .. } => ErrorClass::Invalid,
-            Error::NotFound(_) | Error::SessionNotFound(_) => ErrorClass::NotFound,
+            Error::NotFound(_) | Error::SessionNotFound(_) | Error::PackageNotFound(_) => {
+                ErrorClass::NotFound
+            }
             Error::VersionConflict { .. }
             | Error::DuplicateId(_)
             | Error::KeyConflict { .. }

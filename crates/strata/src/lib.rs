@@ -28,6 +28,7 @@ mod model;
 mod rank;
 mod scope;
 pub mod store;
+mod sync;
 mod text;
 mod tokens;
 
@@ -37,7 +38,7 @@ pub(crate) mod testutil;
 pub use config::{Config, FileConfig, StoreConfig, default_db_path};
 pub use context::{
     ContextItem, ContextPackage, ContextRequest, Message, Profile, Render, Replay, SourceUsage,
-    Summary, SummarizerConfig, Why,
+    SummarizerConfig, Summary, Why,
 };
 pub use engine::{
     ArchiveMark, Confirm, Engine, Forget, ForgetOptions, ForgetReport, List, ListOrder, Manifest,
@@ -52,6 +53,7 @@ pub use model::{
 pub use rank::{RankConfig, ScoreParts, Signals, Strategy, Weights};
 pub use scope::{Scope, Tier, View, ViewEntry};
 pub use store::{Archived, ImportCounts, OnConflict, Session, StoreStats};
+pub use sync::{FILE_TAG, SyncReport};
 pub use text::{query_terms, scope_terms};
 pub use tokens::{TOKENIZERS, TokenCounter};
 

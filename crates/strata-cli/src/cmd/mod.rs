@@ -1,16 +1,19 @@
 //! One module per verb.
 
+pub mod context;
 pub mod debug;
 pub mod export;
 pub mod forget;
 pub mod get;
 pub mod import;
 pub mod list;
+pub mod profile;
 pub mod promote;
 pub mod recall;
 pub mod remember;
 pub mod restore;
 pub mod session;
+pub mod sync;
 pub mod task;
 pub mod update;
 
@@ -44,6 +47,9 @@ pub fn run(cli: Cli) -> Result<()> {
         }
         Command::Remember(a) => remember::run(g, a),
         Command::Recall(a) => recall::run(g, a),
+        Command::Context(a) => context::run(g, a),
+        Command::Sync(a) => sync::run(g, a),
+        Command::Profile(c) => profile::run(g, c),
         Command::List(a) => list::run(g, a),
         Command::Get(a) => get::run(g, a),
         Command::Update(a) => update::run(g, a),

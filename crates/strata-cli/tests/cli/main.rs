@@ -7,4 +7,5 @@ mod util;
 mod bad_input;
 mod commands;
 mod concurrency;
+mod context;
 mod crash;

@@ -197,7 +197,12 @@ pub(crate) fn cut_content(counter: &TokenCounter, content: &str, room: u32) -> (
 pub(crate) fn apply_cut(counter: &TokenCounter, content: &str, cut: Cut) -> String {
     let head = counter.head(content, cut.head as usize);
     let tail = counter.tail(content, cut.tail as usize);
-    format!("{}{}{}", head.trim_end(), marker(cut.elided), tail.trim_start())
+    format!(
+        "{}{}{}",
+        head.trim_end(),
+        marker(cut.elided),
+        tail.trim_start()
+    )
 }
 
 impl Engine {
@@ -207,16 +212,22 @@ impl Engine {
         match id {
             "none" => Ok(None),
             "global" => Ok(Some(Profile::builtin_global())),
-            _ => self.config().profiles.get(id).cloned().map(Some).ok_or_else(|| {
-                let known: Vec<&str> = ["none", "global"]
-                    .into_iter()
-                    .chain(self.config().profiles.keys().map(String::as_str))
-                    .collect();
-                Error::field(
-                    "profile",
-                    format!("unknown profile `{id}` (known: {})", known.join(", ")),
-                )
-            }),
+            _ => self
+                .config()
+                .profiles
+                .get(id)
+                .cloned()
+                .map(Some)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = ["none", "global"]
+                        .into_iter()
+                        .chain(self.config().profiles.keys().map(String::as_str))
+                        .collect();
+                    Error::field(
+                        "profile",
+                        format!("unknown profile `{id}` (known: {})", known.join(", ")),
+                    )
+                }),
         }
     }
 
@@ -234,7 +245,11 @@ impl Engine {
             }
         }
         let Some(mut prof) = self.resolve_profile(&req.profile)? else {
-            return Ok(empty_package(&req.profile, req.render.unwrap_or_default(), req.max_tokens.unwrap_or(0)));
+            return Ok(empty_package(
+                &req.profile,
+                req.render.unwrap_or_default(),
+                req.max_tokens.unwrap_or(0),
+            ));
         };
         if let Some(n) = req.max_tokens {
             if n == 0 {
@@ -317,13 +332,8 @@ impl Engine {
             let header = counter.count(&render::heading(render::SUMMARY_TITLE)) + 1;
             if room > header + 8 {
                 let dropped = dropped_in_order(&srcs, &smaller);
-                let s = summary::summarize(
-                    self,
-                    prof.summarizer,
-                    &dropped,
-                    &req.query,
-                    room - header,
-                )?;
+                let s =
+                    summary::summarize(self, prof.summarizer, &dropped, &req.query, room - header)?;
                 if let Some(mut s) = s {
                     s.tokens = header + counter.count(&s.text);
                     summary = Some(s);
@@ -472,7 +482,9 @@ impl Engine {
             let keyed = Filter::parse(&serde_json::json!({
                 "$and": [ { "key": { "$in": src.always } } ]
             }))?;
-            let q = base.clone().filter(Filter::And(vec![filter.clone(), keyed]));
+            let q = base
+                .clone()
+                .filter(Filter::And(vec![filter.clone(), keyed]));
             let mut found = store.query(&q)?;
             found.sort_by_key(|m| {
                 src.always
@@ -592,7 +604,12 @@ pub(crate) fn finish(counter: &TokenCounter, pkg: &mut ContextPackage, cands: &[
 /// item's id, version and cut, and the summary's sources.
 pub(crate) fn package_id(pkg: &ContextPackage) -> String {
     let mut h = Sha256::new();
-    h.update(format!("{}\0{}\0{}\0", pkg.profile, pkg.render.as_str(), pkg.max_tokens));
+    h.update(format!(
+        "{}\0{}\0{}\0",
+        pkg.profile,
+        pkg.render.as_str(),
+        pkg.max_tokens
+    ));
     for it in &pkg.items {
         h.update(format!("{}\0{}\0{}\0", it.source, it.id, it.version));
         if let Some(c) = it.cut {

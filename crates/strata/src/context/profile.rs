@@ -16,7 +16,9 @@ use crate::rank::Strategy;
 use crate::scope::ViewEntry;
 
 /// Placeholders a source's scope pattern may use; the request fills them.
-pub const PLACEHOLDERS: [&str; 7] = ["task", "project", "sprint", "stage", "agent", "session", "user"];
+pub const PLACEHOLDERS: [&str; 7] = [
+    "task", "project", "sprint", "stage", "agent", "session", "user",
+];
 
 /// Named layers a source may use instead of a scope pattern, with the
 /// pattern each stands for.
@@ -159,7 +161,11 @@ impl Profile {
             summarizer: SummarizerKind::Extractive,
             render: Render::Markdown,
             include_sensitive: false,
-            sources: vec![src("task", true), src("project", true), src("global", false)],
+            sources: vec![
+                src("task", true),
+                src("project", true),
+                src("global", false),
+            ],
         }
     }
 
@@ -350,7 +356,11 @@ impl FileProfile {
         let bad = |field: &str, why: String| {
             Error::InvalidConfig(format!("profiles.{id}.{field}: {why}"))
         };
-        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+        if id.is_empty()
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
             return Err(Error::InvalidConfig(format!(
                 "profiles: id `{id}` must be 1 or more of [A-Za-z0-9._-]"
             )));
@@ -406,7 +416,10 @@ impl FileProfile {
         let render = match self.render.as_deref() {
             None => Render::Markdown,
             Some(r) => r.parse().map_err(|_| {
-                bad("render", format!("`{r}` is not one of markdown, messages, json"))
+                bad(
+                    "render",
+                    format!("`{r}` is not one of markdown, messages, json"),
+                )
             })?,
         };
         if self.sources.is_empty() {
@@ -429,7 +442,11 @@ impl FileProfile {
                             &field("layer"),
                             format!(
                                 "unknown layer `{l}` (known: {})",
-                                LAYERS.iter().map(|(l, _)| *l).collect::<Vec<_>>().join(", ")
+                                LAYERS
+                                    .iter()
+                                    .map(|(l, _)| *l)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
                             ),
                         )
                     })?
@@ -449,13 +466,20 @@ impl FileProfile {
                     &field("scope"),
                     format!(
                         "`{scope}` starts with unknown layer `{root}` (known: {})",
-                        LAYERS.iter().map(|(l, _)| *l).collect::<Vec<_>>().join(", ")
+                        LAYERS
+                            .iter()
+                            .map(|(l, _)| *l)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 ));
             }
             let mut kinds = Vec::with_capacity(s.kinds.len());
             for k in &s.kinds {
-                kinds.push(k.parse::<Kind>().map_err(|e| bad(&field("kinds"), e.to_string()))?);
+                kinds.push(
+                    k.parse::<Kind>()
+                        .map_err(|e| bad(&field("kinds"), e.to_string()))?,
+                );
             }
             for t in &s.tags {
                 crate::model::validate_tags(std::slice::from_ref(t))
@@ -464,7 +488,10 @@ impl FileProfile {
             if let Some(x) = s.min_importance
                 && !(0.0..=1.0).contains(&x)
             {
-                return Err(bad(&field("min_importance"), format!("{x} must be in [0, 1]")));
+                return Err(bad(
+                    &field("min_importance"),
+                    format!("{x} must be in [0, 1]"),
+                ));
             }
             if let Some(x) = s.share
                 && !(x > 0.0 && x <= 1.0)
@@ -549,7 +576,8 @@ mod tests {
     use super::*;
 
     fn parse(toml_text: &str) -> Result<Profile, Error> {
-        let p: FileProfile = toml::from_str(toml_text).map_err(|e| Error::InvalidConfig(e.to_string()))?;
+        let p: FileProfile =
+            toml::from_str(toml_text).map_err(|e| Error::InvalidConfig(e.to_string()))?;
         p.validate("p")
     }
 
@@ -586,9 +614,18 @@ share = 0.2
     #[test]
     fn errors_name_profile_and_field() {
         let cases = [
-            ("max_tokens = 0\n[[sources]]\nscope = \"global\"", "profiles.p.max_tokens"),
-            ("strategy = \"magic\"\n[[sources]]\nscope = \"global\"", "profiles.p.strategy"),
-            ("[[sources]]\nscope = \"task/{tsk}\"", "unknown placeholder `{tsk}`"),
+            (
+                "max_tokens = 0\n[[sources]]\nscope = \"global\"",
+                "profiles.p.max_tokens",
+            ),
+            (
+                "strategy = \"magic\"\n[[sources]]\nscope = \"global\"",
+                "profiles.p.strategy",
+            ),
+            (
+                "[[sources]]\nscope = \"task/{tsk}\"",
+                "unknown placeholder `{tsk}`",
+            ),
             ("[[sources]]\nscope = \"task/{task\"", "unclosed"),
             ("[[sources]]\nlayer = \"team\"", "unknown layer `team`"),
             ("[[sources]]\nscope = \"team/x\"", "unknown layer `team`"),
@@ -596,11 +633,26 @@ share = 0.2
                 "[[sources]]\nscope = \"global\"\nshare = 0.7\n[[sources]]\nscope = \"task/{task}\"\nshare = 0.5",
                 "more than 1",
             ),
-            ("[[sources]]\nscope = \"global\"\nkinds = [\"Bad Kind\"]", "sources[0].kinds"),
-            ("[[sources]]\nscope = \"global\"\nshare = 0", "sources[0].share"),
-            ("[[sources]]\nscope = \"global\"\nfilter = {nope = 1}", "sources[0].filter"),
-            ("render = \"html\"\n[[sources]]\nscope = \"global\"", "profiles.p.render"),
-            ("summary_share = 1.5\n[[sources]]\nscope = \"global\"", "summary_share"),
+            (
+                "[[sources]]\nscope = \"global\"\nkinds = [\"Bad Kind\"]",
+                "sources[0].kinds",
+            ),
+            (
+                "[[sources]]\nscope = \"global\"\nshare = 0",
+                "sources[0].share",
+            ),
+            (
+                "[[sources]]\nscope = \"global\"\nfilter = {nope = 1}",
+                "sources[0].filter",
+            ),
+            (
+                "render = \"html\"\n[[sources]]\nscope = \"global\"",
+                "profiles.p.render",
+            ),
+            (
+                "summary_share = 1.5\n[[sources]]\nscope = \"global\"",
+                "summary_share",
+            ),
             ("max_tokens = 10", "at least one source"),
         ];
         for (text, want) in cases {
@@ -624,8 +676,14 @@ share = 0.2
 
     #[test]
     fn titles_follow_the_deepest_layer() {
-        assert_eq!(title_for("project/{project}/sprint/{sprint}"), "Current sprint");
-        assert_eq!(title_for("project/{project}/stage/{stage}"), "Current stage");
+        assert_eq!(
+            title_for("project/{project}/sprint/{sprint}"),
+            "Current sprint"
+        );
+        assert_eq!(
+            title_for("project/{project}/stage/{stage}"),
+            "Current stage"
+        );
         assert_eq!(title_for("global"), "Global context");
     }
 }

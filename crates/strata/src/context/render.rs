@@ -108,7 +108,11 @@ pub fn messages(p: &ContextPackage) -> Vec<Message> {
         });
     }
     let mut turns: Vec<&ContextItem> = p.items.iter().filter(|it| is_turn(it)).collect();
-    turns.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+    turns.sort_by(|a, b| {
+        a.created_at
+            .cmp(&b.created_at)
+            .then_with(|| a.id.cmp(&b.id))
+    });
     for t in turns {
         out.push(Message {
             role: t.role.map(|r| r.as_str()).unwrap_or("user").to_string(),

@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 use super::assemble::{apply_cut, finish};
 use super::profile::{Profile, Render};
 use super::summary;
-use super::{ContextItem, ContextPackage, ContextRequest, Cut, SourceUsage, Summary, SummaryPick, Why};
+use super::{
+    ContextItem, ContextPackage, ContextRequest, Cut, SourceUsage, Summary, SummaryPick, Why,
+};
 use crate::Result;
 use crate::engine::Engine;
 use crate::error::Error;
@@ -153,7 +155,7 @@ impl Engine {
         let text = self
             .store()
             .context_log(package_id)?
-            .ok_or_else(|| Error::NotFound(format!("context package {package_id} (never logged)")))?;
+            .ok_or_else(|| Error::PackageNotFound(package_id.to_string()))?;
         let doc: LogDoc =
             serde_json::from_str(&text).map_err(|e| Error::field("context log", e))?;
         let counter = self.token_counter();
@@ -215,7 +217,8 @@ impl Engine {
                 match summary::rebuild(counter, &s.picks, &lookup) {
                     Some(text) => Some(Summary {
                         method: s.method.clone(),
-                        tokens: counter.count(&super::render::heading(super::render::SUMMARY_TITLE))
+                        tokens: counter
+                            .count(&super::render::heading(super::render::SUMMARY_TITLE))
                             + 1
                             + counter.count(&text),
                         text,
@@ -233,11 +236,7 @@ impl Engine {
                 }
             }
         };
-        let cands: Vec<usize> = doc
-            .per_source
-            .iter()
-            .map(|u| u.items + u.dropped)
-            .collect();
+        let cands: Vec<usize> = doc.per_source.iter().map(|u| u.items + u.dropped).collect();
         let mut pkg = ContextPackage {
             id: String::new(),
             profile: doc.profile.id.clone(),

@@ -104,7 +104,10 @@ pub fn sentences(text: &str) -> Vec<&str> {
 /// One summary line for a sentence of memory `id`.
 pub fn line(counter: &TokenCounter, sentence: &str, id: &str) -> String {
     let s = if counter.count(sentence) as usize > MAX_SENTENCE_TOKENS {
-        format!("{}…", counter.head(sentence, MAX_SENTENCE_TOKENS).trim_end())
+        format!(
+            "{}…",
+            counter.head(sentence, MAX_SENTENCE_TOKENS).trim_end()
+        )
     } else {
         sentence.to_string()
     };
@@ -133,10 +136,12 @@ pub(crate) fn summarize(
     if kind == SummarizerKind::Llm {
         match engine.config().summarizer.as_ref() {
             None => note = Some("llm summarizer: no [summarizer] configured".to_string()),
-            Some(cfg) => match llm::summarize(cfg, engine.token_counter(), &memories, query, room) {
-                Ok(s) => return Ok(Some(s)),
-                Err(e) => note = Some(format!("llm summarizer failed: {e}")),
-            },
+            Some(cfg) => {
+                match llm::summarize(cfg, engine.token_counter(), &memories, query, room) {
+                    Ok(s) => return Ok(Some(s)),
+                    Err(e) => note = Some(format!("llm summarizer failed: {e}")),
+                }
+            }
         }
     }
     let mut s = extractive(engine.token_counter(), &memories, query, room);
@@ -164,7 +169,11 @@ pub fn extractive(
             } else {
                 terms.iter().filter(|t| stems.contains(*t)).count() as f64 / terms.len() as f64
             };
-            let position = if k == 0 { 1.1 } else { 1.0 / (1.0 + k as f64 / 8.0) };
+            let position = if k == 0 {
+                1.1
+            } else {
+                1.0 / (1.0 + k as f64 / 8.0)
+            };
             scored.push((base * (1.0 + overlap) * position, rank, k, s.to_string()));
         }
     }
@@ -309,7 +318,10 @@ mod llm {
         // Never trust the endpoint with the budget.
         let mut out = content.to_string();
         while counter.count(&out) + 1 > room {
-            let n = counter.count(&out).saturating_sub(1).min(room.saturating_sub(2)) as usize;
+            let n = counter
+                .count(&out)
+                .saturating_sub(1)
+                .min(room.saturating_sub(2)) as usize;
             out = counter.head(&out, n);
             if n == 0 {
                 break;
@@ -354,7 +366,13 @@ mod tests {
     fn splits_sentences() {
         assert_eq!(
             sentences("We use Postgres. It is fast! Why? Because.\nNext line"),
-            vec!["We use Postgres.", "It is fast!", "Why?", "Because.", "Next line"]
+            vec![
+                "We use Postgres.",
+                "It is fast!",
+                "Why?",
+                "Because.",
+                "Next line"
+            ]
         );
         assert_eq!(sentences("v1.2 is out"), vec!["v1.2 is out"]);
         assert!(sentences("  \n ").is_empty());

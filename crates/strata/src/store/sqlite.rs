@@ -1238,9 +1238,11 @@ impl Store for SqliteStore {
 
     fn context_log(&self, id: &str) -> Result<Option<String>> {
         let c = self.conn()?;
-        Ok(c.prepare_cached("SELECT doc FROM context_log WHERE id = ?")?
-            .query_row([id], |r| r.get(0))
-            .optional()?)
+        Ok(
+            c.prepare_cached("SELECT doc FROM context_log WHERE id = ?")?
+                .query_row([id], |r| r.get(0))
+                .optional()?,
+        )
     }
 
     fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session> {

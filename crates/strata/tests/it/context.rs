@@ -99,8 +99,10 @@ fn sources_fill_sections_and_respect_filters(make: MakeEngine) {
             .sensitive(true),
     )
     .unwrap();
-    e.remember(NewMemory::new(scope("project/other"), "Other project decision").kind(Kind::Decision))
-        .unwrap();
+    e.remember(
+        NewMemory::new(scope("project/other"), "Other project decision").kind(Kind::Decision),
+    )
+    .unwrap();
     e.remember_with(
         NewMemory::new(scope("global"), "Prefers short answers")
             .kind(Kind::Preference)
@@ -108,7 +110,8 @@ fn sources_fill_sections_and_respect_filters(make: MakeEngine) {
         strata::Confirm::Yes,
     )
     .unwrap();
-    e.remember(NewMemory::new(scope("global"), "untagged global note")).unwrap();
+    e.remember(NewMemory::new(scope("global"), "untagged global note"))
+        .unwrap();
 
     let p = e.context(&req("coder").query("billing database")).unwrap();
     check_budget(&e, &p);
@@ -131,10 +134,18 @@ fn sources_fill_sections_and_respect_filters(make: MakeEngine) {
     assert!(p.markdown().contains("hunter2"));
 
     // messages: a system message with the sections; turns are messages.
-    e.remember(NewMemory::new(scope("session/s1"), "hello there").role(Role::User).kind(Kind::Conversation))
-        .unwrap();
-    e.remember(NewMemory::new(scope("session/s1"), "hi, how can I help?").role(Role::Assistant).kind(Kind::Conversation))
-        .unwrap();
+    e.remember(
+        NewMemory::new(scope("session/s1"), "hello there")
+            .role(Role::User)
+            .kind(Kind::Conversation),
+    )
+    .unwrap();
+    e.remember(
+        NewMemory::new(scope("session/s1"), "hi, how can I help?")
+            .role(Role::Assistant)
+            .kind(Kind::Conversation),
+    )
+    .unwrap();
     let mut r = req("timeline");
     r.render = Some(Render::Messages);
     let p = e.context(&r).unwrap();
@@ -151,8 +162,11 @@ fn unused_share_flows_to_the_next_source(make: MakeEngine) {
     // The task is empty; the project has far more than its 30 % share.
     for i in 0..60 {
         e.remember(
-            NewMemory::new(scope("project/acme"), format!("decision number {i} about the schema"))
-                .kind(Kind::Decision),
+            NewMemory::new(
+                scope("project/acme"),
+                format!("decision number {i} about the schema"),
+            )
+            .kind(Kind::Decision),
         )
         .unwrap();
     }
@@ -207,15 +221,21 @@ fn long_items_are_cut_or_skipped(make: MakeEngine) {
         .collect::<Vec<_>>()
         .join(" ");
     let m = e
-        .remember(NewMemory::new(scope("project/acme"), format!("START {long} END")).kind(Kind::Decision))
+        .remember(
+            NewMemory::new(scope("project/acme"), format!("START {long} END")).kind(Kind::Decision),
+        )
         .unwrap();
     let p = e.context(&req("coder")).unwrap();
     check_budget(&e, &p);
-    let it = p.items.iter().find(|it| it.id == m.id).expect("cut item included");
+    let it = p
+        .items
+        .iter()
+        .find(|it| it.id == m.id)
+        .expect("cut item included");
     let cut = it.cut.expect("cut");
     assert!(it.content.starts_with("START"), "{}", it.content);
     assert!(it.content.ends_with("END"), "{}", it.content);
-    assert!(it.content.contains(&format!("tokens cut…")), "{}", it.content);
+    assert!(it.content.contains("tokens cut…"), "{}", it.content);
     assert!(cut.elided > 0 && cut.head > 0 && cut.tail > 0);
 
     // With too little room even for a cut, the item is skipped.
@@ -244,7 +264,10 @@ fn summary_covers_what_did_not_fit(make: MakeEngine) {
     assert!(!s.ids.is_empty());
     let included: Vec<&str> = p.items.iter().map(|it| it.id.as_str()).collect();
     for id in &s.ids {
-        assert!(!included.contains(&id.as_str()), "summary repeats an included item");
+        assert!(
+            !included.contains(&id.as_str()),
+            "summary repeats an included item"
+        );
         assert!(s.text.contains(id.as_str()));
     }
     assert!(p.markdown().contains("## Summary of what did not fit\n- "));
@@ -255,15 +278,21 @@ fn always_keys_come_first(make: MakeEngine) {
     let mut e = make(&with_profiles);
     fixed(&mut e);
     for i in 0..30 {
-        e.remember(NewMemory::new(scope("project/acme"), format!("decision {i} on the api")).kind(Kind::Decision))
-            .unwrap();
+        e.remember(
+            NewMemory::new(scope("project/acme"), format!("decision {i} on the api"))
+                .kind(Kind::Decision),
+        )
+        .unwrap();
     }
     let claude = e
         .remember(
-            NewMemory::new(scope("project/acme"), "Use rustfmt. Never unwrap in libraries.")
-                .kind(Kind::Convention)
-                .key("CLAUDE.md")
-                .importance(0.1),
+            NewMemory::new(
+                scope("project/acme"),
+                "Use rustfmt. Never unwrap in libraries.",
+            )
+            .kind(Kind::Convention)
+            .key("CLAUDE.md")
+            .importance(0.1),
         )
         .unwrap();
     let p = e.context(&req("coder").query("api")).unwrap();
@@ -317,34 +346,56 @@ fn replay_rebuilds_and_explains_changes(make: MakeEngine) {
     // Change one used memory and forget another: the replay says so and
     // rebuilds from the logged version where it still exists.
     let used: Vec<String> = p.items.iter().map(|it| it.id.clone()).collect();
-    e.update(&used[0], Patch { content: Some("rewritten".into()), ..Patch::default() }, 1)
-        .unwrap();
+    e.update(
+        &used[0],
+        Patch {
+            content: Some("rewritten".into()),
+            ..Patch::default()
+        },
+        1,
+    )
+    .unwrap();
     let r2 = e.replay(&p.id).unwrap();
     assert!(r2.exact, "history keeps version 1");
     assert_eq!(r2.changes.len(), 1);
     assert_eq!(r2.changes[0].now, "updated to version 2");
     assert!(r2.changes[0].rebuilt);
-    e.forget(&Forget::Id(used[1].clone()), ForgetOptions::default()).unwrap();
+    e.forget(&Forget::Id(used[1].clone()), ForgetOptions::default())
+        .unwrap();
     let r3 = e.replay(&p.id).unwrap();
     assert!(!r3.exact);
-    assert!(r3.changes.iter().any(|c| c.id == used[1] && c.now == "forgotten" && !c.rebuilt));
+    assert!(
+        r3.changes
+            .iter()
+            .any(|c| c.id == used[1] && c.now == "forgotten" && !c.rebuilt)
+    );
     assert!(!r3.package.items.iter().any(|it| it.id == used[1]));
 
-    let err = e.replay("ctx-000000000000000000000000").unwrap_err().to_string();
-    assert!(err.contains("never logged"), "{err}");
+    let err = e
+        .replay("ctx-000000000000000000000000")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("was never logged"), "{err}");
 }
 
 fn resolution_and_request_errors(make: MakeEngine) {
     let mut e = make(&with_profiles);
     fixed(&mut e);
-    e.remember(NewMemory::new(scope("global"), "a global note")).unwrap();
+    e.remember(NewMemory::new(scope("global"), "a global note"))
+        .unwrap();
     let p = e.context(&ContextRequest::new("none")).unwrap();
     assert!(p.items.is_empty() && p.total_tokens == 0);
     assert_eq!(p.markdown(), "");
     // The built-in global profile skips the task and project it was not given.
     let p = e.context(&ContextRequest::new("global")).unwrap();
     assert_eq!(p.items.len(), 1);
-    assert!(p.per_source[0].skipped.as_deref().unwrap().contains("{task}"));
+    assert!(
+        p.per_source[0]
+            .skipped
+            .as_deref()
+            .unwrap()
+            .contains("{task}")
+    );
 
     let err = |r: ContextRequest| e.context(&r).unwrap_err().to_string();
     assert!(err(ContextRequest::new("nope")).contains("unknown profile `nope`"));

@@ -16,3 +16,4 @@ mod lifecycle;
 mod model;
 mod ranking;
 mod schema;
+mod sync;

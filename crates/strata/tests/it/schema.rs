@@ -83,7 +83,8 @@ fn a_version_1_file_is_upgraded_in_place() {
     drop(c);
     let s = SqliteStore::open(&path, Default::default()).unwrap();
     assert_eq!(s.get(&m.id).unwrap(), Some(m));
-    s.log_context("ctx-1", jiff::Timestamp::now(), "{}").unwrap();
+    s.log_context("ctx-1", jiff::Timestamp::now(), "{}")
+        .unwrap();
     assert_eq!(s.context_log("ctx-1").unwrap().as_deref(), Some("{}"));
     assert_eq!(s.stats().unwrap().schema_version, 2);
 }

@@ -1,0 +1,77 @@
+//! `strata profile list|show|check`
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use crate::app::{self, Global};
+use crate::output;
+
+#[derive(Debug, Subcommand)]
+pub enum ProfileCmd {
+    /// Profiles available (built in and configured).
+    List,
+    /// One profile in full, as validated.
+    Show {
+        /// Profile id.
+        id: String,
+    },
+    /// Validate a configuration file's profiles (default: the one in use).
+    Check {
+        /// A strata.toml or memory.yaml.
+        file: Option<PathBuf>,
+    },
+}
+
+pub fn run(g: &Global, c: ProfileCmd) -> Result<()> {
+    match c {
+        ProfileCmd::List => {
+            let cfg = app::resolve_config(g)?;
+            let mut all = vec![strata::Profile::builtin_global()];
+            all.extend(cfg.profiles.values().cloned());
+            if g.json {
+                return output::json(&all);
+            }
+            output::line("none          (built in) an empty context")?;
+            for p in &all {
+                let sources: Vec<String> = p.sources.iter().map(|s| s.scope.clone()).collect();
+                output::line(format!(
+                    "{:<13} {:>6} tokens  {:<10} {:<8}  {}",
+                    p.id,
+                    p.max_tokens,
+                    p.strategy.as_str(),
+                    p.render.as_str(),
+                    sources.join(", ")
+                ))?;
+            }
+            Ok(())
+        }
+        ProfileCmd::Show { id } => {
+            let e = app::open(g)?;
+            match e.resolve_profile(&id)? {
+                Some(p) => output::json(&p),
+                None => output::line("none: the empty context (no sources)"),
+            }
+        }
+        ProfileCmd::Check { file } => {
+            let cfg = match &file {
+                Some(f) => strata::Config::from_file(f)?,
+                None => app::resolve_config(g)?,
+            };
+            let ids: Vec<&String> = cfg.profiles.keys().collect();
+            if g.json {
+                return output::json(&serde_json::json!({"ok": true, "profiles": ids}));
+            }
+            output::line(format!(
+                "ok: {} profile{} ({})",
+                ids.len(),
+                if ids.len() == 1 { "" } else { "s" },
+                ids.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+    }
+}

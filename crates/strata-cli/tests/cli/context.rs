@@ -1,0 +1,329 @@
+//! `strata context`, `strata profile`, `strata sync` end to end.
+
+use crate::util::{Env, write};
+
+const CONFIG: &str = r#"
+[profiles.coder]
+max_tokens = 300
+strategy = "hybrid"
+head_tail = 1
+summary_share = 0.3
+[[profiles.coder.sources]]
+scope = "task/{task}"
+share = 0.4
+[[profiles.coder.sources]]
+scope = "project/{project}"
+kinds = ["decision", "convention"]
+always = ["CLAUDE.md"]
+[[profiles.coder.sources]]
+scope = "project/{project}/sprint/{sprint}"
+optional = true
+"#;
+
+fn repo(e: &Env) {
+    let r = e.path("acme");
+    for d in [
+        ".memory/project/conventions",
+        ".memory/project/decisions",
+        ".memory/sprint/s12",
+        ".memory/stage/design",
+    ] {
+        std::fs::create_dir_all(r.join(d)).unwrap();
+    }
+    write(
+        &r.join("CLAUDE.md"),
+        "Use rustfmt. Never unwrap in library code.\n",
+    );
+    write(
+        &r.join(".memory/project/conventions/errors.md"),
+        "Errors use thiserror.\n",
+    );
+    write(
+        &r.join(".memory/project/decisions/store.md"),
+        "SQLite is the default store.\n",
+    );
+    write(
+        &r.join(".memory/sprint/s12/goals.md"),
+        "Ship context assembly.\n",
+    );
+    write(
+        &r.join(".memory/sprint/s12/progress.json"),
+        "{\"done\": 3, \"total\": 5}\n",
+    );
+}
+
+#[test]
+fn sync_then_context_then_replay() {
+    let e = Env::new();
+    write(&e.path("strata.toml"), CONFIG);
+    repo(&e);
+    let r = e.json(&["sync", "acme"]);
+    assert_eq!(r["project"], "project/acme");
+    assert_eq!(r["added"].as_array().unwrap().len(), 5);
+    let r = e.json(&["sync", "acme"]);
+    assert_eq!(r["unchanged"], 5);
+    for i in 0..30 {
+        e.remember(
+            &format!("Decision {i}: the queue retries with backoff. It gives up after five tries."),
+            "project/acme",
+            &["--kind", "decision"],
+        );
+    }
+    e.remember(
+        "Find why the queue stalls",
+        "task/t1",
+        &["--kind", "finding"],
+    );
+
+    let args = [
+        "context",
+        "--profile",
+        "coder",
+        "--task",
+        "t1",
+        "--project",
+        "acme",
+        "--sprint",
+        "s12",
+        "--query",
+        "queue retries",
+    ];
+    let md = e.ok(&args);
+    assert!(md.starts_with("## Task context\n"), "{md}");
+    // CLAUDE.md is loaded first in the project section.
+    let project = md.split("## Project context\n").nth(1).unwrap();
+    assert!(project.starts_with("- [convention · "), "{md}");
+    assert!(
+        project.lines().next().unwrap().contains("Use rustfmt"),
+        "{md}"
+    );
+    assert!(md.contains("## Current sprint\n"), "{md}");
+    assert!(md.contains("## Summary of what did not fit\n"), "{md}");
+    // Byte-identical on a second run.
+    assert_eq!(e.ok(&args), md);
+
+    let mut jargs = args.to_vec();
+    jargs.extend(["--render", "json"]);
+    let p: serde_json::Value = serde_json::from_str(&e.ok(&jargs)).unwrap();
+    for k in [
+        "id",
+        "profile",
+        "items",
+        "summary",
+        "total_tokens",
+        "max_tokens",
+        "per_source",
+        "compression_ratio",
+        "dropped",
+        "text",
+    ] {
+        assert!(p.get(k).is_some(), "missing {k}: {p}");
+    }
+    assert!(p["total_tokens"].as_u64().unwrap() <= 300);
+    assert_eq!(p["text"].as_str().unwrap(), md);
+
+    let mut margs = args.to_vec();
+    margs.extend(["--render", "messages"]);
+    let m: serde_json::Value = serde_json::from_str(&e.ok(&margs)).unwrap();
+    assert_eq!(m[0]["role"], "system");
+
+    // The logged package replays identically.
+    let id = p["id"].as_str().unwrap();
+    let o = e.run(&["context", "--replay", id]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("identical"));
+    let r = e.json(&["context", "--replay", id]);
+    assert_eq!(r["exact"], true);
+    assert_eq!(r["package"]["id"], id);
+
+    // --explain goes to stderr, stdout stays the context.
+    let mut xargs = args.to_vec();
+    xargs.push("--explain");
+    let o = e.run(&xargs);
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), md);
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("source 0 \"Task context\" (task/t1)"), "{err}");
+    assert!(err.contains("always"), "{err}");
+
+    // A changed file updates in place; a deleted file is forgotten.
+    write(&e.path("acme/CLAUDE.md"), "Use rustfmt and clippy.\n");
+    std::fs::remove_file(e.path("acme/.memory/sprint/s12/goals.md")).unwrap();
+    let r = e.json(&["sync", "acme"]);
+    assert_eq!(r["updated"][0], "CLAUDE.md");
+    assert_eq!(r["removed"][0], ".memory/sprint/s12/goals.md");
+    let r = e.json(&["context", "--replay", id]);
+    assert_eq!(r["exact"], false, "{r}");
+    let changes = r["changes"].as_array().unwrap();
+    assert!(
+        changes.iter().any(|c| c["now"] == "updated to version 2"),
+        "{r}"
+    );
+
+    let list = e.ok(&["profile", "list"]);
+    assert!(
+        list.contains("coder") && list.contains("global") && list.contains("none"),
+        "{list}"
+    );
+    assert!(
+        e.ok(&["profile", "check"])
+            .contains("ok: 1 profile (coder)")
+    );
+}
+
+#[test]
+fn the_seeds_yaml_form_is_read() {
+    let e = Env::new();
+    write(
+        &e.path("memory.yaml"),
+        r#"
+memory:
+  memory_config_id: demo
+  stores:
+    project: { max_items: 500 }
+  context_policy: { head_tail_preserve: 1 }
+context_profiles:
+  - id: planner
+    max_tokens: 200
+    retrieval_policy: semantic
+    sources:
+      - store: project
+        tags: []
+      - store: global
+"#,
+    );
+    e.remember("Plan: ship the sync command first", "project/acme", &[]);
+    let out = e.ok(&[
+        "--config",
+        "memory.yaml",
+        "context",
+        "--profile",
+        "planner",
+        "--project",
+        "acme",
+        "--query",
+        "sync",
+    ]);
+    assert!(out.contains("## Project context\n- [context · "), "{out}");
+    let p: serde_json::Value =
+        serde_json::from_str(&e.ok(&["--config", "memory.yaml", "profile", "show", "planner"]))
+            .unwrap();
+    assert_eq!(p["strategy"], "relevance");
+    assert_eq!(p["head_tail"], 1);
+    assert_eq!(p["sources"][0]["scope"], "project/{project}");
+}
+
+fn check(e: &Env, args: &[&str], wants: &[&str]) {
+    let before = e.snapshot();
+    let err = e.fails(args, 1);
+    for w in wants {
+        assert!(err.contains(w), "strata {args:?}: expected `{w}` in: {err}");
+    }
+    assert_eq!(e.snapshot(), before, "strata {args:?} changed the store");
+}
+
+#[test]
+fn bad_context_inputs_name_the_problem() {
+    let e = Env::new();
+    write(&e.path("strata.toml"), CONFIG);
+    repo(&e);
+    e.remember("a note", "project/acme", &[]);
+    check(
+        &e,
+        &["context", "--profile", "nope"],
+        &["unknown profile `nope`", "coder"],
+    );
+    check(
+        &e,
+        &["context", "--profile", "coder", "--project", "acme"],
+        &["needs {task}"],
+    );
+    check(
+        &e,
+        &[
+            "context",
+            "--profile",
+            "coder",
+            "--task",
+            "t1",
+            "--project",
+            "a/b",
+        ],
+        &["value of {project}"],
+    );
+    check(
+        &e,
+        &[
+            "context",
+            "--profile",
+            "coder",
+            "--task",
+            "t1",
+            "--project",
+            "acme",
+            "--render",
+            "html",
+        ],
+        &["render", "`html`"],
+    );
+    check(
+        &e,
+        &[
+            "context",
+            "--profile",
+            "coder",
+            "--task",
+            "t",
+            "--project",
+            "acme",
+            "--max-tokens",
+            "0",
+        ],
+        &["max_tokens"],
+    );
+    check(
+        &e,
+        &["context", "--replay", "ctx-0"],
+        &["ctx-0", "never logged"],
+    );
+    check(
+        &e,
+        &["sync", "missing-dir", "--project", "acme"],
+        &["missing-dir"],
+    );
+    write(
+        &e.path("acme/.memory/sprint/s12/progress.json"),
+        "{bad json",
+    );
+    check(&e, &["sync", "acme"], &["progress.json", "not valid JSON"]);
+
+    // Profile errors name the profile and the field, at load time.
+    for (text, want) in [
+        (
+            "[profiles.p]\nmax_tokens = 0\n[[profiles.p.sources]]\nscope = \"global\"\n",
+            "profiles.p.max_tokens",
+        ),
+        (
+            "[profiles.p]\nstrategy = \"magic\"\n[[profiles.p.sources]]\nscope = \"global\"\n",
+            "profiles.p.strategy",
+        ),
+        (
+            "[profiles.p]\n[[profiles.p.sources]]\nscope = \"task/{tsk}\"\n",
+            "unknown placeholder `{tsk}`",
+        ),
+        (
+            "[profiles.p]\n[[profiles.p.sources]]\nlayer = \"team\"\n",
+            "profiles.p.sources[0].layer",
+        ),
+        (
+            "[profiles.p]\n[[profiles.p.sources]]\nscope = \"global\"\nshare = 0.8\n[[profiles.p.sources]]\nscope = \"task/{task}\"\nshare = 0.5\n",
+            "more than 1",
+        ),
+        ("[profiles.p]\nmax_tokenz = 5\n", "max_tokenz"),
+    ] {
+        write(&e.path("bad.toml"), text);
+        let err = e.fails(&["profile", "check", "bad.toml"], 1);
+        assert!(err.contains(want), "{text}: {err}");
+        let err = e.fails(&["--config", "bad.toml", "context", "--profile", "p"], 1);
+        assert!(err.contains(want), "{text}: {err}");
+    }
+}
