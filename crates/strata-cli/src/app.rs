@@ -65,6 +65,9 @@ pub enum Command {
     Profile(crate::cmd::profile::ProfileCmd),
     /// Sync a project's memory files (CLAUDE.md, .memory/) into its scopes.
     Sync(crate::cmd::sync::SyncArgs),
+    /// Pipelines: run nodes in order, each reading its context and writing its output.
+    #[command(subcommand)]
+    Pipeline(crate::cmd::pipeline::PipelineCmd),
     /// Memories in a view, filtered and ordered.
     List(crate::cmd::list::ListArgs),
     /// One memory by id.

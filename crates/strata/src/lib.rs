@@ -18,6 +18,7 @@
 //! # Ok::<(), strata::Error>(())
 //! ```
 
+pub mod agent;
 mod config;
 pub mod context;
 mod engine;
@@ -35,6 +36,7 @@ mod tokens;
 #[cfg(test)]
 pub(crate) mod testutil;
 
+pub use agent::{Agent, Depth, NodeRun, NodeSpec, Pipeline, WriteSpec};
 pub use config::{Config, FileConfig, StoreConfig, default_db_path};
 pub use context::{
     ContextItem, ContextPackage, ContextRequest, Message, Profile, Render, Replay, SourceUsage,

@@ -7,6 +7,7 @@ pub mod forget;
 pub mod get;
 pub mod import;
 pub mod list;
+pub mod pipeline;
 pub mod profile;
 pub mod promote;
 pub mod recall;
@@ -49,6 +50,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Recall(a) => recall::run(g, a),
         Command::Context(a) => context::run(g, a),
         Command::Sync(a) => sync::run(g, a),
+        Command::Pipeline(c) => pipeline::run(g, c),
         Command::Profile(c) => profile::run(g, c),
         Command::List(a) => list::run(g, a),
         Command::Get(a) => get::run(g, a),

@@ -327,3 +327,197 @@ fn bad_context_inputs_name_the_problem() {
         assert!(err.contains(want), "{text}: {err}");
     }
 }
+
+/// A stand-in for an OpenAI-compatible chat endpoint (no model can run
+/// here): answers each request with `reply(body)` and hands the requests it
+/// saw back to the test.
+fn chat_server(replies: Vec<(u16, String)>) -> (String, std::thread::JoinHandle<Vec<String>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let h = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for (status, body) in replies {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut head = String::new();
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                head.push_str(&line);
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+            }
+            let mut buf = vec![0; len];
+            r.read_exact(&mut buf).unwrap();
+            seen.push(format!("{head}{}", String::from_utf8(buf).unwrap()));
+            write!(
+                s,
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+        }
+        seen
+    });
+    (url, h)
+}
+
+#[test]
+fn the_llm_summarizer_is_used_bounded_and_replaced_when_it_fails() {
+    let e = Env::new();
+    let long_answer = "- the queue retries. ".repeat(400);
+    let reply = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": long_answer}}]});
+    let (url, server) = chat_server(vec![
+        (200, reply.to_string()),
+        (500, "{\"error\": \"overloaded\"}".into()),
+    ]);
+    write(
+        &e.path("strata.toml"),
+        &format!(
+            r#"
+[summarizer]
+url = "{url}"
+model = "tiny"
+api_key_env = "TEST_LLM_KEY"
+[profiles.p]
+max_tokens = 200
+summary_share = 0.4
+summarizer = "llm"
+[[profiles.p.sources]]
+scope = "project/{{project}}"
+"#
+        ),
+    );
+    for i in 0..30 {
+        e.remember(
+            &format!("Record {i}: the queue retries with backoff."),
+            "project/acme",
+            &[],
+        );
+    }
+    let args = [
+        "context",
+        "--profile",
+        "p",
+        "--project",
+        "acme",
+        "--render",
+        "json",
+    ];
+    let run = |args: &[&str]| -> serde_json::Value {
+        let o = e
+            .cmd()
+            .env("TEST_LLM_KEY", "sk-test")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let p = run(&args);
+    assert_eq!(p["summary"]["method"], "llm", "{p}");
+    assert!(p["total_tokens"].as_u64().unwrap() <= 200, "{p}");
+    // The endpoint failed: the extractive summary stands in and says why.
+    let p = run(&args);
+    assert_eq!(p["summary"]["method"], "extractive", "{p}");
+    assert!(
+        p["summary"]["note"].as_str().unwrap().contains("500"),
+        "{p}"
+    );
+    let seen = server.join().unwrap();
+    assert!(
+        seen[0].starts_with("POST /v1/chat/completions"),
+        "{}",
+        seen[0]
+    );
+    assert!(
+        seen[0]
+            .to_ascii_lowercase()
+            .contains("authorization: bearer sk-test")
+    );
+    assert!(seen[0].contains("\"model\":\"tiny\""));
+    assert!(
+        seen[0].contains("Record 1"),
+        "the dropped memories are sent"
+    );
+}
+
+#[test]
+fn a_pipeline_runs_nodes_in_order_through_the_store() {
+    let e = Env::new();
+    write(&e.path("strata.toml"), CONFIG);
+    write(
+        &e.path("nodes.toml"),
+        r#"
+[[nodes]]
+name = "planner"
+context = "none"
+command = "echo 'Plan: keep state in Redis'"
+write_to_memory = { store = "task", tags = ["plan"], kind = "decision" }
+
+[[nodes]]
+name = "coder"
+context = "coder"
+query = "plan"
+command = "sed -n 's/.*Plan: /Patch for: /p'"
+write_to_memory = { store = "task", kind = "tool_output" }
+
+[[nodes]]
+name = "reviewer"
+context = "coder"
+command = "grep -q 'Patch for: keep state in Redis' && echo approved"
+write_to_memory = { store = "project", tags = ["review"] }
+"#,
+    );
+    let base = [
+        "pipeline",
+        "run",
+        "nodes.toml",
+        "--task",
+        "t1",
+        "--project",
+        "acme",
+    ];
+    let runs = e.json(&base);
+    assert_eq!(runs[1]["output"], "Patch for: keep state in Redis\n");
+    assert_eq!(runs[2]["output"], "approved\n");
+    assert_eq!(runs[2]["memory"]["scope"], "project/acme");
+    let tags = runs[2]["memory"]["tags"].as_array().unwrap();
+    assert!(tags.iter().any(|t| t == "node:reviewer"));
+
+    let before = e.snapshot();
+    write(
+        &e.path("bad.toml"),
+        "[[nodes]]\nname = \"x\"\ncontext = \"nope\"\ncommand = \"true\"\n",
+    );
+    let err = e.fails(&["pipeline", "run", "bad.toml", "--task", "t1"], 1);
+    assert!(
+        err.contains("nodes.x.context") && err.contains("nope"),
+        "{err}"
+    );
+    write(&e.path("bad.toml"), "[[nodes]]\nname = \"x\"\n");
+    let err = e.fails(&["pipeline", "run", "bad.toml"], 1);
+    assert!(err.contains("nodes.x.command"), "{err}");
+    write(
+        &e.path("bad.toml"),
+        "[[nodes]]\nname = \"x\"\nwrite_to_memory = { store = \"task\" }\ncommand = \"true\"\n",
+    );
+    let err = e.fails(&["pipeline", "check", "bad.toml"], 1);
+    assert!(err.contains("needs a task"), "{err}");
+    write(&e.path("bad.toml"), "[[nodes]]\nname = \"x\"\ncolor = 1\n");
+    let err = e.fails(&["pipeline", "check", "bad.toml"], 1);
+    assert!(err.contains("color"), "{err}");
+    assert_eq!(e.snapshot(), before);
+    write(
+        &e.path("bad.toml"),
+        "[[nodes]]\nname = \"x\"\ncommand = \"exit 3\"\n",
+    );
+    let err = e.fails(&["pipeline", "run", "bad.toml"], 1);
+    assert!(err.contains("nodes.x") && err.contains("failed"), "{err}");
+}

@@ -244,13 +244,30 @@ impl Engine {
                 ));
             }
         }
-        let Some(mut prof) = self.resolve_profile(&req.profile)? else {
+        let Some(prof) = self.resolve_profile(&req.profile)? else {
             return Ok(empty_package(
                 &req.profile,
                 req.render.unwrap_or_default(),
                 req.max_tokens.unwrap_or(0),
             ));
         };
+        self.context_with_profile(&prof, req)
+    }
+
+    /// Assembles a context with a profile built in code (an agent's, say)
+    /// rather than one named in the configuration.
+    pub fn context_with_profile(
+        &self,
+        prof: &Profile,
+        req: &ContextRequest,
+    ) -> Result<ContextPackage> {
+        let mut prof = prof.clone();
+        if prof.max_tokens == 0 {
+            return Err(Error::field(
+                format!("profiles.{}.max_tokens", prof.id),
+                "must be positive",
+            ));
+        }
         if let Some(n) = req.max_tokens {
             if n == 0 {
                 return Err(Error::field("max_tokens", "must be positive"));
