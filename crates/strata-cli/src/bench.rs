@@ -9,7 +9,11 @@
 //!   N-memory store;
 //! - `recall`: hybrid recall of question-like queries (a template around 1–3
 //!   content words drawn like the memories' words) over one project view;
-//! - `cold`: whole-process `strata recall` wall time.
+//! - `cold`: whole-process `strata recall` wall time;
+//! - `context`: context assembly (8,000-token budget, hybrid ranking,
+//!   HEAD/TAIL, extractive summary) over the same number of memories split
+//!   across the three sources of one profile (task 10 %, project 60 %,
+//!   global 30 %), with the same question-like queries.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -41,11 +45,11 @@ pub struct BenchArgs {
     /// Insert rounds (strata and raw alternate; the medians are reported).
     #[arg(long, default_value_t = 3)]
     pub insert_rounds: usize,
-    /// Benchmarks to run (comma-separated): insert, remember, recall, cold.
+    /// Benchmarks to run (comma-separated): insert, remember, recall, cold, context.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "insert,remember,recall,cold"
+        default_value = "insert,remember,recall,cold,context"
     )]
     pub only: Vec<String>,
     /// Directory for the benchmark databases (default: a temporary one).
@@ -54,6 +58,9 @@ pub struct BenchArgs {
     /// Time recalls without recording access (no write per recall).
     #[arg(long)]
     pub no_touch: bool,
+    /// Token budget of the context benchmark.
+    #[arg(long, default_value_t = 8000)]
+    pub context_budget: u32,
     /// Random seed of the data generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -72,6 +79,19 @@ struct Report {
     recall: Option<Latency>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cold_start: Option<Latency>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context: Option<ContextBench>,
+}
+
+#[derive(Debug, Serialize)]
+struct ContextBench {
+    budget: u32,
+    /// Hybrid ranking with a query, HEAD/TAIL 2, 30 % summary.
+    hybrid: Latency,
+    /// Recency ranking, no query.
+    recency: Latency,
+    mean_items: f64,
+    mean_tokens: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -336,9 +356,9 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         return crate::app::usage("bench: --memories and --scopes must be positive");
     }
     for o in &a.only {
-        if !["insert", "remember", "recall", "cold"].contains(&o.as_str()) {
+        if !["insert", "remember", "recall", "cold", "context"].contains(&o.as_str()) {
             return crate::app::usage(format!(
-                "bench --only: `{o}` is not one of insert, remember, recall, cold"
+                "bench --only: `{o}` is not one of insert, remember, recall, cold, context"
             ));
         }
     }
@@ -478,6 +498,10 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         rep.cold_start = Some(latency(lat));
     }
 
+    if a.only.iter().any(|o| o == "context") {
+        rep.context = Some(context_bench(&a, &dir, &mut datagen, &say)?);
+    }
+
     if g.json {
         return output::json(&rep);
     }
@@ -506,7 +530,126 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
     if let Some(l) = &rep.cold_start {
         output::line(lat_line("cold `strata recall`", l))?;
     }
+    if let Some(c) = &rep.context {
+        output::line(lat_line(&format!("context {}k hybrid", c.budget / 1000), &c.hybrid))?;
+        output::line(lat_line(&format!("context {}k recency", c.budget / 1000), &c.recency))?;
+        output::line(format!(
+            "                   mean {:.0} items, {:.0} tokens per hybrid package",
+            c.mean_items, c.mean_tokens
+        ))?;
+    }
     Ok(())
+}
+
+const CONTEXT_PROFILES: &str = r#"
+[profiles.hybrid]
+strategy = "hybrid"
+head_tail = 2
+summary_share = 0.3
+[[profiles.hybrid.sources]]
+scope = "task/{task}"
+share = 0.4
+[[profiles.hybrid.sources]]
+scope = "project/{project}"
+share = 0.4
+[[profiles.hybrid.sources]]
+scope = "global"
+share = 0.2
+
+[profiles.recency]
+strategy = "recency"
+[[profiles.recency.sources]]
+scope = "task/{task}"
+share = 0.4
+[[profiles.recency.sources]]
+scope = "project/{project}"
+share = 0.4
+[[profiles.recency.sources]]
+scope = "global"
+share = 0.2
+"#;
+
+/// Context assembly over `--memories` memories in the three sources of one
+/// profile.
+fn context_bench(
+    a: &BenchArgs,
+    dir: &Path,
+    datagen: &mut Gen,
+    say: &dyn Fn(String),
+) -> Result<ContextBench> {
+    let db = dir.join("context.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let mut cfg = bench_config(&db);
+    cfg.apply_toml(CONTEXT_PROFILES, None)?;
+    let engine = strata::Engine::open(cfg)?;
+    say(format!(
+        "context: loading {} memories into task/t1, project/acme, global…",
+        a.memories
+    ));
+    let scopes = [
+        strata::Scope::parse("task/t1")?,
+        strata::Scope::parse("project/acme")?,
+        strata::Scope::global(),
+    ];
+    let data: Vec<strata::NewMemory> = dataset(datagen, a.memories, 1)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut m)| {
+            // 10 % task, 60 % project, 30 % global.
+            let k = match i % 10 {
+                0 => 0,
+                1..=6 => 1,
+                _ => 2,
+            };
+            m.scope = Some(scopes[k].clone());
+            if k == 2 && m.kind == Some(strata::Kind::Preference) {
+                m.kind = Some(strata::Kind::Context);
+            }
+            m
+        })
+        .collect();
+    for chunk in data.chunks(50_000) {
+        engine.remember_batch(chunk.to_vec(), strata::Confirm::No)?;
+    }
+    say(format!(
+        "context: timing {} assemblies per profile ({} tokens)…",
+        a.queries, a.context_budget
+    ));
+    let (mut hybrid, mut recency) = (Vec::new(), Vec::new());
+    let (mut items, mut tokens) = (0usize, 0u64);
+    for _ in 0..a.queries {
+        let mut req = strata::ContextRequest::new("hybrid")
+            .var("task", "t1")
+            .var("project", "acme")
+            .query(datagen.query());
+        req.max_tokens = Some(a.context_budget);
+        let t = Instant::now();
+        let p = engine.context(&req)?;
+        hybrid.push(t.elapsed());
+        items += p.items.len();
+        tokens += u64::from(p.total_tokens);
+        if p.total_tokens > a.context_budget {
+            anyhow::bail!("context over budget: {} > {}", p.total_tokens, a.context_budget);
+        }
+        let mut req = strata::ContextRequest::new("recency")
+            .var("task", "t1")
+            .var("project", "acme");
+        req.max_tokens = Some(a.context_budget);
+        let t = Instant::now();
+        let p = engine.context(&req)?;
+        recency.push(t.elapsed());
+        std::hint::black_box(p);
+    }
+    let n = a.queries.max(1) as f64;
+    Ok(ContextBench {
+        budget: a.context_budget,
+        hybrid: latency(hybrid),
+        recency: latency(recency),
+        mean_items: items as f64 / n,
+        mean_tokens: tokens as f64 / n,
+    })
 }
 
 fn machine() -> String {

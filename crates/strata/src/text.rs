@@ -527,6 +527,12 @@ impl Bm25 {
         Bm25 { idf }
     }
 
+    /// The summed idf of the terms `matched`: a memory's score before
+    /// length normalisation.
+    pub fn weight(&self, matched: impl Iterator<Item = usize>) -> f64 {
+        matched.map(|t| self.idf.get(t).copied().unwrap_or(0.0)).sum()
+    }
+
     /// The score of a memory of `len` tokens matching the terms `matched`
     /// (indices into the query's terms).
     pub fn score(&self, matched: impl Iterator<Item = usize>, len: f64, avglen: f64) -> f64 {

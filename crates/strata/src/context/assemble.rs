@@ -52,6 +52,8 @@ pub(crate) struct Cand {
     pub sig: Signals,
     pub parts: ScoreParts,
     pub why: Why,
+    /// Tokens of the line around the content (prefix and newline).
+    pub fixed: u32,
 }
 
 /// A source, filled and with its candidates in fill order (always, head,
@@ -64,6 +66,10 @@ pub(crate) struct Src {
     pub cands: Vec<Cand>,
     /// Heading plus the blank line before it.
     pub header: u32,
+    /// Whether the source has candidates beyond `cands` (a window was hit).
+    pub more: bool,
+    /// Candidates asked for.
+    pub window: usize,
 }
 
 /// One chosen candidate.
@@ -110,7 +116,7 @@ impl<'a> Costs<'a> {
     }
 
     /// Tokens of an item's line prefix (plus its newline).
-    fn prefix(&mut self, kind: &str, at: Timestamp) -> u32 {
+    pub fn prefix(&mut self, kind: &str, at: Timestamp) -> u32 {
         let day = at.as_second().div_euclid(86_400);
         let counter = self.counter;
         *self
@@ -120,7 +126,7 @@ impl<'a> Costs<'a> {
     }
 }
 
-fn plan(srcs: &[Src], budget: u32, costs: &mut Costs<'_>) -> Plan {
+fn plan(srcs: &[Src], budget: u32) -> Plan {
     let mut p = Plan {
         picks: Vec::new(),
         used: vec![0; srcs.len()],
@@ -130,7 +136,7 @@ fn plan(srcs: &[Src], budget: u32, costs: &mut Costs<'_>) -> Plan {
     for (i, s) in srcs.iter().enumerate() {
         let cap = (f64::from(budget) * s.share).floor() as u32 + carry;
         let cap = cap.min(budget - p.total());
-        let used = fill(&mut p, srcs, i, cap, costs);
+        let used = fill(&mut p, srcs, i, cap);
         carry = cap - used;
     }
     for i in 0..srcs.len() {
@@ -138,14 +144,14 @@ fn plan(srcs: &[Src], budget: u32, costs: &mut Costs<'_>) -> Plan {
         if left == 0 {
             break;
         }
-        fill(&mut p, srcs, i, left, costs);
+        fill(&mut p, srcs, i, left);
     }
     p
 }
 
 /// Takes candidates of source `i` into the plan within `cap` tokens;
 /// returns the tokens used.
-fn fill(p: &mut Plan, srcs: &[Src], i: usize, cap: u32, costs: &mut Costs<'_>) -> u32 {
+fn fill(p: &mut Plan, srcs: &[Src], i: usize, cap: u32) -> u32 {
     let src = &srcs[i];
     let mut left = cap;
     for (j, c) in src.cands.iter().enumerate() {
@@ -153,7 +159,7 @@ fn fill(p: &mut Plan, srcs: &[Src], i: usize, cap: u32, costs: &mut Costs<'_>) -
             continue;
         }
         let header = if p.used[i] == 0 { src.header } else { 0 };
-        let fixed = header + costs.prefix(&c.sig.kind, c.sig.created_at);
+        let fixed = header + c.fixed;
         let whole = fixed + c.sig.tokens;
         let room = if whole <= left {
             None
@@ -294,7 +300,9 @@ impl Engine {
         let terms = text::query_terms(&req.query);
         let budget = prof.max_tokens;
         let shares = prof.shares();
+        let mut costs = Costs::new(counter);
         let mut srcs = Vec::with_capacity(prof.sources.len());
+        let mut resolved = Vec::with_capacity(prof.sources.len());
         for (i, s) in prof.sources.iter().enumerate() {
             let header = counter.count(&render::heading(&s.title)) + 1;
             let entry = profile::fill(&s.scope, &req.vars)?;
@@ -322,12 +330,19 @@ impl Engine {
                     skipped: Some(format!("no {{{}}} in the request", missing.join("}, {"))),
                     cands: Vec::new(),
                     header,
+                    more: false,
+                    window: 0,
                 });
+                resolved.push(None);
                 continue;
             };
             let filter = profile::source_filter(s, prof.include_sensitive)?;
             let view = View::new([entry.clone()]);
-            let cands = self.candidates(prof, s, &view, &filter, &terms, budget, now)?;
+            // Enough candidates for the source's own share of short items;
+            // widened below if it runs out while budget is left.
+            let window = ((f64::from(budget) * shares[i]) as usize / 16).clamp(32, 4000);
+            let (cands, more) =
+                self.candidates(prof, s, &view, &filter, &terms, window, now, &mut costs)?;
             srcs.push(Src {
                 title: s.title.clone(),
                 scope: entry.to_string(),
@@ -335,20 +350,55 @@ impl Engine {
                 skipped: None,
                 cands,
                 header,
+                more,
+                window,
             });
+            resolved.push(Some((view, filter)));
         }
 
-        let mut costs = Costs::new(counter);
-        let full = plan(&srcs, budget, &mut costs);
+        let mut full = plan(&srcs, budget);
+        // A source that used every candidate while budget is left may have
+        // more: widen its window and plan again.
+        for _ in 0..3 {
+            if budget - full.total() < 16 {
+                break;
+            }
+            let mut widened = false;
+            for (i, src) in srcs.iter_mut().enumerate() {
+                if src.more && full.taken[i].iter().all(|t| *t) {
+                    let Some((view, filter)) = &resolved[i] else {
+                        continue;
+                    };
+                    src.window = src.window.saturating_mul(4).min(1_000_000);
+                    let (cands, more) = self.candidates(
+                        prof,
+                        &prof.sources[i],
+                        view,
+                        filter,
+                        &terms,
+                        src.window,
+                        now,
+                        &mut costs,
+                    )?;
+                    src.cands = cands;
+                    src.more = more;
+                    widened = true;
+                }
+            }
+            if !widened {
+                break;
+            }
+            full = plan(&srcs, budget);
+        }
         let mut chosen = full;
         let mut summary: Option<Summary> = None;
         if prof.summary_share > 0.0 && chosen.dropped() > 0 {
             let reserve = (f64::from(budget) * prof.summary_share).floor() as u32;
-            let smaller = plan(&srcs, budget - reserve, &mut costs);
+            let smaller = plan(&srcs, budget - reserve);
             let room = budget - smaller.total();
             let header = counter.count(&render::heading(render::SUMMARY_TITLE)) + 1;
             if room > header + 8 {
-                let dropped = dropped_in_order(&srcs, &smaller);
+                let dropped = dropped_in_order(&srcs, &smaller, summary::MAX_SUMMARIZED);
                 let s =
                     summary::summarize(self, prof.summarizer, &dropped, &req.query, room - header)?;
                 if let Some(mut s) = s {
@@ -444,7 +494,8 @@ impl Engine {
         Ok(pkg)
     }
 
-    /// A source's candidates in fill order: always keys, head, tail, ranked.
+    /// A source's candidates in fill order (always keys, head, tail,
+    /// ranked), and whether a window cut some off.
     #[allow(clippy::too_many_arguments)]
     fn candidates(
         &self,
@@ -453,17 +504,19 @@ impl Engine {
         view: &View,
         filter: &Filter,
         terms: &[String],
-        budget: u32,
+        window: usize,
         now: Timestamp,
-    ) -> Result<Vec<Cand>> {
+        costs: &mut Costs<'_>,
+    ) -> Result<(Vec<Cand>, bool)> {
         let store = self.store();
         let base = Query::view(view.clone(), now).filter(filter.clone());
-        // Enough candidates to fill the whole budget with short items.
-        let window = (budget as usize / 8).clamp(64, 4000);
+        let mut more = false;
         let mut pool: BTreeMap<String, (Signals, Option<f64>)> = BTreeMap::new();
         let strategy = prof.strategy;
         if !terms.is_empty() && matches!(strategy, Strategy::Relevance | Strategy::Hybrid) {
-            for (s, score) in store.search_signals(&base, terms, window)? {
+            let hits = store.search_signals(&base, terms, window)?;
+            more |= hits.len() >= window;
+            for (s, score) in hits {
                 pool.insert(s.id.clone(), (s, Some(score)));
             }
         }
@@ -473,7 +526,9 @@ impl Engine {
             Strategy::Hybrid if terms.is_empty() => base.clone(),
             _ => base.clone().limit(window),
         };
-        for s in store.query_signals(&rest)? {
+        let rest = store.query_signals(&rest)?;
+        more |= rest.len() >= window;
+        for s in rest {
             pool.entry(s.id.clone()).or_insert((s, None));
         }
         let mut head: Vec<String> = Vec::new();
@@ -534,6 +589,7 @@ impl Engine {
                     && let Some((s, p)) = by_id.get(id)
                 {
                     out.push(Cand {
+                        fixed: costs.prefix(&s.kind, s.created_at),
                         sig: s.clone(),
                         parts: p.clone(),
                         why,
@@ -546,31 +602,46 @@ impl Engine {
                 && let Some((s, p)) = by_id.remove(&id)
             {
                 out.push(Cand {
+                    fixed: costs.prefix(&s.kind, s.created_at),
                     sig: s,
                     parts: p,
                     why: Why::Rank,
                 });
             }
         }
-        Ok(out)
+        Ok((out, more))
     }
 }
 
-/// Candidates a plan left out, best first (merged across sources by rank
-/// position, then score).
-fn dropped_in_order(srcs: &[Src], p: &Plan) -> Vec<(usize, Cand)> {
-    let mut out: Vec<(usize, usize, Cand)> = Vec::new();
-    for (i, s) in srcs.iter().enumerate() {
-        let mut pos = 0;
-        for (j, c) in s.cands.iter().enumerate() {
-            if !p.taken[i][j] {
-                out.push((pos, i, c.clone()));
-                pos += 1;
+/// The first `n` candidates a plan left out, best first: sources take
+/// turns, each giving its best remaining candidate.
+fn dropped_in_order(srcs: &[Src], p: &Plan, n: usize) -> Vec<(usize, Cand)> {
+    let mut left: Vec<Vec<&Cand>> = srcs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.cands
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| !p.taken[i][*j])
+                .map(|(_, c)| c)
+                .take(n)
+                .collect()
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while out.len() < n && left.iter().any(|l| pos < l.len()) {
+        for (i, l) in left.iter_mut().enumerate() {
+            if let Some(c) = l.get(pos)
+                && out.len() < n
+            {
+                out.push((i, (*c).clone()));
             }
         }
+        pos += 1;
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-    out.into_iter().map(|(_, i, c)| (i, c)).collect()
+    out
 }
 
 /// Counts the rendered package exactly, removes the lowest-ranked items

@@ -78,11 +78,22 @@ fn a_version_1_file_is_upgraded_in_place() {
     }
     // Turn the file back into what schema version 1 left.
     let c = rusqlite::Connection::open(&path).unwrap();
-    c.execute_batch("DROP TABLE context_log; DELETE FROM schema_version WHERE version > 1;")
-        .unwrap();
+    c.execute_batch(
+        "DROP TABLE context_log; DROP TABLE scope_counts;
+         DROP INDEX memories_scope; CREATE INDEX memories_scope ON memories(scope, created_at);
+         DROP INDEX archive_scope; CREATE INDEX archive_scope ON archive(scope, created_at);
+         DELETE FROM schema_version WHERE version > 1;",
+    )
+    .unwrap();
     drop(c);
     let s = SqliteStore::open(&path, Default::default()).unwrap();
     assert_eq!(s.get(&m.id).unwrap(), Some(m));
+    // The per-scope counts were filled from the rows already there.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let n: i64 = c
+        .query_row("SELECT n FROM scope_counts WHERE scope = 'project/a'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 1);
     s.log_context("ctx-1", jiff::Timestamp::now(), "{}")
         .unwrap();
     assert_eq!(s.context_log("ctx-1").unwrap().as_deref(), Some("{}"));
