@@ -86,7 +86,12 @@ struct Report {
 #[derive(Debug, Serialize)]
 struct ContextBench {
     budget: u32,
-    /// Hybrid ranking with a query, HEAD/TAIL 2, 30 % summary.
+    /// The store of the other benchmarks (memories in 50 projects) plus a
+    /// task of 500 and global memory of 2,000: sources of 500, ~2,000 and
+    /// 2,000; hybrid ranking with a query.
+    typical_hybrid: Latency,
+    /// Every memory in the three sources (10 % task, 60 % project, 30 %
+    /// global): hybrid ranking with a query, HEAD/TAIL 2, 30 % summary.
     hybrid: Latency,
     /// Recency ranking, no query.
     recency: Latency,
@@ -499,7 +504,7 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
     }
 
     if a.only.iter().any(|o| o == "context") {
-        rep.context = Some(context_bench(&a, &dir, &mut datagen, &say)?);
+        rep.context = Some(context_bench(&a, &dir, &db, &mut datagen, &say)?);
     }
 
     if g.json {
@@ -531,8 +536,13 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         output::line(lat_line("cold `strata recall`", l))?;
     }
     if let Some(c) = &rep.context {
-        output::line(lat_line(&format!("context {}k hybrid", c.budget / 1000), &c.hybrid))?;
-        output::line(lat_line(&format!("context {}k recency", c.budget / 1000), &c.recency))?;
+        let k = c.budget / 1000;
+        output::line(lat_line(
+            &format!("context {k}k typical"),
+            &c.typical_hybrid,
+        ))?;
+        output::line(lat_line(&format!("context {k}k all-in-3"), &c.hybrid))?;
+        output::line(lat_line(&format!("context {k}k recency"), &c.recency))?;
         output::line(format!(
             "                   mean {:.0} items, {:.0} tokens per hybrid package",
             c.mean_items, c.mean_tokens
@@ -574,9 +584,49 @@ share = 0.2
 fn context_bench(
     a: &BenchArgs,
     dir: &Path,
+    spread_db: &Path,
     datagen: &mut Gen,
     say: &dyn Fn(String),
 ) -> Result<ContextBench> {
+    // Typical: the other benchmarks' store, plus a task and global memory.
+    let mut cfg = bench_config(spread_db);
+    cfg.apply_toml(CONTEXT_PROFILES, None)?;
+    let engine = strata::Engine::open(cfg)?;
+    let extra: Vec<strata::NewMemory> = dataset(datagen, 2500, 1)
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut m)| {
+            m.scope = Some(if i < 500 {
+                strata::Scope::parse("task/t1").expect("valid scope")
+            } else {
+                strata::Scope::global()
+            });
+            if m.kind == Some(strata::Kind::Preference) {
+                m.kind = Some(strata::Kind::Context);
+            }
+            m
+        })
+        .collect();
+    engine.remember_batch(extra, strata::Confirm::No)?;
+    say(format!(
+        "context: timing {} assemblies over the {}-memory store ({} tokens)…",
+        a.queries, a.memories, a.context_budget
+    ));
+    let mut typical = Vec::new();
+    for i in 0..a.queries {
+        let project = format!("p{:02}", (i * 7) % a.scopes);
+        let mut req = strata::ContextRequest::new("hybrid")
+            .var("task", "t1")
+            .var("project", project)
+            .query(datagen.query());
+        req.max_tokens = Some(a.context_budget);
+        let t = Instant::now();
+        let p = engine.context(&req)?;
+        typical.push(t.elapsed());
+        std::hint::black_box(p);
+    }
+    drop(engine);
+
     let db = dir.join("context.db");
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
@@ -631,7 +681,11 @@ fn context_bench(
         items += p.items.len();
         tokens += u64::from(p.total_tokens);
         if p.total_tokens > a.context_budget {
-            anyhow::bail!("context over budget: {} > {}", p.total_tokens, a.context_budget);
+            anyhow::bail!(
+                "context over budget: {} > {}",
+                p.total_tokens,
+                a.context_budget
+            );
         }
         let mut req = strata::ContextRequest::new("recency")
             .var("task", "t1")
@@ -645,6 +699,7 @@ fn context_bench(
     let n = a.queries.max(1) as f64;
     Ok(ContextBench {
         budget: a.context_budget,
+        typical_hybrid: latency(typical),
         hybrid: latency(hybrid),
         recency: latency(recency),
         mean_items: items as f64 / n,

@@ -292,6 +292,7 @@ pub struct Engine {
     cfg: Config,
     tokens: TokenCounter,
     clock: Clock,
+    counts: crate::context::render::CountCache,
 }
 
 impl std::fmt::Debug for Engine {
@@ -325,6 +326,7 @@ impl Engine {
             cfg,
             tokens,
             clock: Arc::new(Timestamp::now),
+            counts: Default::default(),
         })
     }
 
@@ -341,6 +343,11 @@ impl Engine {
     /// The store.
     pub fn store(&self) -> &dyn Store {
         &*self.store
+    }
+
+    /// Remembered token counts of rendered context pieces.
+    pub(crate) fn count_cache(&self) -> &crate::context::render::CountCache {
+        &self.counts
     }
 
     /// The tokenizer that counts memories (and context budgets).

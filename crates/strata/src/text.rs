@@ -530,7 +530,9 @@ impl Bm25 {
     /// The summed idf of the terms `matched`: a memory's score before
     /// length normalisation.
     pub fn weight(&self, matched: impl Iterator<Item = usize>) -> f64 {
-        matched.map(|t| self.idf.get(t).copied().unwrap_or(0.0)).sum()
+        matched
+            .map(|t| self.idf.get(t).copied().unwrap_or(0.0))
+            .sum()
     }
 
     /// The score of a memory of `len` tokens matching the terms `matched`

@@ -81,6 +81,9 @@ struct Pick {
     room: Option<u32>,
 }
 
+/// A source's candidates and whether a window cut some off.
+type Gathered = (Vec<Cand>, bool);
+
 /// A selection within a budget.
 struct Plan {
     picks: Vec<Pick>,
@@ -301,7 +304,7 @@ impl Engine {
         let budget = prof.max_tokens;
         let shares = prof.shares();
         let mut costs = Costs::new(counter);
-        let mut srcs = Vec::with_capacity(prof.sources.len());
+        let mut srcs: Vec<Src> = Vec::with_capacity(prof.sources.len());
         let mut resolved = Vec::with_capacity(prof.sources.len());
         for (i, s) in prof.sources.iter().enumerate() {
             let header = counter.count(&render::heading(&s.title)) + 1;
@@ -340,20 +343,63 @@ impl Engine {
             let view = View::new([entry.clone()]);
             // Enough candidates for the source's own share of short items;
             // widened below if it runs out while budget is left.
-            let window = ((f64::from(budget) * shares[i]) as usize / 16).clamp(32, 4000);
-            let (cands, more) =
-                self.candidates(prof, s, &view, &filter, &terms, window, now, &mut costs)?;
+            let window = ((f64::from(budget) * shares[i]) as usize / 24).clamp(32, 4000);
             srcs.push(Src {
                 title: s.title.clone(),
                 scope: entry.to_string(),
                 share: shares[i],
                 skipped: None,
-                cands,
+                cands: Vec::new(),
                 header,
-                more,
+                more: false,
                 window,
             });
             resolved.push(Some((view, filter)));
+        }
+        // Sources are independent: gather their candidates in parallel.
+        let gathered: Vec<Option<Result<Gathered>>> = std::thread::scope(|sc| {
+            let jobs: Vec<_> = resolved
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let (view, filter) = r.as_ref()?;
+                    let window = srcs[i].window;
+                    let terms = &terms;
+                    let job = move || {
+                        let mut costs = Costs::new(counter);
+                        self.candidates(
+                            prof,
+                            &prof.sources[i],
+                            view,
+                            filter,
+                            terms,
+                            window,
+                            now,
+                            &mut costs,
+                        )
+                    };
+                    Some(if resolved.iter().flatten().count() > 1 {
+                        Ok(sc.spawn(job))
+                    } else {
+                        Err(job())
+                    })
+                })
+                .collect();
+            jobs.into_iter()
+                .map(|j| {
+                    j.map(|j| match j {
+                        Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                        Err(done) => done,
+                    })
+                })
+                .collect()
+        });
+        for (src, g) in srcs.iter_mut().zip(gathered) {
+            if let Some(g) = g {
+                let (cands, more) = g?;
+                src.cands = cands;
+                src.more = more;
+            }
         }
 
         let mut full = plan(&srcs, budget);
@@ -398,11 +444,12 @@ impl Engine {
             let room = budget - smaller.total();
             let header = counter.count(&render::heading(render::SUMMARY_TITLE)) + 1;
             if room > header + 8 {
-                let dropped = dropped_in_order(&srcs, &smaller, summary::MAX_SUMMARIZED);
+                let dropped =
+                    dropped_in_order(&srcs, &smaller, summary::max_summarized(room - header));
                 let s =
                     summary::summarize(self, prof.summarizer, &dropped, &req.query, room - header)?;
                 if let Some(mut s) = s {
-                    s.tokens = header + counter.count(&s.text);
+                    s.tokens += header;
                     summary = Some(s);
                     chosen = smaller;
                 }
@@ -490,7 +537,7 @@ impl Engine {
             summary,
         };
         let counts: Vec<usize> = srcs.iter().map(|s| s.cands.len()).collect();
-        finish(counter, &mut pkg, &counts);
+        finish(counter, self.count_cache(), &mut pkg, &counts);
         Ok(pkg)
     }
 
@@ -646,9 +693,14 @@ fn dropped_in_order(srcs: &[Src], p: &Plan, n: usize) -> Vec<(usize, Cand)> {
 
 /// Counts the rendered package exactly, removes the lowest-ranked items
 /// while it is over budget, and fills in the totals and the id.
-pub(crate) fn finish(counter: &TokenCounter, pkg: &mut ContextPackage, cands: &[usize]) {
+pub(crate) fn finish(
+    counter: &TokenCounter,
+    cache: &render::CountCache,
+    pkg: &mut ContextPackage,
+    cands: &[usize],
+) {
     loop {
-        let total = render::count(counter, pkg.render, pkg);
+        let total = render::count_cached(cache, counter, pkg.render, pkg);
         if total <= pkg.max_tokens || (pkg.items.is_empty() && pkg.summary.is_none()) {
             pkg.total_tokens = total;
             break;

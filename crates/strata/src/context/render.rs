@@ -134,6 +134,90 @@ pub fn count(counter: &TokenCounter, render: Render, p: &ContextPackage) -> u32 
     }
 }
 
+/// The pieces a rendering is counted in: the text split after each newline
+/// that is followed by `-` or `#` (an item line or a heading). The
+/// tokenizers' pre-splitting never joins a newline with a following
+/// non-space character, so no token spans such a point and the pieces'
+/// counts add up to the whole text's (`tests::pieces_add_up` checks it for
+/// both tokenizers).
+pub fn pieces(text: &str) -> impl Iterator<Item = &str> {
+    let b = text.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if start >= b.len() {
+            return None;
+        }
+        while i < b.len() {
+            i += 1;
+            if b[i - 1] == b'\n' && matches!(b.get(i), Some(b'-' | b'#')) {
+                break;
+            }
+        }
+        let piece = &text[start..i];
+        start = i;
+        Some(piece)
+    })
+}
+
+/// Token counts of rendered pieces, remembered by a 128-bit keyed hash of
+/// their text (never the text itself, so a forgotten memory leaves no copy
+/// here). Repeated contexts over the same memories count only what is new.
+#[derive(Debug, Default)]
+pub struct CountCache {
+    keys: (std::hash::RandomState, std::hash::RandomState),
+    map: std::sync::Mutex<std::collections::HashMap<(u64, u64), u32>>,
+}
+
+impl CountCache {
+    /// Most pieces remembered; the cache starts over beyond this.
+    pub const MAX_ENTRIES: usize = 500_000;
+
+    /// Exact tokens of `text`.
+    pub fn count(&self, counter: &TokenCounter, text: &str) -> u32 {
+        use std::hash::BuildHasher;
+        let parts: Vec<(&str, (u64, u64))> = pieces(text)
+            .map(|p| (p, (self.keys.0.hash_one(p), self.keys.1.hash_one(p))))
+            .collect();
+        let mut known: Vec<Option<u32>> = {
+            let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            parts.iter().map(|(_, k)| map.get(k).copied()).collect()
+        };
+        let mut fresh = Vec::new();
+        for (i, (p, k)) in parts.iter().enumerate() {
+            if known[i].is_none() {
+                let n = counter.count(p);
+                known[i] = Some(n);
+                fresh.push((*k, n));
+            }
+        }
+        if !fresh.is_empty() {
+            let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            if map.len() + fresh.len() > Self::MAX_ENTRIES {
+                map.clear();
+            }
+            map.extend(fresh);
+        }
+        known.into_iter().map(|n| n.unwrap_or(0)).sum()
+    }
+}
+
+/// [`count`] through a cache of piece counts (same result).
+pub fn count_cached(
+    cache: &CountCache,
+    counter: &TokenCounter,
+    render: Render,
+    p: &ContextPackage,
+) -> u32 {
+    match render {
+        Render::Markdown | Render::Json => cache.count(counter, &markdown(p)),
+        Render::Messages => messages(p)
+            .iter()
+            .map(|m| MESSAGE_OVERHEAD + cache.count(counter, &m.content))
+            .sum(),
+    }
+}
+
 /// The package rendered as text: markdown, messages as a JSON array, or the
 /// package as JSON.
 pub fn to_text(p: &ContextPackage, render: Render) -> String {
@@ -155,6 +239,39 @@ pub fn to_text(p: &ContextPackage, render: Render) -> String {
             })
             .unwrap_or_else(|_| "{}".into())
                 + "\n"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// The pieces' counts add up to the whole text's, and the cache
+        /// gives the same count, for any line content.
+        #[test]
+        fn pieces_add_up(lines in prop::collection::vec(
+            ("[-#]", "[ a-zA-Z0-9.,:;!?'\"()\\[\\]·…é中\t-]{0,60}", "\n{1,3}"), 1..40)
+        ) {
+            let text: String = lines
+                .iter()
+                .map(|(lead, body, nl)| format!("{lead}{body}{nl}"))
+                .collect();
+            prop_assert_eq!(pieces(&text).collect::<String>(), text.clone());
+            let cache = CountCache::default();
+            for name in crate::tokens::TOKENIZERS {
+                let c = TokenCounter::new(name).unwrap();
+                let whole = c.count(&text);
+                let sum: u32 = pieces(&text).map(|p| c.count(p)).sum();
+                prop_assert_eq!(sum, whole, "{}", name);
+                let cache = CountCache::default();
+                prop_assert_eq!(cache.count(&c, &text), whole);
+                prop_assert_eq!(cache.count(&c, &text), whole, "cached");
+            }
+            let _ = cache;
         }
     }
 }

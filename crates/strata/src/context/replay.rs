@@ -215,12 +215,12 @@ impl Engine {
                     }
                 };
                 match summary::rebuild(counter, &s.picks, &lookup) {
-                    Some(text) => Some(Summary {
+                    Some((text, tokens)) => Some(Summary {
                         method: s.method.clone(),
                         tokens: counter
                             .count(&super::render::heading(super::render::SUMMARY_TITLE))
                             + 1
-                            + counter.count(&text),
+                            + tokens,
                         text,
                         ids: s.ids.clone(),
                         picks: s.picks.clone(),
@@ -250,7 +250,7 @@ impl Engine {
             items,
             summary,
         };
-        finish(counter, &mut pkg, &cands);
+        finish(counter, self.count_cache(), &mut pkg, &cands);
         Ok(Replay {
             exact: pkg.id == doc.id,
             logged_id: doc.id,

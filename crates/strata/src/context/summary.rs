@@ -22,8 +22,11 @@ use crate::model::Memory;
 use crate::text;
 use crate::tokens::TokenCounter;
 
-/// Most dropped memories a summary looks at.
-pub const MAX_SUMMARIZED: usize = 64;
+/// Most dropped memories a summary of `room` tokens looks at: enough to
+/// fill it with short sentences.
+pub fn max_summarized(room: u32) -> usize {
+    (room as usize / 20).clamp(8, 256)
+}
 /// Longest sentence kept whole, in tokens (longer ones are shortened).
 pub const MAX_SENTENCE_TOKENS: usize = 48;
 
@@ -101,17 +104,22 @@ pub fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
-/// One summary line for a sentence of memory `id`.
-pub fn line(counter: &TokenCounter, sentence: &str, id: &str) -> String {
-    let s = if counter.count(sentence) as usize > MAX_SENTENCE_TOKENS {
-        format!(
+/// One summary line for a sentence of memory `id`, and an upper bound of
+/// its tokens (the sentence's, plus the marker's and the id's).
+pub fn line(counter: &TokenCounter, sentence: &str, id: &str) -> (String, u32) {
+    let n = counter.count(sentence);
+    let (s, n) = if n as usize > MAX_SENTENCE_TOKENS {
+        let s = format!(
             "{}…",
             counter.head(sentence, MAX_SENTENCE_TOKENS).trim_end()
-        )
+        );
+        let n = counter.count(&s);
+        (s, n)
     } else {
-        sentence.to_string()
+        (sentence.to_string(), n)
     };
-    format!("- {s} ({id})\n")
+    let around = 2 + counter.count(&format!(" ({id})\n"));
+    (format!("- {s} ({id})\n"), n + around)
 }
 
 /// Summarizes `dropped` (best first) within `room` tokens; `None` when
@@ -125,7 +133,7 @@ pub(crate) fn summarize(
 ) -> Result<Option<Summary>> {
     let ids: Vec<String> = dropped
         .iter()
-        .take(MAX_SUMMARIZED)
+        .take(max_summarized(room))
         .map(|(_, c)| c.sig.id.clone())
         .collect();
     let memories = engine.store().get_many(&ids)?;
@@ -158,16 +166,31 @@ pub fn extractive(
     query: &str,
     room: u32,
 ) -> Option<Summary> {
-    let terms: Vec<String> = text::query_terms(query);
+    // Query terms as stems (as the index matches them); each word's
+    // verdict is cached, since the same words recur across sentences.
+    let want: Vec<String> = text::query_terms(query)
+        .iter()
+        .map(|t| text::stem(t))
+        .collect();
+    let mut verdict: HashMap<String, Option<usize>> = HashMap::new();
     let mut scored: Vec<(f64, usize, usize, String)> = Vec::new();
     for (rank, m) in memories.iter().enumerate() {
         let base = 1.0 / (1.0 + rank as f64 / 4.0);
         for (k, s) in sentences(&m.content).into_iter().enumerate() {
-            let stems = text::stems(s);
-            let overlap = if terms.is_empty() {
+            let overlap = if want.is_empty() {
                 0.0
             } else {
-                terms.iter().filter(|t| stems.contains(*t)).count() as f64 / terms.len() as f64
+                let mut hit = vec![false; want.len()];
+                for w in text::words(s) {
+                    let v = verdict.entry(w).or_insert_with_key(|w| {
+                        let st = text::stem(w);
+                        want.iter().position(|t| *t == st)
+                    });
+                    if let Some(i) = *v {
+                        hit[i] = true;
+                    }
+                }
+                hit.iter().filter(|h| **h).count() as f64 / want.len() as f64
             };
             let position = if k == 0 {
                 1.1
@@ -188,9 +211,11 @@ pub fn extractive(
         if per_memory.get(&rank).copied().unwrap_or(0) >= 2 {
             continue;
         }
+        if room - used < 8 {
+            break;
+        }
         let m = &memories[rank];
-        let l = line(counter, &s, &m.id);
-        let cost = counter.count(&l);
+        let (l, cost) = line(counter, &s, &m.id);
         if used + cost > room {
             continue;
         }
@@ -219,20 +244,23 @@ pub fn extractive(
     })
 }
 
-/// Rebuilds an extractive summary from its picks (for replay); `None` for a
-/// pick whose memory version is unavailable.
+/// Rebuilds an extractive summary's text and planned tokens from its picks
+/// (for replay); `None` when a pick's memory version is unavailable.
 pub(crate) fn rebuild(
     counter: &TokenCounter,
     picks: &[SummaryPick],
     content: &dyn Fn(&str, u64) -> Option<String>,
-) -> Option<String> {
+) -> Option<(String, u32)> {
     let mut text = String::new();
+    let mut tokens = 0;
     for p in picks {
         let c = content(&p.id, p.version)?;
         let s = sentences(&c).get(p.sentence).map(|s| s.to_string())?;
-        text.push_str(&line(counter, &s, &p.id));
+        let (l, n) = line(counter, &s, &p.id);
+        text.push_str(&l);
+        tokens += n;
     }
-    Some(text)
+    Some((text, tokens))
 }
 
 #[cfg(feature = "llm")]

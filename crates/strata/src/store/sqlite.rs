@@ -353,7 +353,7 @@ fn conv_err(i: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusq
 
 /// Fewest matching memories a text search reads and scores before it
 /// keeps only those matching the rarest terms (see `search_signals`).
-pub const SEARCH_CAP_MIN: usize = 1000;
+pub const SEARCH_CAP_MIN: usize = 500;
 
 /// The columns [`read_signals`] reads, in its order.
 const SIGNAL_COLS: &str =
@@ -962,8 +962,10 @@ impl Store for SqliteStore {
         let n_docs = {
             let mut p = Vec::new();
             let v = view_sql(q.view.as_ref(), "m.", &mut p);
-            c.prepare_cached(&format!("SELECT COALESCE(SUM(m.n), 0) FROM scope_counts m WHERE {v}"))?
-                .query_row(params_from_iter(p), |r| r.get::<_, i64>(0))? as usize
+            c.prepare_cached(&format!(
+                "SELECT COALESCE(SUM(m.n), 0) FROM scope_counts m WHERE {v}"
+            ))?
+            .query_row(params_from_iter(p), |r| r.get::<_, i64>(0))? as usize
         };
         let bm = text::Bm25::new(n_docs.max(df.iter().copied().max().unwrap_or(0)), &df);
         // Scoring needs each candidate's row (length, signals). When very
@@ -1034,14 +1036,20 @@ impl Store for SqliteStore {
     }
 
     fn get_many(&self, ids: &[String]) -> Result<Vec<Memory>> {
-        let c = self.conn()?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some((_, m)) = get_active(&c, id)? {
-                out.push(m);
-            }
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        let c = self.conn()?;
+        // One statement, in the order asked (the CROSS JOIN walks the list).
+        let list = serde_json::to_string(ids).map_err(|e| Error::field("ids", e))?;
+        let mut st = c.prepare_cached(&format!(
+            "SELECT {} FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value ORDER BY j.key",
+            COLS.split(", ").map(|col| format!("m.{col}")).collect::<Vec<_>>().join(", ")
+        ))?;
+        let rows = st
+            .query_map([list], read_memory)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
     }
 
     fn count(&self, q: &Query) -> Result<u64> {

@@ -91,7 +91,11 @@ fn a_version_1_file_is_upgraded_in_place() {
     // The per-scope counts were filled from the rows already there.
     let c = rusqlite::Connection::open(&path).unwrap();
     let n: i64 = c
-        .query_row("SELECT n FROM scope_counts WHERE scope = 'project/a'", [], |r| r.get(0))
+        .query_row(
+            "SELECT n FROM scope_counts WHERE scope = 'project/a'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(n, 1);
     s.log_context("ctx-1", jiff::Timestamp::now(), "{}")
