@@ -98,6 +98,9 @@ pub enum Command {
     Upkeep,
     /// Run the benchmarks (insert, remember, recall, cold start).
     Bench(crate::bench::BenchArgs),
+    /// Retrieval benchmarks: LoCoMo recall@k and evidence inside contexts.
+    #[command(subcommand)]
+    Eval(crate::cmd::eval::EvalCmd),
     /// Tools for tests (not a stable interface).
     #[command(subcommand, hide = true)]
     Debug(crate::cmd::debug::DebugCmd),

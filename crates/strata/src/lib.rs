@@ -23,6 +23,7 @@ mod config;
 pub mod context;
 mod engine;
 mod error;
+pub mod eval;
 mod filter;
 mod jsonl;
 mod model;

@@ -2,6 +2,7 @@
 
 pub mod context;
 pub mod debug;
+pub mod eval;
 pub mod export;
 pub mod forget;
 pub mod get;
@@ -109,6 +110,7 @@ pub fn run(cli: Cli) -> Result<()> {
             ))
         }
         Command::Bench(a) => crate::bench::run(g, a),
+        Command::Eval(c) => eval::run(g, c),
         Command::Debug(c) => debug::run(g, c),
     }
 }

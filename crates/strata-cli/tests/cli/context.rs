@@ -521,3 +521,46 @@ write_to_memory = { store = "project", tags = ["review"] }
     let err = e.fails(&["pipeline", "run", "bad.toml"], 1);
     assert!(err.contains("nodes.x") && err.contains("failed"), "{err}");
 }
+
+#[test]
+fn eval_locomo_reads_the_protocol_and_refuses_bad_input() {
+    let e = Env::new();
+    write(
+        &e.path("mini.json"),
+        r#"[{"sample_id": "c1", "conversation": {"session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a greyhound."},
+                          {"speaker": "Bob", "dia_id": "D1:2", "text": "I bought a kiln."}]},
+            "qa": [{"question": "What did Ann adopt?", "answer": "a greyhound", "evidence": ["D1:1"], "category": 4}]}]"#,
+    );
+    let r = e.json(&[
+        "eval",
+        "locomo",
+        "mini.json",
+        "--k",
+        "1,5",
+        "--budgets",
+        "100",
+    ]);
+    assert_eq!(r["turns"], 2);
+    assert_eq!(r["overall"]["recall"]["1"], 1.0);
+    assert_eq!(r["context"][0]["budget"], 100);
+    let out = e.ok(&["eval", "locomo", "mini.json"]);
+    assert!(
+        out.contains("overall (1–5)") && out.contains("R@50"),
+        "{out}"
+    );
+
+    let err = e.fails(&["eval", "locomo", "missing.json"], 1);
+    assert!(err.contains("missing.json"), "{err}");
+    write(&e.path("bad.json"), "{not json");
+    assert!(
+        e.fails(&["eval", "locomo", "bad.json"], 1)
+            .contains("not JSON")
+    );
+    let err = e.fails(&["eval", "locomo", "mini.json", "--strategy", "magic"], 1);
+    assert!(err.contains("magic"), "{err}");
+    let err = e.fails(&["eval", "locomo", "mini.json", "--summary-share", "2"], 2);
+    assert!(err.contains("--summary-share"), "{err}");
+    let err = e.fails(&["eval", "locomo", "mini.json", "--k", "0"], 1);
+    assert!(err.contains("positive"), "{err}");
+}

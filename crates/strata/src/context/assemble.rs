@@ -125,15 +125,32 @@ impl<'a> Costs<'a> {
         *self
             .prefixes
             .entry((kind.to_string(), day))
-            .or_insert_with(|| counter.count(&render::prefix(kind, at)) + 1)
+            // Counted with a one-token stand-in for the content, so the
+            // prefix's trailing space joins the first word as it will in
+            // the line; the newline is counted apart (it can only merge
+            // with what ends the content).
+            .or_insert_with(|| counter.count(&format!("{}a\n", render::prefix(kind, at))) - 1)
     }
 }
 
 fn plan(srcs: &[Src], budget: u32) -> Plan {
+    plan_excluding(srcs, budget, &HashSet::new())
+}
+
+/// [`plan`] leaving out the candidates in `exclude` (ids a summary cites).
+fn plan_excluding(srcs: &[Src], budget: u32, exclude: &HashSet<&str>) -> Plan {
     let mut p = Plan {
         picks: Vec::new(),
         used: vec![0; srcs.len()],
-        taken: srcs.iter().map(|s| vec![false; s.cands.len()]).collect(),
+        taken: srcs
+            .iter()
+            .map(|s| {
+                s.cands
+                    .iter()
+                    .map(|c| exclude.contains(c.sig.id.as_str()))
+                    .collect()
+            })
+            .collect(),
     };
     let mut carry = 0u32;
     for (i, s) in srcs.iter().enumerate() {
@@ -437,6 +454,7 @@ impl Engine {
             full = plan(&srcs, budget);
         }
         let mut chosen = full;
+        let mut items_budget = budget;
         let mut summary: Option<Summary> = None;
         if prof.summary_share > 0.0 && chosen.dropped() > 0 {
             let reserve = (f64::from(budget) * prof.summary_share).floor() as u32;
@@ -452,10 +470,44 @@ impl Engine {
                     s.tokens += header;
                     summary = Some(s);
                     chosen = smaller;
+                    items_budget = budget - reserve;
                 }
             }
         }
 
+        let mut pkg = self.build_package(prof, render, &srcs, &chosen, summary.clone())?;
+        // Planning counts each line's prefix and content apart, which can
+        // only overestimate: give what the exact count left over to more
+        // items.
+        let slack = budget.saturating_sub(pkg.total_tokens);
+        if slack >= 8 && chosen.dropped() > 0 {
+            let cited: HashSet<&str> = summary
+                .as_ref()
+                .map(|s| s.ids.iter().map(String::as_str).collect())
+                .unwrap_or_default();
+            let wider = plan_excluding(&srcs, (items_budget + slack).min(budget), &cited);
+            if wider.picks.len() > chosen.picks.len() {
+                let more = self.build_package(prof, render, &srcs, &wider, summary)?;
+                let tokens = |p: &ContextPackage| p.items.iter().map(|i| i.tokens).sum::<u32>();
+                if tokens(&more) > tokens(&pkg) {
+                    pkg = more;
+                }
+            }
+        }
+        Ok(pkg)
+    }
+
+    /// Loads what a plan chose and builds the package.
+    fn build_package(
+        &self,
+        prof: &Profile,
+        render: Render,
+        srcs: &[Src],
+        chosen: &Plan,
+        summary: Option<Summary>,
+    ) -> Result<ContextPackage> {
+        let counter = self.token_counter();
+        let budget = prof.max_tokens;
         // Load what was chosen and build the items.
         let ids: Vec<String> = chosen
             .picks

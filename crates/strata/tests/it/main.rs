@@ -8,6 +8,7 @@ mod harness;
 
 mod conformance;
 mod context;
+mod eval;
 mod filters;
 mod forget;
 mod isolation;

@@ -1,0 +1,583 @@
+//! Retrieval benchmarks that anyone can rerun: LoCoMo.
+//!
+//! [`locomo`] implements the protocol of `../shared/data/locomo/README.md`:
+//! one scope per conversation (`project/<sample_id>`), one memory per turn
+//! (content `<speaker> said, "<text>"` plus ` and shared <caption>`, key =
+//! the turn's `dia_id`, created at its session's date), the raw question as
+//! the query. It reports, per category and overall (categories 1–5, and
+//! 1–4), LoCoMo recall@k (fractional), recall_any@k, recall_all@k,
+//! session-level recall_any@k and MRR; and, for context assembly, the
+//! evidence found inside a package assembled within each token budget
+//! against plain top-k cut at the same token cost.
+//!
+//! Categories use LoCoMo's own numbering: 1 multi-hop, 2 temporal,
+//! 3 open-domain, 4 single-hop, 5 adversarial.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+use crate::context::{ContextRequest, Profile, Render, Source, SummarizerKind, render};
+use crate::engine::{Confirm, Engine, Recall};
+use crate::error::Error;
+use crate::model::{Kind, NewMemory};
+use crate::rank::Strategy;
+use crate::scope::{Scope, View};
+
+/// LoCoMo's category names, by number.
+pub const CATEGORIES: [(u8, &str); 5] = [
+    (1, "multi-hop"),
+    (2, "temporal"),
+    (3, "open-domain"),
+    (4, "single-hop"),
+    (5, "adversarial"),
+];
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LocomoOptions {
+    /// Cut-offs for recall@k.
+    pub ks: Vec<usize>,
+    /// Token budgets of the context variant (empty: skip it).
+    pub budgets: Vec<u32>,
+    /// Ranking.
+    pub strategy: Strategy,
+    /// Only the first N questions of each conversation (for quick runs).
+    pub max_questions: Option<usize>,
+    /// Summary share of the context variant's "with summary" column.
+    pub summary_share: f64,
+}
+
+impl Default for LocomoOptions {
+    fn default() -> LocomoOptions {
+        LocomoOptions {
+            ks: vec![1, 5, 10, 25, 50],
+            budgets: vec![1000, 2000, 4000],
+            strategy: Strategy::Relevance,
+            max_questions: None,
+            summary_share: 0.3,
+        }
+    }
+}
+
+/// Averages over a group of questions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Questions in the group.
+    pub questions: usize,
+    /// LoCoMo recall@k (fractional), by k.
+    pub recall: BTreeMap<usize, f64>,
+    /// Any evidence turn in the top k.
+    pub recall_any: BTreeMap<usize, f64>,
+    /// Every evidence turn in the top k.
+    pub recall_all: BTreeMap<usize, f64>,
+    /// A top-k turn from an evidence session.
+    pub session_any: BTreeMap<usize, f64>,
+    /// Mean reciprocal rank of the first evidence turn.
+    pub mrr: f64,
+}
+
+/// The context variant at one budget (averages over categories 1–5).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextMetrics {
+    /// Token budget.
+    pub budget: u32,
+    /// Evidence recall (fractional) among the package's items.
+    pub context_recall: f64,
+    /// Any evidence turn among the items.
+    pub context_any: f64,
+    /// Also counting turns the summary cites (package with a summary).
+    pub with_summary_recall: f64,
+    /// Plain top-k, cut where its rendered lines reach the budget.
+    pub topk_recall: f64,
+    /// Any evidence turn in that top-k.
+    pub topk_any: f64,
+    /// Mean items in the package.
+    pub items: f64,
+    /// Mean k of the top-k at the same token cost.
+    pub topk_k: f64,
+    /// Mean tokens of the package.
+    pub tokens: f64,
+    /// Assembly latency.
+    pub p50_ms: f64,
+    /// Assembly latency.
+    pub p95_ms: f64,
+}
+
+/// A full LoCoMo run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LocomoReport {
+    /// Ranking used.
+    pub strategy: String,
+    /// Conversations.
+    pub conversations: usize,
+    /// Turns stored.
+    pub turns: usize,
+    /// Questions asked (with evidence).
+    pub questions: usize,
+    /// Questions skipped for having no evidence.
+    pub no_evidence: usize,
+    /// Evidence ids that name no turn (counted as misses).
+    pub unknown_evidence: Vec<String>,
+    /// Seconds to store every turn.
+    pub index_seconds: f64,
+    /// Query latency.
+    pub query_p50_ms: f64,
+    /// Query latency.
+    pub query_p95_ms: f64,
+    /// By category number.
+    pub by_category: BTreeMap<u8, Metrics>,
+    /// Categories 1–5 (the paper's "Overall").
+    pub overall: Metrics,
+    /// Categories 1–4.
+    pub overall_1_4: Metrics,
+    /// The context variant, by budget.
+    pub context: Vec<ContextMetrics>,
+}
+
+/// One question's hits, for averaging.
+#[derive(Clone, Debug)]
+struct Scored {
+    category: u8,
+    recall: Vec<f64>,
+    any: Vec<f64>,
+    all: Vec<f64>,
+    session: Vec<f64>,
+    rr: f64,
+}
+
+/// Evidence ids of a question: split on `;` and white space.
+pub fn evidence_ids(v: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(list) = v.as_array() {
+        for e in list.iter().filter_map(|e| e.as_str()) {
+            for part in e.split(|c: char| c == ';' || c.is_whitespace()) {
+                if !part.is_empty() && !out.iter().any(|x| x == part) {
+                    out.push(part.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The session of a turn id (`D3:12` → `D3`).
+fn session_of(id: &str) -> &str {
+    id.split(':').next().unwrap_or(id)
+}
+
+/// Parses LoCoMo's `1:56 pm on 8 May, 2023`.
+pub fn parse_date(text: &str) -> Option<Timestamp> {
+    let t = text.trim();
+    let (time, date) = t.split_once(" on ")?;
+    let (hm, ampm) = time.trim().split_once(' ')?;
+    let (h, m) = hm.split_once(':')?;
+    let mut h: i8 = h.parse().ok()?;
+    let m: i8 = m.parse().ok()?;
+    match ampm.to_ascii_lowercase().as_str() {
+        "am" if h == 12 => h = 0,
+        "pm" if h != 12 => h += 12,
+        "am" | "pm" => {}
+        _ => return None,
+    }
+    let parts: Vec<&str> = date
+        .split(|c: char| c == ' ' || c == ',')
+        .filter(|p| !p.is_empty())
+        .collect();
+    let [day, month, year] = parts.as_slice() else {
+        return None;
+    };
+    let months = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    let mo = months.iter().position(|x| x.eq_ignore_ascii_case(month))? as i8 + 1;
+    let d = jiff::civil::date(year.parse().ok()?, mo, day.parse().ok()?);
+    let dt = d.at(h, m, 0, 0);
+    dt.to_zoned(jiff::tz::TimeZone::UTC)
+        .ok()
+        .map(|z| z.timestamp())
+}
+
+fn field<'a>(v: &'a serde_json::Value, path: &str, name: &str) -> Result<&'a serde_json::Value> {
+    v.get(name)
+        .ok_or_else(|| Error::field(format!("{path}.{name}"), "missing"))
+}
+
+/// Stores one conversation's turns; returns the turn ids it stored.
+fn load_conversation(
+    engine: &Engine,
+    i: usize,
+    sample: &serde_json::Value,
+) -> Result<(Scope, HashSet<String>)> {
+    let path = format!("[{i}]");
+    let id = field(sample, &path, "sample_id")?
+        .as_str()
+        .ok_or_else(|| Error::field(format!("{path}.sample_id"), "not a string"))?;
+    let scope = Scope::parse(&format!("project/{id}"))?;
+    let conv = field(sample, &path, "conversation")?
+        .as_object()
+        .ok_or_else(|| Error::field(format!("{path}.conversation"), "not an object"))?;
+    let mut sessions: Vec<(usize, &serde_json::Value)> = conv
+        .iter()
+        .filter_map(|(k, v)| {
+            let n = k.strip_prefix("session_")?.parse::<usize>().ok()?;
+            Some((n, v))
+        })
+        .collect();
+    sessions.sort_by_key(|s| s.0);
+    let mut batch = Vec::new();
+    let mut ids = HashSet::new();
+    for (n, turns) in sessions {
+        let date_key = format!("session_{n}_date_time");
+        let at = conv
+            .get(&date_key)
+            .and_then(|d| d.as_str())
+            .and_then(parse_date)
+            .ok_or_else(|| {
+                Error::field(
+                    format!("{path}.conversation.{date_key}"),
+                    "missing or not a date like `1:56 pm on 8 May, 2023`",
+                )
+            })?;
+        let turns = turns.as_array().ok_or_else(|| {
+            Error::field(format!("{path}.conversation.session_{n}"), "not a list")
+        })?;
+        for (j, t) in turns.iter().enumerate() {
+            let tp = format!("{path}.conversation.session_{n}[{j}]");
+            let speaker = field(t, &tp, "speaker")?.as_str().unwrap_or("someone");
+            let dia = field(t, &tp, "dia_id")?
+                .as_str()
+                .ok_or_else(|| Error::field(format!("{tp}.dia_id"), "not a string"))?;
+            let text = field(t, &tp, "text")?.as_str().unwrap_or("");
+            let mut content = format!("{speaker} said, \"{text}\"");
+            if let Some(c) = t.get("blip_caption").and_then(|c| c.as_str()) {
+                content.push_str(&format!(" and shared {c}"));
+            }
+            ids.insert(dia.to_string());
+            batch.push(
+                NewMemory::new(scope.clone(), content)
+                    .kind(Kind::Conversation)
+                    .key(dia)
+                    .created_at(at),
+            );
+        }
+    }
+    engine.remember_batch(batch, Confirm::No)?;
+    Ok((scope, ids))
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 { 0.0 } else { s / n as f64 }
+}
+
+fn aggregate(ks: &[usize], qs: &[&Scored]) -> Metrics {
+    let mut m = Metrics {
+        questions: qs.len(),
+        mrr: mean(qs.iter().map(|q| q.rr)),
+        ..Metrics::default()
+    };
+    for (i, k) in ks.iter().enumerate() {
+        m.recall.insert(*k, mean(qs.iter().map(|q| q.recall[i])));
+        m.recall_any.insert(*k, mean(qs.iter().map(|q| q.any[i])));
+        m.recall_all.insert(*k, mean(qs.iter().map(|q| q.all[i])));
+        m.session_any
+            .insert(*k, mean(qs.iter().map(|q| q.session[i])));
+    }
+    m
+}
+
+fn percentile(v: &mut [Duration], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort();
+    v[((v.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1000.0
+}
+
+/// Runs the LoCoMo retrieval protocol on `data` (the parsed
+/// `locomo10.json`) with `engine`, which should be empty.
+pub fn locomo(
+    engine: &Engine,
+    data: &serde_json::Value,
+    opts: &LocomoOptions,
+) -> Result<LocomoReport> {
+    let samples = data
+        .as_array()
+        .ok_or_else(|| Error::field("locomo", "the file must be a JSON list of conversations"))?;
+    if opts.ks.is_empty() || opts.ks.contains(&0) {
+        return Err(Error::field("k", "give positive cut-offs"));
+    }
+    if opts.budgets.contains(&0) {
+        return Err(Error::field("budgets", "budgets must be positive"));
+    }
+    let kmax = *opts.ks.iter().max().unwrap_or(&10);
+    let mut rep = LocomoReport {
+        strategy: opts.strategy.as_str().into(),
+        conversations: samples.len(),
+        ..LocomoReport::default()
+    };
+    let t = Instant::now();
+    let mut convs = Vec::with_capacity(samples.len());
+    for (i, s) in samples.iter().enumerate() {
+        let (scope, ids) = load_conversation(engine, i, s)?;
+        rep.turns += ids.len();
+        convs.push((scope, ids));
+    }
+    rep.index_seconds = t.elapsed().as_secs_f64();
+
+    let counter = engine.token_counter();
+    let mut scored: Vec<Scored> = Vec::new();
+    let mut latencies = Vec::new();
+    // Per budget: (recall, any, with-summary recall, topk recall, topk any, items, k, tokens, latencies).
+    let mut ctx: Vec<(Vec<[f64; 8]>, Vec<Duration>)> = opts
+        .budgets
+        .iter()
+        .map(|_| (Vec::new(), Vec::new()))
+        .collect();
+    for (i, s) in samples.iter().enumerate() {
+        let (scope, turn_ids) = &convs[i];
+        let qa = field(s, &format!("[{i}]"), "qa")?
+            .as_array()
+            .ok_or_else(|| Error::field(format!("[{i}].qa"), "not a list"))?;
+        for (j, q) in qa
+            .iter()
+            .enumerate()
+            .take(opts.max_questions.unwrap_or(usize::MAX))
+        {
+            let qp = format!("[{i}].qa[{j}]");
+            let question = field(q, &qp, "question")?.as_str().unwrap_or("");
+            let category = field(q, &qp, "category")?.as_u64().unwrap_or(0) as u8;
+            let evidence = evidence_ids(q.get("evidence").unwrap_or(&serde_json::Value::Null));
+            if evidence.is_empty() {
+                rep.no_evidence += 1;
+                continue;
+            }
+            for e in &evidence {
+                if !turn_ids.contains(e) {
+                    rep.unknown_evidence.push(format!(
+                        "{}:{e}",
+                        scope.as_str().trim_start_matches("project/")
+                    ));
+                }
+            }
+            let ev: HashSet<&str> = evidence.iter().map(String::as_str).collect();
+            let ev_sessions: HashSet<&str> = evidence.iter().map(|e| session_of(e)).collect();
+
+            let mut r = Recall::new(question, View::scope(scope.clone()));
+            r.strategy = Some(opts.strategy);
+            r.limit = kmax.max(200);
+            r.touch = false;
+            let t = Instant::now();
+            let hits = engine.recall(&r)?;
+            latencies.push(t.elapsed());
+            let keys: Vec<&str> = hits
+                .iter()
+                .map(|h| h.memory.key.as_deref().unwrap_or(""))
+                .collect();
+            let mut sq = Scored {
+                category,
+                recall: Vec::new(),
+                any: Vec::new(),
+                all: Vec::new(),
+                session: Vec::new(),
+                rr: keys
+                    .iter()
+                    .position(|k| ev.contains(k))
+                    .map_or(0.0, |p| 1.0 / (p as f64 + 1.0)),
+            };
+            for &k in &opts.ks {
+                let top = &keys[..k.min(keys.len())];
+                let found = ev.iter().filter(|e| top.contains(e)).count();
+                sq.recall.push(found as f64 / ev.len() as f64);
+                sq.any.push(f64::from(u8::from(found > 0)));
+                sq.all.push(f64::from(u8::from(found == ev.len())));
+                let sess = top.iter().any(|t| ev_sessions.contains(session_of(t)));
+                sq.session.push(f64::from(u8::from(sess)));
+            }
+            scored.push(sq);
+
+            // The context variant.
+            for (b, budget) in opts.budgets.iter().enumerate() {
+                let (pkg, took) = assemble(engine, scope, question, *budget, opts.strategy, 0.0)?;
+                let with_summary = if opts.summary_share > 0.0 {
+                    Some(
+                        assemble(
+                            engine,
+                            scope,
+                            question,
+                            *budget,
+                            opts.strategy,
+                            opts.summary_share,
+                        )?
+                        .0,
+                    )
+                } else {
+                    None
+                };
+                let in_items: HashSet<&str> = pkg
+                    .items
+                    .iter()
+                    .filter_map(|it| it.key.as_deref())
+                    .collect();
+                let found = ev.iter().filter(|e| in_items.contains(*e)).count();
+                let summ_found = with_summary.as_ref().map_or(found, |p| {
+                    let mut seen: HashSet<&str> =
+                        p.items.iter().filter_map(|it| it.key.as_deref()).collect();
+                    let cited: Vec<String> = p
+                        .summary
+                        .as_ref()
+                        .map(|s| s.ids.clone())
+                        .unwrap_or_default();
+                    let cited_keys: Vec<String> = engine
+                        .store()
+                        .get_many(&cited)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter_map(|m| m.key)
+                        .collect();
+                    seen.extend(cited_keys.iter().map(String::as_str));
+                    ev.iter().filter(|e| seen.contains(*e)).count()
+                });
+                // Plain top-k at the same token cost: ranked lines under
+                // one heading until the budget is reached.
+                let mut used = counter.count(&render::heading("Project context")) + 1;
+                let mut k = 0;
+                for h in &hits {
+                    let line = format!(
+                        "{}{}\n",
+                        render::prefix(h.memory.kind.as_str(), h.memory.created_at),
+                        h.memory.content
+                    );
+                    let c = counter.count(&line);
+                    if used + c > *budget {
+                        break;
+                    }
+                    used += c;
+                    k += 1;
+                }
+                let topk_found = ev.iter().filter(|e| keys[..k].contains(e)).count();
+                let n = ev.len() as f64;
+                ctx[b].0.push([
+                    found as f64 / n,
+                    f64::from(u8::from(found > 0)),
+                    summ_found as f64 / n,
+                    topk_found as f64 / n,
+                    f64::from(u8::from(topk_found > 0)),
+                    pkg.items.len() as f64,
+                    k as f64,
+                    f64::from(pkg.total_tokens),
+                ]);
+                ctx[b].1.push(took);
+            }
+        }
+    }
+    rep.questions = scored.len();
+    rep.query_p50_ms = percentile(&mut latencies, 0.5);
+    rep.query_p95_ms = percentile(&mut latencies, 0.95);
+    for (c, _) in CATEGORIES {
+        let qs: Vec<&Scored> = scored.iter().filter(|q| q.category == c).collect();
+        if !qs.is_empty() {
+            rep.by_category.insert(c, aggregate(&opts.ks, &qs));
+        }
+    }
+    let all: Vec<&Scored> = scored
+        .iter()
+        .filter(|q| (1..=5).contains(&q.category))
+        .collect();
+    rep.overall = aggregate(&opts.ks, &all);
+    let some: Vec<&Scored> = scored
+        .iter()
+        .filter(|q| (1..=4).contains(&q.category))
+        .collect();
+    rep.overall_1_4 = aggregate(&opts.ks, &some);
+    for (b, budget) in opts.budgets.iter().enumerate() {
+        let (rows, lat) = &mut ctx[b];
+        let col = |i: usize| mean(rows.iter().map(|r| r[i]));
+        rep.context.push(ContextMetrics {
+            budget: *budget,
+            context_recall: col(0),
+            context_any: col(1),
+            with_summary_recall: col(2),
+            topk_recall: col(3),
+            topk_any: col(4),
+            items: col(5),
+            topk_k: col(6),
+            tokens: col(7),
+            p50_ms: percentile(lat, 0.5),
+            p95_ms: percentile(lat, 0.95),
+        });
+    }
+    Ok(rep)
+}
+
+/// One package over a conversation's scope.
+fn assemble(
+    engine: &Engine,
+    scope: &Scope,
+    question: &str,
+    budget: u32,
+    strategy: Strategy,
+    summary_share: f64,
+) -> Result<(crate::context::ContextPackage, Duration)> {
+    let prof = Profile {
+        id: "locomo".into(),
+        max_tokens: budget,
+        strategy,
+        head_tail: 0,
+        summary_share,
+        summarizer: SummarizerKind::Extractive,
+        render: Render::Markdown,
+        include_sensitive: false,
+        sources: vec![Source {
+            scope: scope.to_string(),
+            title: "Project context".into(),
+            kinds: Vec::new(),
+            tags: Vec::new(),
+            min_importance: None,
+            filter: None,
+            share: None,
+            always: Vec::new(),
+            optional: false,
+        }],
+    };
+    let req = ContextRequest::new("locomo").query(question);
+    let t = Instant::now();
+    let p = engine.context_with_profile(&prof, &req)?;
+    Ok((p, t.elapsed()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_evidence_parse_like_the_readme_says() {
+        let t = parse_date("1:56 pm on 8 May, 2023").unwrap();
+        assert_eq!(t.to_string(), "2023-05-08T13:56:00Z");
+        assert_eq!(
+            parse_date("12:09 am on 13 September, 2023")
+                .unwrap()
+                .to_string(),
+            "2023-09-13T00:09:00Z"
+        );
+        assert!(parse_date("yesterday").is_none());
+        let ev = evidence_ids(&serde_json::json!(["D8:6; D9:17", "D1:3", "D1:3"]));
+        assert_eq!(ev, vec!["D8:6", "D9:17", "D1:3"]);
+        assert_eq!(session_of("D3:12"), "D3");
+    }
+}

@@ -1,0 +1,109 @@
+//! The LoCoMo protocol on a small fixture in LoCoMo's layout.
+
+use strata::eval::{LocomoOptions, locomo};
+use strata::{Config, Engine};
+
+fn fixture() -> serde_json::Value {
+    serde_json::json!([
+        {
+            "sample_id": "conv-a",
+            "conversation": {
+                "speaker_a": "Ann", "speaker_b": "Bob",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a greyhound called Pixel."},
+                    {"speaker": "Bob", "dia_id": "D1:2", "text": "Lovely! I started pottery classes.", "blip_caption": "a photo of a clay bowl"}
+                ],
+                "session_2_date_time": "9:00 am on 12 June, 2023",
+                "session_2": [
+                    {"speaker": "Ann", "dia_id": "D2:1", "text": "Pixel learned to fetch in the park."},
+                    {"speaker": "Bob", "dia_id": "D2:2", "text": "My kiln broke during the heatwave."}
+                ]
+            },
+            "qa": [
+                {"question": "What is the name of Ann's greyhound?", "answer": "Pixel", "evidence": ["D1:1"], "category": 4},
+                {"question": "What did Bob's kiln do?", "answer": "broke", "evidence": ["D2:2; D9:9"], "category": 1},
+                {"question": "Which clay bowl?", "adversarial_answer": "x", "evidence": ["D1:2"], "category": 5},
+                {"question": "Unanswerable", "answer": "n/a", "evidence": [], "category": 3}
+            ]
+        },
+        {
+            "sample_id": "conv-b",
+            "conversation": {
+                "session_1_date_time": "3:15 pm on 1 January, 2024",
+                "session_1": [
+                    {"speaker": "Cy", "dia_id": "D1:1", "text": "We moved to Lisbon for the winter."},
+                    {"speaker": "Di", "dia_id": "D1:2", "text": "Do you still paint watercolours?"}
+                ]
+            },
+            "qa": [
+                {"question": "Where did Cy move?", "answer": "Lisbon", "evidence": ["D1:1"], "category": 2}
+            ]
+        }
+    ])
+}
+
+#[test]
+fn locomo_protocol_on_a_fixture() {
+    let e = Engine::open(Config::in_memory()).unwrap();
+    let opts = LocomoOptions {
+        ks: vec![1, 5],
+        budgets: vec![60, 1000],
+        ..LocomoOptions::default()
+    };
+    let r = locomo(&e, &fixture(), &opts).unwrap();
+    assert_eq!(
+        (r.conversations, r.turns, r.questions, r.no_evidence),
+        (2, 6, 4, 1)
+    );
+    assert_eq!(r.unknown_evidence, vec!["conv-a:D9:9".to_string()]);
+    // Questions stay inside their conversation: "Lisbon" exists only in conv-b.
+    let single = &r.by_category[&4];
+    assert_eq!(single.recall[&1], 1.0);
+    assert_eq!(single.mrr, 1.0);
+    // Half the evidence of the multi-hop question names no turn: at most 0.5.
+    let multi = &r.by_category[&1];
+    assert_eq!(multi.recall[&5], 0.5);
+    assert_eq!(multi.recall_all[&5], 0.0);
+    assert_eq!(multi.recall_any[&5], 1.0);
+    assert_eq!(r.overall.questions, 4);
+    assert_eq!(r.overall_1_4.questions, 3);
+    // Memories carry the protocol's content, key and session time.
+    let m = e
+        .list(&strata::List::new(
+            strata::View::parse(&["project/conv-a"]).unwrap(),
+        ))
+        .unwrap();
+    let bowl = m.iter().find(|m| m.key.as_deref() == Some("D1:2")).unwrap();
+    assert_eq!(
+        bowl.content,
+        "Bob said, \"Lovely! I started pottery classes.\" and shared a photo of a clay bowl"
+    );
+    assert_eq!(bowl.created_at.to_string(), "2023-05-08T13:56:00Z");
+    // A big budget holds every turn; a tiny one holds fewer but stays within it.
+    let big = r.context.iter().find(|c| c.budget == 1000).unwrap();
+    assert_eq!(big.context_recall, big.topk_recall);
+    assert!(big.context_any > 0.99, "{big:?}");
+    let small = r.context.iter().find(|c| c.budget == 60).unwrap();
+    assert!(small.tokens <= 60.0 && small.items < big.items, "{small:?}");
+}
+
+#[test]
+fn malformed_files_are_named() {
+    let e = Engine::open(Config::in_memory()).unwrap();
+    let o = LocomoOptions::default();
+    let err = |v: serde_json::Value| locomo(&e, &v, &o).unwrap_err().to_string();
+    assert!(err(serde_json::json!({"a": 1})).contains("JSON list"));
+    assert!(err(serde_json::json!([{"conversation": {}}])).contains("[0].sample_id"));
+    let mut bad = fixture();
+    bad[0]["conversation"]["session_2_date_time"] = "soon".into();
+    assert!(err(bad).contains("session_2_date_time"));
+    let mut o2 = LocomoOptions::default();
+    o2.ks = vec![0];
+    assert!(
+        locomo(&e, &fixture(), &o2)
+            .unwrap_err()
+            .to_string()
+            .contains("k")
+    );
+}
