@@ -183,10 +183,7 @@ pub fn parse_date(text: &str) -> Option<Timestamp> {
         "am" | "pm" => {}
         _ => return None,
     }
-    let parts: Vec<&str> = date
-        .split(|c: char| c == ' ' || c == ',')
-        .filter(|p| !p.is_empty())
-        .collect();
+    let parts: Vec<&str> = date.split([' ', ',']).filter(|p| !p.is_empty()).collect();
     let [day, month, year] = parts.as_slice() else {
         return None;
     };

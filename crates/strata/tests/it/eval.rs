@@ -98,8 +98,10 @@ fn malformed_files_are_named() {
     let mut bad = fixture();
     bad[0]["conversation"]["session_2_date_time"] = "soon".into();
     assert!(err(bad).contains("session_2_date_time"));
-    let mut o2 = LocomoOptions::default();
-    o2.ks = vec![0];
+    let o2 = LocomoOptions {
+        ks: vec![0],
+        ..LocomoOptions::default()
+    };
     assert!(
         locomo(&e, &fixture(), &o2)
             .unwrap_err()
