@@ -88,8 +88,10 @@ struct ContextBench {
     budget: u32,
     /// The store of the other benchmarks (memories in 50 projects) plus a
     /// task of 500 and global memory of 2,000: sources of 500, ~2,000 and
-    /// 2,000; hybrid ranking with a query.
+    /// 2,000; hybrid ranking with a query, HEAD/TAIL 2, 30 % summary.
     typical_hybrid: Latency,
+    /// The same without HEAD/TAIL and summary.
+    typical_plain: Latency,
     /// Every memory in the three sources (10 % task, 60 % project, 30 %
     /// global): hybrid ranking with a query, HEAD/TAIL 2, 30 % summary.
     hybrid: Latency,
@@ -538,9 +540,10 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
     if let Some(c) = &rep.context {
         let k = c.budget / 1000;
         output::line(lat_line(
-            &format!("context {k}k typical"),
+            &format!("context {k}k hybrid+sum"),
             &c.typical_hybrid,
         ))?;
+        output::line(lat_line(&format!("context {k}k hybrid"), &c.typical_plain))?;
         output::line(lat_line(&format!("context {k}k all-in-3"), &c.hybrid))?;
         output::line(lat_line(&format!("context {k}k recency"), &c.recency))?;
         output::line(format!(
@@ -563,6 +566,18 @@ share = 0.4
 scope = "project/{project}"
 share = 0.4
 [[profiles.hybrid.sources]]
+scope = "global"
+share = 0.2
+
+[profiles.plain]
+strategy = "hybrid"
+[[profiles.plain.sources]]
+scope = "task/{task}"
+share = 0.4
+[[profiles.plain.sources]]
+scope = "project/{project}"
+share = 0.4
+[[profiles.plain.sources]]
 scope = "global"
 share = 0.2
 
@@ -612,18 +627,21 @@ fn context_bench(
         "context: timing {} assemblies over the {}-memory store ({} tokens)…",
         a.queries, a.memories, a.context_budget
     ));
-    let mut typical = Vec::new();
+    let (mut typical, mut plain) = (Vec::new(), Vec::new());
     for i in 0..a.queries {
         let project = format!("p{:02}", (i * 7) % a.scopes);
-        let mut req = strata::ContextRequest::new("hybrid")
-            .var("task", "t1")
-            .var("project", project)
-            .query(datagen.query());
-        req.max_tokens = Some(a.context_budget);
-        let t = Instant::now();
-        let p = engine.context(&req)?;
-        typical.push(t.elapsed());
-        std::hint::black_box(p);
+        let query = datagen.query();
+        for (profile, lat) in [("hybrid", &mut typical), ("plain", &mut plain)] {
+            let mut req = strata::ContextRequest::new(profile)
+                .var("task", "t1")
+                .var("project", project.clone())
+                .query(query.clone());
+            req.max_tokens = Some(a.context_budget);
+            let t = Instant::now();
+            let p = engine.context(&req)?;
+            lat.push(t.elapsed());
+            std::hint::black_box(p);
+        }
     }
     drop(engine);
 
@@ -700,6 +718,7 @@ fn context_bench(
     Ok(ContextBench {
         budget: a.context_budget,
         typical_hybrid: latency(typical),
+        typical_plain: latency(plain),
         hybrid: latency(hybrid),
         recency: latency(recency),
         mean_items: items as f64 / n,

@@ -475,7 +475,9 @@ impl Engine {
             }
         }
 
-        let mut pkg = self.build_package(prof, render, &srcs, &chosen, summary.clone())?;
+        let mut loaded = HashMap::new();
+        let mut pkg =
+            self.build_package(prof, render, &srcs, &chosen, summary.clone(), &mut loaded)?;
         // Planning counts each line's prefix and content apart, which can
         // only overestimate: give what the exact count left over to more
         // items.
@@ -487,7 +489,7 @@ impl Engine {
                 .unwrap_or_default();
             let wider = plan_excluding(&srcs, (items_budget + slack).min(budget), &cited);
             if wider.picks.len() > chosen.picks.len() {
-                let more = self.build_package(prof, render, &srcs, &wider, summary)?;
+                let more = self.build_package(prof, render, &srcs, &wider, summary, &mut loaded)?;
                 let tokens = |p: &ContextPackage| p.items.iter().map(|i| i.tokens).sum::<u32>();
                 if tokens(&more) > tokens(&pkg) {
                     pkg = more;
@@ -505,21 +507,21 @@ impl Engine {
         srcs: &[Src],
         chosen: &Plan,
         summary: Option<Summary>,
+        loaded: &mut HashMap<String, Memory>,
     ) -> Result<ContextPackage> {
         let counter = self.token_counter();
         let budget = prof.max_tokens;
-        // Load what was chosen and build the items.
+        // Load what was chosen (and not loaded by an earlier build).
         let ids: Vec<String> = chosen
             .picks
             .iter()
-            .map(|p| srcs[p.src].cands[p.cand].sig.id.clone())
+            .map(|p| &srcs[p.src].cands[p.cand].sig.id)
+            .filter(|id| !loaded.contains_key(*id))
+            .cloned()
             .collect();
-        let mut loaded: HashMap<String, Memory> = self
-            .store()
-            .get_many(&ids)?
-            .into_iter()
-            .map(|m| (m.id.clone(), m))
-            .collect();
+        for m in self.store().get_many(&ids)? {
+            loaded.insert(m.id.clone(), m);
+        }
         let mut picks = chosen.picks.clone();
         picks.sort_by_key(|p| {
             let why = srcs[p.src].cands[p.cand].why;
@@ -529,7 +531,7 @@ impl Engine {
         for p in &picks {
             let c = &srcs[p.src].cands[p.cand];
             // Gone when forgotten between ranking and loading.
-            let Some(m) = loaded.remove(&c.sig.id) else {
+            let Some(m) = loaded.get(&c.sig.id).cloned() else {
                 continue;
             };
             let (content, cut, tokens) = match p.room {

@@ -214,7 +214,11 @@ impl Engine {
                         _ => None,
                     }
                 };
-                match summary::rebuild(counter, &s.picks, &lookup) {
+                let counts = summary::Counts {
+                    tokens: counter,
+                    cache: self.count_cache(),
+                };
+                match summary::rebuild(&counts, &s.picks, &lookup) {
                     Some((text, tokens)) => Some(Summary {
                         method: s.method.clone(),
                         tokens: counter

@@ -104,14 +104,34 @@ pub fn sentences(text: &str) -> Vec<&str> {
     out
 }
 
+/// A tokenizer with the engine's cache of counts (sentences and ids recur
+/// across summaries).
+#[derive(Debug, Clone, Copy)]
+pub struct Counts<'a> {
+    /// The tokenizer.
+    pub tokens: &'a TokenCounter,
+    /// Remembered counts.
+    pub cache: &'a super::render::CountCache,
+}
+
+impl Counts<'_> {
+    /// Exact tokens of `text`.
+    pub fn count(&self, text: &str) -> u32 {
+        self.cache.count(self.tokens, text)
+    }
+}
+
 /// One summary line for a sentence of memory `id`, and an upper bound of
 /// its tokens (the sentence's, plus the marker's and the id's).
-pub fn line(counter: &TokenCounter, sentence: &str, id: &str) -> (String, u32) {
+pub fn line(counter: &Counts<'_>, sentence: &str, id: &str) -> (String, u32) {
     let n = counter.count(sentence);
     let (s, n) = if n as usize > MAX_SENTENCE_TOKENS {
         let s = format!(
             "{}…",
-            counter.head(sentence, MAX_SENTENCE_TOKENS).trim_end()
+            counter
+                .tokens
+                .head(sentence, MAX_SENTENCE_TOKENS)
+                .trim_end()
         );
         let n = counter.count(&s);
         (s, n)
@@ -152,7 +172,11 @@ pub(crate) fn summarize(
             }
         }
     }
-    let mut s = extractive(engine.token_counter(), &memories, query, room);
+    let counts = Counts {
+        tokens: engine.token_counter(),
+        cache: engine.count_cache(),
+    };
+    let mut s = extractive(&counts, &memories, query, room);
     if let Some(s) = s.as_mut() {
         s.note = note;
     }
@@ -161,7 +185,7 @@ pub(crate) fn summarize(
 
 /// The extractive summary of `memories` (best first) within `room` tokens.
 pub fn extractive(
-    counter: &TokenCounter,
+    counter: &Counts<'_>,
     memories: &[Memory],
     query: &str,
     room: u32,
@@ -247,7 +271,7 @@ pub fn extractive(
 /// Rebuilds an extractive summary's text and planned tokens from its picks
 /// (for replay); `None` when a pick's memory version is unavailable.
 pub(crate) fn rebuild(
-    counter: &TokenCounter,
+    counter: &Counts<'_>,
     picks: &[SummaryPick],
     content: &dyn Fn(&str, u64) -> Option<String>,
 ) -> Option<(String, u32)> {
