@@ -239,7 +239,21 @@ impl SqliteStore {
         c.busy_timeout(self.opts.busy_timeout)?;
         // journal_mode is persistent in the file; setting it on every
         // connection is a no-op after the first.
-        let mode: String = c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        // Switching a new file to WAL needs an exclusive lock and SQLite
+        // does not wait for it: when several processes create the file at
+        // once, retry within the busy timeout.
+        let started = std::time::Instant::now();
+        let mode: String = loop {
+            match c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && started.elapsed() < self.opts.busy_timeout =>
+                {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                r => break r?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Error::Sqlite(rusqlite::Error::InvalidParameterName(
                 format!(
