@@ -20,7 +20,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Kind, Role};
-use crate::scope::Scope;
+use crate::scope::{Scope, Tier};
 
 mod assemble;
 pub mod profile;
@@ -121,6 +121,8 @@ pub struct ContextItem {
     pub version: u64,
     /// Its scope.
     pub scope: Scope,
+    /// The scope's lifetime tier.
+    pub tier: Tier,
     /// Its kind.
     pub kind: Kind,
     /// Its role, for conversation turns.

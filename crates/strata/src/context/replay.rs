@@ -182,6 +182,7 @@ impl Engine {
             items.push(ContextItem {
                 id: m.id,
                 version: m.version,
+                tier: m.scope.tier(),
                 scope: m.scope,
                 kind: m.kind,
                 role: m.role,

@@ -22,10 +22,11 @@ use crate::model::Memory;
 use crate::text;
 use crate::tokens::TokenCounter;
 
-/// Most dropped memories a summary of `room` tokens looks at: enough to
-/// fill it with short sentences.
+/// Most dropped memories a summary of `room` tokens looks at: a line (a
+/// sentence and a memory id) costs about 40 tokens and each memory gives at
+/// most two, so this fills the room with a margin.
 pub fn max_summarized(room: u32) -> usize {
-    (room as usize / 20).clamp(8, 256)
+    (room as usize / 40).clamp(8, 256)
 }
 /// Longest sentence kept whole, in tokens (longer ones are shortened).
 pub const MAX_SENTENCE_TOKENS: usize = 48;
