@@ -201,14 +201,9 @@ impl<'e> Agent<'e> {
                 }
                 prof.sources.push(Source {
                     title: "Conversation so far".into(),
-                    scope,
                     kinds: vec![Kind::Conversation],
-                    tags: Vec::new(),
-                    min_importance: None,
-                    filter: None,
                     share: Some(c),
-                    always: Vec::new(),
-                    optional: false,
+                    ..Source::new(scope)
                 });
             }
         }

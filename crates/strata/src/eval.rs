@@ -540,17 +540,7 @@ fn assemble(
         summarizer: SummarizerKind::Extractive,
         render: Render::Markdown,
         include_sensitive: false,
-        sources: vec![Source {
-            scope: scope.to_string(),
-            title: "Project context".into(),
-            kinds: Vec::new(),
-            tags: Vec::new(),
-            min_importance: None,
-            filter: None,
-            share: None,
-            always: Vec::new(),
-            optional: false,
-        }],
+        sources: vec![Source::new(scope.as_str())],
     };
     let req = ContextRequest::new("locomo").query(question);
     let t = Instant::now();

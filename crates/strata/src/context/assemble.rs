@@ -534,30 +534,12 @@ impl Engine {
             let Some(m) = loaded.get(&c.sig.id).cloned() else {
                 continue;
             };
-            let (content, cut, tokens) = match p.room {
-                None => (m.content, None, m.tokens),
-                Some(room) => {
-                    let (text, cut) = cut_content(counter, &m.content, room);
-                    let t = counter.count(&text);
-                    (text, Some(cut), t)
-                }
-            };
-            items.push(ContextItem {
-                id: m.id,
-                version: m.version,
-                tier: m.scope.tier(),
-                scope: m.scope,
-                kind: m.kind,
-                role: m.role,
-                key: m.key,
-                created_at: m.created_at,
-                source: p.src,
-                why: c.why,
-                score: c.parts.total,
-                tokens,
-                cut,
-                content,
+            let cut = p.room.map(|room| {
+                let (text, cut) = cut_content(counter, &m.content, room);
+                let t = counter.count(&text);
+                (cut, text, t)
             });
+            items.push(ContextItem::of(m, p.src, c.why, c.parts.total, cut));
         }
 
         let available: u64 = srcs

@@ -148,6 +148,39 @@ pub struct ContextItem {
     pub content: String,
 }
 
+impl ContextItem {
+    /// The item for memory `m`, whole or (with `cut`) as the cut text and
+    /// its tokens.
+    pub(crate) fn of(
+        m: crate::model::Memory,
+        source: usize,
+        why: Why,
+        score: f64,
+        cut: Option<(Cut, String, u32)>,
+    ) -> ContextItem {
+        let (cut, content, tokens) = match cut {
+            Some((c, text, tokens)) => (Some(c), text, tokens),
+            None => (None, m.content, m.tokens),
+        };
+        ContextItem {
+            id: m.id,
+            version: m.version,
+            tier: m.scope.tier(),
+            scope: m.scope,
+            kind: m.kind,
+            role: m.role,
+            key: m.key,
+            created_at: m.created_at,
+            source,
+            why,
+            score,
+            tokens,
+            cut,
+            content,
+        }
+    }
+}
+
 /// What one source contributed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SourceUsage {

@@ -111,6 +111,25 @@ pub struct Source {
     pub optional: bool,
 }
 
+impl Source {
+    /// A source over `scope` (a pattern) with its heading derived from the
+    /// pattern and no conditions.
+    pub fn new(scope: impl Into<String>) -> Source {
+        let scope = scope.into();
+        Source {
+            title: title_for(&scope),
+            scope,
+            kinds: Vec::new(),
+            tags: Vec::new(),
+            min_importance: None,
+            filter: None,
+            share: None,
+            always: Vec::new(),
+            optional: false,
+        }
+    }
+}
+
 /// A validated context profile.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
@@ -138,19 +157,9 @@ impl Profile {
     /// The built-in profile behind `"global"`: recency over the task, the
     /// project and global memory (the first two when the request names them).
     pub fn builtin_global() -> Profile {
-        let src = |layer: &str, optional: bool| {
-            let pattern = layer_pattern(layer).unwrap_or("global").to_string();
-            Source {
-                title: title_for(&pattern),
-                scope: pattern,
-                kinds: Vec::new(),
-                tags: Vec::new(),
-                min_importance: None,
-                filter: None,
-                share: None,
-                always: Vec::new(),
-                optional,
-            }
+        let src = |layer: &str, optional: bool| Source {
+            optional,
+            ..Source::new(layer_pattern(layer).unwrap_or("global"))
         };
         Profile {
             id: "global".into(),

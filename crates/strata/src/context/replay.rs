@@ -175,26 +175,12 @@ impl Engine {
             }
             let Some(m) = m else { continue };
             seen.insert((m.id.clone(), m.version), m.content.clone());
-            let content = match li.cut {
-                Some(c) => apply_cut(counter, &m.content, c),
-                None => m.content,
-            };
-            items.push(ContextItem {
-                id: m.id,
-                version: m.version,
-                tier: m.scope.tier(),
-                scope: m.scope,
-                kind: m.kind,
-                role: m.role,
-                key: m.key,
-                created_at: m.created_at,
-                source: li.source,
-                why: li.why,
-                score: li.score,
-                tokens: counter.count(&content),
-                cut: li.cut,
-                content,
+            let cut = li.cut.map(|c| {
+                let text = apply_cut(counter, &m.content, c);
+                let t = counter.count(&text);
+                (c, text, t)
             });
+            items.push(ContextItem::of(m, li.source, li.why, li.score, cut));
         }
         let summary = match &doc.summary {
             None => None,
