@@ -85,7 +85,7 @@ fn place(project: &Scope, rel: &[&str]) -> std::result::Result<(Scope, Kind), St
     }
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+fn walk(dir: &Path, out: &mut Vec<PathBuf>, links: &mut Vec<PathBuf>) -> Result<()> {
     let rd =
         std::fs::read_dir(dir).map_err(|e| Error::io(format!("reading {}", dir.display()), e))?;
     let mut entries: Vec<PathBuf> = Vec::new();
@@ -98,9 +98,11 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         let meta = std::fs::symlink_metadata(&p)
             .map_err(|e| Error::io(format!("reading {}", p.display()), e))?;
         if meta.is_dir() {
-            walk(&p, out)?;
+            walk(&p, out, links)?;
         } else if meta.is_file() {
             out.push(p);
+        } else if meta.file_type().is_symlink() {
+            links.push(p);
         }
     }
     Ok(())
@@ -139,8 +141,19 @@ impl Engine {
             paths.push(claude);
         }
         let mem_dir = dir.join(".memory");
+        let mut links = Vec::new();
         if mem_dir.is_dir() {
-            walk(&mem_dir, &mut paths)?;
+            walk(&mem_dir, &mut paths, &mut links)?;
+        }
+        for l in links {
+            let rel = l
+                .strip_prefix(dir)
+                .unwrap_or(&l)
+                .to_string_lossy()
+                .into_owned();
+            report
+                .skipped
+                .push((rel, "a symbolic link (not followed)".into()));
         }
 
         // Read and check everything first.

@@ -27,10 +27,20 @@ fn files_sync_into_their_scopes(make: MakeEngine) {
     )
     .unwrap();
     std::fs::write(d.join(".memory/elsewhere.md"), "not placed").unwrap();
+    std::os::unix::fs::symlink(
+        d.join("CLAUDE.md"),
+        d.join(".memory/project/decisions/link.md"),
+    )
+    .unwrap();
 
     let r = e.sync_dir(d, "acme", false).unwrap();
     assert_eq!(r.added.len(), 3, "{r:?}");
-    assert_eq!(r.skipped.len(), 1);
+    assert_eq!(r.skipped.len(), 2, "{r:?}");
+    assert!(
+        r.skipped
+            .iter()
+            .any(|(k, why)| k.ends_with("link.md") && why.contains("link"))
+    );
     let all = |view: &str| {
         let mut l = List::new(View::parse(&[view]).unwrap());
         l.limit = 100;
