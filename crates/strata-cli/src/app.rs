@@ -96,6 +96,14 @@ pub enum Command {
     Stats,
     /// Expire TTLs and enforce project bounds.
     Upkeep,
+    /// Give vectors to the memories that wait for one (after imports, or
+    /// when writes came faster than the embedder).
+    Embed(crate::cmd::embed::EmbedArgs),
+    /// Re-embed after a model change: drop other models' vectors, embed everything.
+    Reindex(crate::cmd::embed::ReindexArgs),
+    /// The local embedding model: fetch, show.
+    #[command(subcommand)]
+    Model(crate::cmd::embed::ModelCmd),
     /// Run the benchmarks (insert, remember, recall, cold start).
     Bench(crate::bench::BenchArgs),
     /// Retrieval benchmarks: LoCoMo recall@k and evidence inside contexts.
@@ -128,6 +136,20 @@ pub fn resolve_config(g: &Global) -> Result<strata::Config> {
         Some(p) => strata::Config::from_file(p)?,
         None => strata::Config::default(),
     };
+    if let Ok(kind) = std::env::var("STRATA_EMBEDDER") {
+        cfg.embedder.kind = match kind.as_str() {
+            "auto" => strata::EmbedderKind::Auto,
+            "local" => strata::EmbedderKind::Local,
+            "openai" => strata::EmbedderKind::Openai,
+            "none" => strata::EmbedderKind::None,
+            other => {
+                return usage(format!(
+                    "STRATA_EMBEDDER: `{other}` is not one of auto, local, openai, none"
+                ));
+            }
+        };
+        cfg.embedder.validate()?;
+    }
     if let Some(db) = &g.db {
         if db.as_os_str().is_empty() {
             return usage("--db: empty path");

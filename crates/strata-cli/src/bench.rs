@@ -554,45 +554,31 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
     Ok(())
 }
 
-const CONTEXT_PROFILES: &str = r#"
-[profiles.hybrid]
-strategy = "hybrid"
-head_tail = 2
-summary_share = 0.3
-[[profiles.hybrid.sources]]
-scope = "task/{task}"
-share = 0.4
-[[profiles.hybrid.sources]]
-scope = "project/{project}"
-share = 0.4
-[[profiles.hybrid.sources]]
-scope = "global"
-share = 0.2
-
-[profiles.plain]
-strategy = "hybrid"
-[[profiles.plain.sources]]
-scope = "task/{task}"
-share = 0.4
-[[profiles.plain.sources]]
-scope = "project/{project}"
-share = 0.4
-[[profiles.plain.sources]]
-scope = "global"
-share = 0.2
-
-[profiles.recency]
-strategy = "recency"
-[[profiles.recency.sources]]
-scope = "task/{task}"
-share = 0.4
-[[profiles.recency.sources]]
-scope = "project/{project}"
-share = 0.4
-[[profiles.recency.sources]]
-scope = "global"
-share = 0.2
-"#;
+/// The context benchmark's profiles: one source layout (task 40 %, project
+/// 40 %, global 20 %) under three rankings.
+fn context_profiles() -> String {
+    let mut out = String::new();
+    for (id, head) in [
+        (
+            "hybrid",
+            "strategy = \"hybrid\"\nhead_tail = 2\nsummary_share = 0.3",
+        ),
+        ("plain", "strategy = \"hybrid\""),
+        ("recency", "strategy = \"recency\""),
+    ] {
+        out.push_str(&format!("[profiles.{id}]\n{head}\n"));
+        for (scope, share) in [
+            ("task/{task}", 0.4),
+            ("project/{project}", 0.4),
+            ("global", 0.2),
+        ] {
+            out.push_str(&format!(
+                "[[profiles.{id}.sources]]\nscope = \"{scope}\"\nshare = {share}\n"
+            ));
+        }
+    }
+    out
+}
 
 /// Context assembly over `--memories` memories in the three sources of one
 /// profile.
@@ -605,7 +591,7 @@ fn context_bench(
 ) -> Result<ContextBench> {
     // Typical: the other benchmarks' store, plus a task and global memory.
     let mut cfg = bench_config(spread_db);
-    cfg.apply_toml(CONTEXT_PROFILES, None)?;
+    cfg.apply_toml(&context_profiles(), None)?;
     let engine = strata::Engine::open(cfg)?;
     let extra: Vec<strata::NewMemory> = dataset(datagen, 2500, 1)
         .into_iter()
@@ -650,7 +636,7 @@ fn context_bench(
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
     let mut cfg = bench_config(&db);
-    cfg.apply_toml(CONTEXT_PROFILES, None)?;
+    cfg.apply_toml(&context_profiles(), None)?;
     let engine = strata::Engine::open(cfg)?;
     say(format!(
         "context: loading {} memories into task/t1, project/acme, global…",

@@ -126,3 +126,14 @@ pub fn counts(label: &str, map: &std::collections::BTreeMap<String, u64>) -> Str
     let parts: Vec<String> = map.iter().map(|(k, v)| format!("{k} {v}")).collect();
     format!("{label}: {}", parts.join(", "))
 }
+
+/// A progress bar over a known total.
+pub fn total_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} memories {per_sec} eta {eta}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::context::{FileProfile, FileProfiles, Profile, SummarizerConfig};
+use crate::embed::EmbedderConfig;
 use crate::error::Error;
 use crate::rank::RankConfig;
 use crate::store::{Durability, SqliteOptions};
@@ -52,6 +53,9 @@ pub struct Config {
     pub profiles: BTreeMap<String, Profile>,
     /// The LLM summarizer's endpoint, if any.
     pub summarizer: Option<SummarizerConfig>,
+    /// The embedder behind vector search (default `auto`: the local model
+    /// when it is installed, else BM25 alone).
+    pub embedder: EmbedderConfig,
 }
 
 impl Default for Config {
@@ -69,6 +73,7 @@ impl Default for Config {
             ranking: RankConfig::default(),
             profiles: BTreeMap::new(),
             summarizer: None,
+            embedder: EmbedderConfig::default(),
         }
     }
 }
@@ -130,6 +135,8 @@ pub struct FileConfig {
     pub context_profiles: Option<FileProfiles>,
     /// `[summarizer]`
     pub summarizer: Option<SummarizerConfig>,
+    /// `[embedder]`
+    pub embedder: Option<EmbedderConfig>,
 }
 
 /// The seeds' `memory:` section of `memory.yaml`: store bounds and the
@@ -329,6 +336,14 @@ impl Config {
             let prof = p.validate(&id)?;
             self.profiles.insert(id, prof);
         }
+        if let Some(mut e) = file.embedder {
+            if let (Some(b), Some(d)) = (base, &e.model_dir)
+                && d.is_relative()
+            {
+                e.model_dir = Some(b.join(d));
+            }
+            self.embedder = e;
+        }
         if let Some(s) = file.summarizer {
             s.validate()?;
             self.summarizer = Some(s);
@@ -358,6 +373,7 @@ impl Config {
                 i64::MAX
             )));
         }
+        self.embedder.validate()?;
         self.ranking.validate()
     }
 }

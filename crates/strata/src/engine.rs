@@ -6,7 +6,7 @@
 //! nothing else.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -17,13 +17,17 @@ use crate::config::{Config, StoreConfig};
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::model::{self, Kind, Memory, NewMemory, Provenance, Role, Source};
-use crate::rank::{self, ScoreParts, Signals, Strategy};
+use crate::embed::Embedder;
+use crate::rank::{self, Relevance, ScoreParts, Signals, Strategy};
 use crate::scope::{Scope, Tier, View};
 use crate::store::{
     Archived, MemoryStore, Order, Put, Query, ScopeCount, Session, SqliteStore, Store, StoreStats,
 };
 use crate::text;
 use crate::tokens::TokenCounter;
+
+mod vectors;
+pub use self::vectors::{EmbedStatus, EmbedWorker};
 
 /// An explicit answer to "are you sure?" for high-risk operations (writing a
 /// global preference, clearing global memory).
@@ -293,6 +297,9 @@ pub struct Engine {
     tokens: TokenCounter,
     clock: Clock,
     counts: crate::context::render::CountCache,
+    embedder: OnceLock<std::result::Result<Option<Arc<dyn Embedder>>, String>>,
+    embed_signal: vectors::Signal,
+    query_cache: vectors::QueryCache,
 }
 
 impl std::fmt::Debug for Engine {
@@ -327,6 +334,9 @@ impl Engine {
             tokens,
             clock: Arc::new(Timestamp::now),
             counts: Default::default(),
+            embedder: OnceLock::new(),
+            embed_signal: Default::default(),
+            query_cache: Default::default(),
         })
     }
 
@@ -523,6 +533,7 @@ impl Engine {
         if let Some(root) = stored.scope.project_root() {
             self.enforce_bound(&root)?;
         }
+        self.wake_embedder();
         Ok(stored)
     }
 
@@ -570,6 +581,7 @@ impl Engine {
         for r in roots {
             self.enforce_bound(&r)?;
         }
+        self.wake_embedder();
         Ok(stored)
     }
 
@@ -668,8 +680,14 @@ impl Engine {
             )?
             .into_iter()
             .map(|m| {
-                let e = rank::score(&self.cfg.ranking, Strategy::Importance, &m, None, 0.0, now)
-                    .effective_importance;
+                let e = rank::score(
+                    &self.cfg.ranking,
+                    Strategy::Importance,
+                    &m,
+                    &Relevance::default(),
+                    now,
+                )
+                .effective_importance;
                 (m, e)
             })
             .collect();
@@ -717,6 +735,10 @@ impl Engine {
         if let Some(c) = patch.content {
             model::validate_content(&c)?;
             m.tokens = self.tokens.count(&c);
+            if c != m.content {
+                // The old vector describes the old text.
+                m.embedding = None;
+            }
             m.content = c;
         }
         if let Some(p) = patch.payload {
@@ -760,7 +782,9 @@ impl Engine {
         }
         m.checksum = model::checksum(&m.content, m.payload.as_ref());
         m.updated_at = now;
-        self.store.update(&m, expected_version)
+        let updated = self.store.update(&m, expected_version)?;
+        self.wake_embedder();
+        Ok(updated)
     }
 
     /// Ranked memories for a query within a view.
@@ -788,23 +812,25 @@ impl Engine {
                 .max(100),
             Strategy::Recency | Strategy::Importance => usize::MAX,
         };
-        let mut cands: Vec<(Signals, Option<f64>)> = if !terms.is_empty() {
-            self.store
-                .search_signals(&base, &terms, want)?
-                .into_iter()
-                .map(|(m, s)| (m, Some(s)))
-                .collect()
+        // Vectors rank for relevance and hybrid (recency and importance
+        // order by their own measure).
+        let qvec = match strategy {
+            Strategy::Relevance | Strategy::Hybrid => self.query_vector(&req.query)?,
+            Strategy::Recency | Strategy::Importance => None,
+        };
+        let mut cands: Vec<(Signals, Relevance)> = if !terms.is_empty() || qvec.is_some() {
+            self.relevant(&base, &terms, qvec.as_ref(), want)?
         } else if strategy == Strategy::Recency {
             self.store
                 .query_signals(&base.limit(req.limit))?
                 .into_iter()
-                .map(|m| (m, None))
+                .map(|m| (m, Relevance::default()))
                 .collect()
         } else {
             self.store
                 .query_signals(&base)?
                 .into_iter()
-                .map(|m| (m, None))
+                .map(|m| (m, Relevance::default()))
                 .collect()
         };
         // Archived memories, when asked for, compete in the same ranking
@@ -839,7 +865,7 @@ impl Engine {
             };
             for ((m, mark), s) in found.into_iter().zip(scores) {
                 if terms.is_empty() || s.is_some_and(|x| x > 0.0) {
-                    cands.push((Signals::of(&m), s));
+                    cands.push((Signals::of(&m), Relevance::text(s)));
                     archived.insert(m.id.clone(), (m, mark));
                 }
             }
@@ -891,15 +917,15 @@ impl Engine {
     /// Scores and sorts candidates, best first.
     pub(crate) fn rank(
         &self,
-        cands: Vec<(Signals, Option<f64>)>,
+        mut cands: Vec<(Signals, Relevance)>,
         strategy: Strategy,
         now: Timestamp,
     ) -> Vec<(Signals, ScoreParts)> {
-        let best = cands.iter().filter_map(|(_, s)| *s).fold(0.0f64, f64::max);
+        rank::fuse(&self.cfg.ranking, &mut cands);
         let mut scored: Vec<(Signals, ScoreParts)> = cands
             .into_iter()
-            .map(|(m, s)| {
-                let p = rank::score(&self.cfg.ranking, strategy, &m, s, best, now);
+            .map(|(m, r)| {
+                let p = rank::score(&self.cfg.ranking, strategy, &m, &r, now);
                 (m, p)
             })
             .collect();
@@ -930,7 +956,7 @@ impl Engine {
                     .store
                     .query_signals(&q)?
                     .into_iter()
-                    .map(|m| (m, None))
+                    .map(|m| (m, Relevance::default()))
                     .collect();
                 let ids: Vec<String> = self
                     .rank(cands, Strategy::Importance, now)
@@ -1115,6 +1141,7 @@ impl Engine {
         if let Some(root) = stored.scope.project_root() {
             self.enforce_bound(&root)?;
         }
+        self.wake_embedder();
         Ok(stored)
     }
 

@@ -144,6 +144,10 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The embedder failed (model files, endpoint, or a vector of the
+    /// wrong model or length).
+    #[error("embedding: {0}")]
+    Embedding(String),
     /// The tokenizer could not be loaded.
     #[error("tokenizer `{name}`: {reason}")]
     Tokenizer {
@@ -174,7 +178,10 @@ impl Error {
             | Error::SessionArchived(_) => ErrorClass::Conflict,
             Error::NeedsConfirmation(_) => ErrorClass::NeedsConfirmation,
             Error::SessionFull { .. } | Error::ItemTooLarge { .. } => ErrorClass::LimitExceeded,
-            Error::SchemaTooNew { .. } | Error::Sqlite(_) | Error::Io { .. } => ErrorClass::Storage,
+            Error::SchemaTooNew { .. }
+            | Error::Sqlite(_)
+            | Error::Io { .. }
+            | Error::Embedding(_) => ErrorClass::Storage,
         }
     }
 

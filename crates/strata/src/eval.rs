@@ -124,7 +124,15 @@ pub struct LocomoReport {
     pub unknown_evidence: Vec<String>,
     /// Seconds to store every turn.
     pub index_seconds: f64,
-    /// Query latency.
+    /// The embedder's model (`None`: BM25 alone).
+    pub embedder: Option<String>,
+    /// Seconds to embed every turn.
+    pub embed_seconds: f64,
+    /// Query embedding latency.
+    pub embed_p50_ms: f64,
+    /// Query embedding latency.
+    pub embed_p95_ms: f64,
+    /// Query latency, query embedding excluded (its vector is cached).
     pub query_p50_ms: f64,
     /// Query latency.
     pub query_p95_ms: f64,
@@ -336,6 +344,11 @@ pub fn locomo(
         convs.push((scope, ids));
     }
     rep.index_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    engine.embed_all(&mut |_, _| {})?;
+    rep.embed_seconds = t.elapsed().as_secs_f64();
+    rep.embedder = engine.embed_status()?.model;
+    let mut embed_latencies = Vec::new();
 
     let counter = engine.token_counter();
     let mut scored: Vec<Scored> = Vec::new();
@@ -373,12 +386,15 @@ pub fn locomo(
                 }
             }
             let ev: HashSet<&str> = evidence.iter().map(String::as_str).collect();
-            let ev_sessions: HashSet<&str> = evidence.iter().map(|e| session_of(e)).collect();
 
             let mut r = Recall::new(question, View::scope(scope.clone()));
             r.strategy = Some(opts.strategy);
             r.limit = kmax.max(200);
             r.touch = false;
+            let t = Instant::now();
+            if engine.query_vector(question)?.is_some() {
+                embed_latencies.push(t.elapsed());
+            }
             let t = Instant::now();
             let hits = engine.recall(&r)?;
             latencies.push(t.elapsed());
@@ -386,26 +402,7 @@ pub fn locomo(
                 .iter()
                 .map(|h| h.memory.key.as_deref().unwrap_or(""))
                 .collect();
-            let mut sq = Scored {
-                category,
-                recall: Vec::new(),
-                any: Vec::new(),
-                all: Vec::new(),
-                session: Vec::new(),
-                rr: keys
-                    .iter()
-                    .position(|k| ev.contains(k))
-                    .map_or(0.0, |p| 1.0 / (p as f64 + 1.0)),
-            };
-            for &k in &opts.ks {
-                let top = &keys[..k.min(keys.len())];
-                let found = ev.iter().filter(|e| top.contains(e)).count();
-                sq.recall.push(found as f64 / ev.len() as f64);
-                sq.any.push(f64::from(u8::from(found > 0)));
-                sq.all.push(f64::from(u8::from(found == ev.len())));
-                let sess = top.iter().any(|t| ev_sessions.contains(session_of(t)));
-                sq.session.push(f64::from(u8::from(sess)));
-            }
+            let sq = measure(&keys, &ev, &opts.ks, category);
             scored.push(sq);
 
             // The context variant.
@@ -486,6 +483,8 @@ pub fn locomo(
     rep.questions = scored.len();
     rep.query_p50_ms = percentile(&mut latencies, 0.5);
     rep.query_p95_ms = percentile(&mut latencies, 0.95);
+    rep.embed_p50_ms = percentile(&mut embed_latencies, 0.5);
+    rep.embed_p95_ms = percentile(&mut embed_latencies, 0.95);
     for (c, _) in CATEGORIES {
         let qs: Vec<&Scored> = scored.iter().filter(|q| q.category == c).collect();
         if !qs.is_empty() {
@@ -567,4 +566,233 @@ mod tests {
         assert_eq!(ev, vec!["D8:6", "D9:17", "D1:3"]);
         assert_eq!(session_of("D3:12"), "D3");
     }
+}
+
+/// Options of [`retrieval`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RetrievalOptions {
+    /// Cut-offs for recall@k.
+    pub ks: Vec<usize>,
+    /// Ranking.
+    pub strategy: Strategy,
+}
+
+impl Default for RetrievalOptions {
+    fn default() -> RetrievalOptions {
+        RetrievalOptions {
+            ks: vec![1, 5, 10, 25, 50],
+            strategy: Strategy::Relevance,
+        }
+    }
+}
+
+/// A run of [`retrieval`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RetrievalReport {
+    /// Ranking used.
+    pub strategy: String,
+    /// The embedder's model (`None`: BM25 alone).
+    pub embedder: Option<String>,
+    /// Corpora.
+    pub corpora: usize,
+    /// Memories stored.
+    pub memories: usize,
+    /// Queries asked.
+    pub queries: usize,
+    /// Seconds to store every memory.
+    pub index_seconds: f64,
+    /// Seconds to embed them.
+    pub embed_seconds: f64,
+    /// Query latency, query embedding excluded.
+    pub query_p50_ms: f64,
+    /// Query latency, query embedding excluded.
+    pub query_p95_ms: f64,
+    /// Query embedding latency.
+    pub embed_p50_ms: f64,
+    /// Query embedding latency.
+    pub embed_p95_ms: f64,
+    /// By the queries' `category` (queries without one are `-`).
+    pub by_category: BTreeMap<String, Metrics>,
+    /// Every query.
+    pub overall: Metrics,
+}
+
+fn str_field<'a>(v: &'a serde_json::Value, path: &str, name: &str) -> Result<&'a str> {
+    field(v, path, name)?
+        .as_str()
+        .ok_or_else(|| Error::field(format!("{path}.{name}"), "not a string"))
+}
+
+/// Runs recall@k, any@k, all@k and MRR over a labelled set in the generic
+/// format `{"corpora": [{"id", "memories": [{"id", "text", "timestamp"?,
+/// "speaker"?}]}], "queries": [{"corpus", "query", "relevant": [ids],
+/// "category"?}]}`. Each corpus is one scope; a memory with a `speaker` is a
+/// conversation turn (`<speaker> said, "<text>"`), in file order.
+pub fn retrieval(
+    engine: &Engine,
+    data: &serde_json::Value,
+    opts: &RetrievalOptions,
+) -> Result<RetrievalReport> {
+    if opts.ks.is_empty() || opts.ks.contains(&0) {
+        return Err(Error::field("k", "give positive cut-offs"));
+    }
+    let corpora = field(data, "", "corpora")?
+        .as_array()
+        .ok_or_else(|| Error::field("corpora", "not a list"))?;
+    let queries = field(data, "", "queries")?
+        .as_array()
+        .ok_or_else(|| Error::field("queries", "not a list"))?;
+    let mut rep = RetrievalReport {
+        strategy: opts.strategy.as_str().into(),
+        corpora: corpora.len(),
+        ..RetrievalReport::default()
+    };
+    // Check everything before storing anything.
+    let mut scopes: BTreeMap<String, (Scope, HashSet<String>)> = BTreeMap::new();
+    let mut batch = Vec::new();
+    let base: Timestamp = "2000-01-01T00:00:00Z".parse().expect("a valid time");
+    for (i, c) in corpora.iter().enumerate() {
+        let path = format!("corpora[{i}]");
+        let id = str_field(c, &path, "id")?;
+        let scope = Scope::parse(&format!("project/eval-{i}"))?;
+        let mems = field(c, &path, "memories")?
+            .as_array()
+            .ok_or_else(|| Error::field(format!("{path}.memories"), "not a list"))?;
+        let mut ids = HashSet::new();
+        for (j, m) in mems.iter().enumerate() {
+            let mp = format!("{path}.memories[{j}]");
+            let mid = str_field(m, &mp, "id")?;
+            let text = str_field(m, &mp, "text")?;
+            if !ids.insert(mid.to_string()) {
+                return Err(Error::field(format!("{mp}.id"), format!("`{mid}` repeats")));
+            }
+            let at = match m.get("timestamp") {
+                None | Some(serde_json::Value::Null) => base
+                    .checked_add(jiff::SignedDuration::from_secs(j as i64))
+                    .unwrap_or(base),
+                Some(t) => t
+                    .as_str()
+                    .and_then(|t| crate::model::parse_time("timestamp", t).ok())
+                    .ok_or_else(|| {
+                        Error::field(format!("{mp}.timestamp"), "not an RFC 3339 time or date")
+                    })?,
+            };
+            let (content, kind) = match m.get("speaker").and_then(|s| s.as_str()) {
+                Some(s) => (format!("{s} said, \"{text}\""), Kind::Conversation),
+                None => (text.to_string(), Kind::Context),
+            };
+            batch.push(
+                NewMemory::new(scope.clone(), content)
+                    .kind(kind)
+                    .key(mid)
+                    .created_at(at),
+            );
+        }
+        rep.memories += mems.len();
+        if scopes.insert(id.to_string(), (scope, ids)).is_some() {
+            return Err(Error::field(format!("{path}.id"), format!("`{id}` repeats")));
+        }
+    }
+    let mut asks = Vec::with_capacity(queries.len());
+    for (i, q) in queries.iter().enumerate() {
+        let path = format!("queries[{i}]");
+        let corpus = str_field(q, &path, "corpus")?;
+        let (scope, ids) = scopes.get(corpus).ok_or_else(|| {
+            Error::field(format!("{path}.corpus"), format!("no corpus `{corpus}`"))
+        })?;
+        let query = str_field(q, &path, "query")?;
+        let relevant: Vec<String> = field(q, &path, "relevant")?
+            .as_array()
+            .and_then(|a| a.iter().map(|x| x.as_str().map(String::from)).collect())
+            .ok_or_else(|| Error::field(format!("{path}.relevant"), "not a list of ids"))?;
+        if relevant.is_empty() {
+            return Err(Error::field(format!("{path}.relevant"), "empty"));
+        }
+        if let Some(r) = relevant.iter().find(|r| !ids.contains(*r)) {
+            return Err(Error::field(
+                format!("{path}.relevant"),
+                format!("`{r}` is no memory of corpus `{corpus}`"),
+            ));
+        }
+        let category = match q.get("category") {
+            None | Some(serde_json::Value::Null) => "-".to_string(),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+        };
+        asks.push((scope.clone(), query, relevant, category));
+    }
+    let t = Instant::now();
+    engine.remember_batch(batch, Confirm::No)?;
+    rep.index_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    engine.embed_all(&mut |_, _| {})?;
+    rep.embed_seconds = t.elapsed().as_secs_f64();
+    rep.embedder = engine.embed_status()?.model;
+    let kmax = *opts.ks.iter().max().unwrap_or(&10);
+    let (mut lat, mut emb) = (Vec::new(), Vec::new());
+    let mut scored: Vec<(String, Scored)> = Vec::new();
+    for (scope, query, relevant, category) in asks {
+        let t = Instant::now();
+        if engine.query_vector(query)?.is_some() {
+            emb.push(t.elapsed());
+        }
+        let mut r = Recall::new(query, View::scope(scope));
+        r.strategy = Some(opts.strategy);
+        r.limit = kmax;
+        r.touch = false;
+        let t = Instant::now();
+        let hits = engine.recall(&r)?;
+        lat.push(t.elapsed());
+        let keys: Vec<&str> = hits
+            .iter()
+            .map(|h| h.memory.key.as_deref().unwrap_or(""))
+            .collect();
+        let ev: HashSet<&str> = relevant.iter().map(String::as_str).collect();
+        scored.push((category, measure(&keys, &ev, &opts.ks, 0)));
+    }
+    rep.queries = scored.len();
+    rep.query_p50_ms = percentile(&mut lat, 0.5);
+    rep.query_p95_ms = percentile(&mut lat, 0.95);
+    rep.embed_p50_ms = percentile(&mut emb, 0.5);
+    rep.embed_p95_ms = percentile(&mut emb, 0.95);
+    let cats: HashSet<&str> = scored.iter().map(|(c, _)| c.as_str()).collect();
+    for c in cats {
+        let qs: Vec<&Scored> = scored
+            .iter()
+            .filter(|(x, _)| x == c)
+            .map(|(_, s)| s)
+            .collect();
+        rep.by_category
+            .insert(c.to_string(), aggregate(&opts.ks, &qs));
+    }
+    let all: Vec<&Scored> = scored.iter().map(|(_, s)| s).collect();
+    rep.overall = aggregate(&opts.ks, &all);
+    Ok(rep)
+}
+
+/// One question's hits at each k: `keys` are the ranked memories' keys,
+/// `ev` the relevant ones.
+fn measure(keys: &[&str], ev: &HashSet<&str>, ks: &[usize], category: u8) -> Scored {
+    let ev_sessions: HashSet<&str> = ev.iter().map(|e| session_of(e)).collect();
+    let mut sq = Scored {
+        category,
+        recall: Vec::new(),
+        any: Vec::new(),
+        all: Vec::new(),
+        session: Vec::new(),
+        rr: keys
+            .iter()
+            .position(|k| ev.contains(k))
+            .map_or(0.0, |p| 1.0 / (p as f64 + 1.0)),
+    };
+    for &k in ks {
+        let top = &keys[..k.min(keys.len())];
+        let found = ev.iter().filter(|e| top.contains(e)).count();
+        sq.recall.push(found as f64 / ev.len() as f64);
+        sq.any.push(f64::from(u8::from(found > 0)));
+        sq.all.push(f64::from(u8::from(found == ev.len())));
+        let sess = top.iter().any(|t| ev_sessions.contains(session_of(t)));
+        sq.session.push(f64::from(u8::from(sess)));
+    }
+    sq
 }

@@ -21,6 +21,7 @@
 pub mod agent;
 mod config;
 pub mod context;
+pub mod embed;
 mod engine;
 mod error;
 pub mod eval;
@@ -43,8 +44,9 @@ pub use context::{
     ContextItem, ContextPackage, ContextRequest, Message, Profile, Render, Replay, SourceUsage,
     SummarizerConfig, Summary, Why,
 };
+pub use embed::{Embedder, EmbedderConfig, EmbedderKind};
 pub use engine::{
-    ArchiveMark, Confirm, Engine, Forget, ForgetOptions, ForgetReport, List, ListOrder, Manifest,
+    ArchiveMark, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions, ForgetReport, List, ListOrder, Manifest,
     Patch, Promotion, Recall, Recalled, TaskReport, UpkeepReport,
 };
 pub use error::{Error, ErrorClass};
@@ -53,9 +55,9 @@ pub use jsonl::{Export, ExportReport, parse_line};
 pub use model::{
     Embedding, Kind, Memory, NewMemory, Provenance, Role, Source, checksum, parse_time, parse_ttl,
 };
-pub use rank::{RankConfig, ScoreParts, Signals, Strategy, Weights};
+pub use rank::{Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Weights};
 pub use scope::{Scope, Tier, View, ViewEntry};
-pub use store::{Archived, ImportCounts, OnConflict, Session, StoreStats};
+pub use store::{Archived, ImportCounts, OnConflict, PendingVector, Session, StoreStats};
 pub use sync::{FILE_TAG, SyncReport};
 pub use text::{query_terms, scope_terms};
 pub use tokens::{TOKENIZERS, TokenCounter};

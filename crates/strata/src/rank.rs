@@ -90,6 +90,18 @@ impl Default for Weights {
     }
 }
 
+/// How full-text and vector relevance combine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fusion {
+    /// Reciprocal-rank fusion: `Σ 1 / (rrf_k + rank)` over the two lists.
+    #[default]
+    Rrf,
+    /// Weighted scores: `(1 − vector_weight) × bm25 / best bm25 +
+    /// vector_weight × similarity / best similarity`.
+    Weighted,
+}
+
 /// Ranking settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -112,6 +124,16 @@ pub struct RankConfig {
     pub default_kind_weight: f64,
     /// How many full-text candidates are scored per requested result (at least 100 in all).
     pub candidates_per_result: usize,
+    /// How text and vector relevance combine.
+    pub fusion: Fusion,
+    /// `k` of reciprocal-rank fusion.
+    pub rrf_k: f64,
+    /// Weight of vector similarity under weighted fusion (0–1).
+    pub vector_weight: f64,
+    /// Share of a conversation turn's relevance that the turn right after
+    /// it receives (a reply carries the answer to what its question
+    /// asked; 0 turns this off).
+    pub reply_boost: f64,
 }
 
 impl Default for RankConfig {
@@ -143,6 +165,10 @@ impl Default for RankConfig {
             kind_weights,
             default_kind_weight: 0.5,
             candidates_per_result: 10,
+            fusion: Fusion::Rrf,
+            rrf_k: 60.0,
+            vector_weight: 0.5,
+            reply_boost: 0.0,
         }
     }
 }
@@ -174,6 +200,9 @@ impl RankConfig {
         unit("weights.relevance", self.weights.relevance)?;
         unit("weights.importance", self.weights.importance)?;
         unit("weights.recency", self.weights.recency)?;
+        unit("vector_weight", self.vector_weight)?;
+        unit("reply_boost", self.reply_boost)?;
+        pos("rrf_k", self.rrf_k)?;
         if !(self.access_boost.is_finite() && self.access_boost >= 0.0) {
             return Err(Error::InvalidConfig(format!(
                 "ranking.access_boost: {} must be ≥ 0",
@@ -212,7 +241,17 @@ pub struct ScoreParts {
     /// Raw bm25 (higher is better), when the query matched text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bm25: Option<f64>,
-    /// bm25 divided by the best among the candidates (0–1).
+    /// Position in the full-text list (1 = best).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bm25_rank: Option<usize>,
+    /// Cosine similarity to the query, when the memory has a vector.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<f32>,
+    /// Position in the vector list (1 = most similar).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector_rank: Option<usize>,
+    /// Relevance, 0–1: bm25 over the best bm25 without vectors, else the
+    /// fusion of both lists over the best fusion among the candidates.
     pub relevance: f64,
     /// The stored importance.
     pub importance: f64,
@@ -267,14 +306,97 @@ impl Signals {
     }
 }
 
-/// Scores one memory. `bm25` is the raw text score (higher is better) and
-/// `best_bm25` the best among the candidates.
+/// What the retrievers said about one candidate.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Relevance {
+    /// Raw bm25, when the query matched its text.
+    pub bm25: Option<f64>,
+    /// Position in the full-text list (1 = best).
+    pub bm25_rank: Option<usize>,
+    /// Similarity to the query vector.
+    pub similarity: Option<f32>,
+    /// Position in the vector list (1 = most similar).
+    pub vector_rank: Option<usize>,
+    /// Fused relevance, 0–1 ([`fuse`] fills it).
+    pub fused: f64,
+}
+
+impl Relevance {
+    /// A full-text score alone (rank unknown).
+    pub fn text(bm25: Option<f64>) -> Relevance {
+        Relevance {
+            bm25,
+            ..Relevance::default()
+        }
+    }
+}
+
+/// Fills every candidate's `fused` relevance (0–1). Without vectors it is
+/// bm25 over the best bm25; with them, the configured fusion of both lists,
+/// over the best fusion among the candidates.
+pub fn fuse<T>(cfg: &RankConfig, cands: &mut [(T, Relevance)]) {
+    let best_bm25 = cands
+        .iter()
+        .filter_map(|(_, r)| r.bm25)
+        .fold(0.0f64, f64::max);
+    let norm_bm25 = |r: &Relevance| match r.bm25 {
+        Some(b) if best_bm25 > 0.0 => (b / best_bm25).clamp(0.0, 1.0),
+        _ => 0.0,
+    };
+    // Full-text ranks from the scores, so candidates that came from
+    // elsewhere (the archive) rank in the same list.
+    let mut by_bm25: Vec<(f64, usize)> = cands
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, r))| r.bm25.map(|b| (b, i)))
+        .collect();
+    by_bm25.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (rank, (_, i)) in by_bm25.into_iter().enumerate() {
+        cands[i].1.bm25_rank = Some(rank + 1);
+    }
+    let vectors = cands.iter().any(|(_, r)| r.similarity.is_some());
+    if !vectors {
+        for (_, r) in cands.iter_mut() {
+            r.fused = norm_bm25(r);
+        }
+        return;
+    }
+    match cfg.fusion {
+        Fusion::Rrf => {
+            let rrf = |rank: Option<usize>| rank.map_or(0.0, |k| 1.0 / (cfg.rrf_k + k as f64));
+            for (_, r) in cands.iter_mut() {
+                r.fused = rrf(r.bm25_rank) + rrf(r.vector_rank);
+            }
+        }
+        Fusion::Weighted => {
+            let best_sim = cands
+                .iter()
+                .filter_map(|(_, r)| r.similarity)
+                .fold(0.0f32, f32::max);
+            let w = cfg.vector_weight;
+            for (_, r) in cands.iter_mut() {
+                let sim = match r.similarity {
+                    Some(s) if best_sim > 0.0 => f64::from((s / best_sim).clamp(0.0, 1.0)),
+                    _ => 0.0,
+                };
+                r.fused = (1.0 - w) * norm_bm25(r) + w * sim;
+            }
+        }
+    }
+    let best = cands.iter().map(|(_, r)| r.fused).fold(0.0f64, f64::max);
+    if best > 0.0 {
+        for (_, r) in cands.iter_mut() {
+            r.fused /= best;
+        }
+    }
+}
+
+/// Scores one memory from its signals and its fused relevance.
 pub fn score(
     cfg: &RankConfig,
     strategy: Strategy,
     m: &Signals,
-    bm25: Option<f64>,
-    best_bm25: f64,
+    rel: &Relevance,
     now: Timestamp,
 ) -> ScoreParts {
     let age = age_days(m.updated_at, now);
@@ -284,14 +406,11 @@ pub fn score(
     let effective =
         (m.importance * kind_weight * decay * access_factor).clamp(cfg.min_importance, 1.0);
     let recency = 0.5f64.powf(age_days(m.created_at, now) / cfg.recency_half_life_days);
-    let relevance = match bm25 {
-        Some(b) if best_bm25 > 0.0 => (b / best_bm25).clamp(0.0, 1.0),
-        _ => 0.0,
-    };
+    let relevance = rel.fused;
     let total = match strategy {
         Strategy::Recency => m.created_at.as_millisecond() as f64,
         Strategy::Importance => effective,
-        Strategy::Relevance => bm25.unwrap_or(0.0),
+        Strategy::Relevance => relevance,
         Strategy::Hybrid => {
             let w = cfg.weights;
             w.relevance * relevance + w.importance * effective + w.recency * recency
@@ -299,7 +418,10 @@ pub fn score(
     };
     ScoreParts {
         total,
-        bm25,
+        bm25: rel.bm25,
+        bm25_rank: rel.bm25_rank,
+        similarity: rel.similarity,
+        vector_rank: rel.vector_rank,
         relevance,
         importance: m.importance,
         kind_weight,
@@ -331,7 +453,13 @@ mod tests {
         let now: Timestamp = "2026-02-01T00:00:00Z".parse().unwrap();
         let then: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap();
         let m = crate::testutil::memory("project/a", "x", then);
-        let p = score(&cfg, Strategy::Importance, &Signals::of(&m), None, 0.0, now);
+        let p = score(
+            &cfg,
+            Strategy::Importance,
+            &Signals::of(&m),
+            &Relevance::default(),
+            now,
+        );
         assert!((p.decay - 0.5).abs() < 1e-9, "{}", p.decay);
         // context weight 0.3 × importance 0.5 × 0.5 = 0.075 → floored at 0.1
         assert!((p.effective_importance - 0.1).abs() < 1e-9);

@@ -13,6 +13,38 @@ pub enum EvalCmd {
     /// LoCoMo (../shared/data/locomo/locomo10.json): recall@k, MRR, and
     /// evidence inside assembled contexts, per category.
     Locomo(LocomoArgs),
+    /// Any labelled set in the generic format (see the README): recall@k,
+    /// any@k, all@k and MRR, per category.
+    Retrieval(RetrievalArgs),
+}
+
+/// Flags both benchmarks take.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// recency, importance, relevance (default) or hybrid.
+    #[arg(long, default_value = "relevance")]
+    pub strategy: String,
+    /// auto (the local model when installed), local, openai (from the
+    /// config's [embedder]) or none (BM25 alone).
+    #[arg(long, default_value = "auto")]
+    pub embedder: String,
+    /// rrf or weighted (how BM25 and vector ranks combine).
+    #[arg(long)]
+    pub fusion: Option<String>,
+    /// Keep the evaluation database here (default: a temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RetrievalArgs {
+    /// The JSON file: {"corpora": [...], "queries": [...]}.
+    pub file: PathBuf,
+    /// Cut-offs for recall@k (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,5,10,25,50")]
+    pub k: Vec<usize>,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(Debug, Args)]
@@ -25,49 +57,82 @@ pub struct LocomoArgs {
     /// Context budgets in tokens (comma-separated; empty to skip).
     #[arg(long, value_delimiter = ',', default_value = "1000,2000,4000")]
     pub budgets: Vec<u32>,
-    /// recency, importance, relevance (default) or hybrid.
-    #[arg(long, default_value = "relevance")]
-    pub strategy: String,
+    #[command(flatten)]
+    pub common: Common,
     /// Only the first N questions of each conversation.
     #[arg(long)]
     pub questions: Option<usize>,
     /// Summary share of the "with summary" context column.
     #[arg(long, default_value_t = 0.3)]
     pub summary_share: f64,
-    /// Keep the evaluation database here (default: a temporary directory).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
+}
+
+/// An engine over a fresh database in `--dir` (or a temporary directory),
+/// with the embedder and fusion the flags name; and the directory to remove.
+fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<PathBuf>)> {
+    let tmp = std::env::temp_dir().join(format!("strata-eval-{}", std::process::id()));
+    let dir = c.dir.clone().unwrap_or_else(|| tmp.clone());
+    std::fs::create_dir_all(&dir)?;
+    let db = dir.join("eval.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    // The configuration's [embedder] and [ranking] apply; the store is ours.
+    let mut cfg = app::resolve_config(g)?;
+    cfg.store = strata::Config::sqlite(&db).store;
+    cfg.max_items = 0;
+    cfg.embedder.kind = match c.embedder.as_str() {
+        "auto" => strata::EmbedderKind::Auto,
+        "local" => strata::EmbedderKind::Local,
+        "openai" => strata::EmbedderKind::Openai,
+        "none" => strata::EmbedderKind::None,
+        other => {
+            return app::usage(format!(
+                "--embedder: `{other}` is not one of auto, local, openai, none"
+            ));
+        }
+    };
+    if let Some(f) = &c.fusion {
+        cfg.ranking.fusion = match f.as_str() {
+            "rrf" => strata::Fusion::Rrf,
+            "weighted" => strata::Fusion::Weighted,
+            other => return app::usage(format!("--fusion: `{other}` is not one of rrf, weighted")),
+        };
+    }
+    let engine = strata::Engine::open(cfg)?;
+    if c.embedder == "local" {
+        // Fail before indexing when the model is missing.
+        engine.embedder()?;
+    }
+    Ok((engine, c.dir.is_none().then_some(tmp)))
+}
+
+fn read_json(file: &std::path::Path) -> Result<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))
 }
 
 pub fn run(g: &Global, c: EvalCmd) -> Result<()> {
-    let EvalCmd::Locomo(a) = c;
+    let a = match c {
+        EvalCmd::Locomo(a) => a,
+        EvalCmd::Retrieval(a) => return run_retrieval(g, a),
+    };
     if !(0.0..1.0).contains(&a.summary_share) {
         return app::usage(format!(
             "--summary-share: {} must be in [0, 1)",
             a.summary_share
         ));
     }
-    let text = std::fs::read_to_string(&a.file)
-        .with_context(|| format!("reading {}", a.file.display()))?;
-    let data: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", a.file.display()))?;
+    let data = read_json(&a.file)?;
     let opts = strata::eval::LocomoOptions {
         ks: a.k.clone(),
         budgets: a.budgets.clone(),
-        strategy: a.strategy.parse()?,
+        strategy: a.common.strategy.parse()?,
         max_questions: a.questions,
         summary_share: a.summary_share,
     };
-    let tmp = std::env::temp_dir().join(format!("strata-eval-{}", std::process::id()));
-    let dir = a.dir.clone().unwrap_or_else(|| tmp.clone());
-    std::fs::create_dir_all(&dir)?;
-    let db = dir.join("locomo.db");
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
-    let mut cfg = strata::Config::sqlite(&db);
-    cfg.max_items = 0;
-    let engine = strata::Engine::open(cfg)?;
+    let (engine, tmp) = open(g, &a.common)?;
     if !g.json {
         eprintln!(
             "evaluating {} ({})…",
@@ -77,14 +142,81 @@ pub fn run(g: &Global, c: EvalCmd) -> Result<()> {
     }
     let rep = strata::eval::locomo(&engine, &data, &opts);
     drop(engine);
-    if a.dir.is_none() {
-        let _ = std::fs::remove_dir_all(&tmp);
+    if let Some(t) = tmp {
+        let _ = std::fs::remove_dir_all(t);
     }
     let rep = rep?;
     if g.json {
         return output::json(&rep);
     }
     print_report(&rep, &opts)
+}
+
+fn run_retrieval(g: &Global, a: RetrievalArgs) -> Result<()> {
+    let data = read_json(&a.file)?;
+    let opts = strata::eval::RetrievalOptions {
+        ks: a.k.clone(),
+        strategy: a.common.strategy.parse()?,
+    };
+    let (engine, tmp) = open(g, &a.common)?;
+    let rep = strata::eval::retrieval(&engine, &data, &opts);
+    drop(engine);
+    if let Some(t) = tmp {
+        let _ = std::fs::remove_dir_all(t);
+    }
+    let rep = rep?;
+    if g.json {
+        return output::json(&rep);
+    }
+    output::line(format!(
+        "retrieval — strategy {} — {} corpora, {} memories, {} queries",
+        rep.strategy, rep.corpora, rep.memories, rep.queries
+    ))?;
+    output::line(format!(
+        "index {:.2} s · embedder {} (embedding {:.1} s) · query p50 {:.2} ms, p95 {:.2} ms without query embedding; query embedding p50 {:.2} ms, p95 {:.2} ms",
+        rep.index_seconds,
+        rep.embedder.as_deref().unwrap_or("none: BM25 only"),
+        rep.embed_seconds,
+        rep.query_p50_ms,
+        rep.query_p95_ms,
+        rep.embed_p50_ms,
+        rep.embed_p95_ms
+    ))?;
+    output::line(table_head(&opts.ks))?;
+    for (c, m) in &rep.by_category {
+        output::line(table_row(c, m, &opts.ks))?;
+    }
+    output::line(table_row("overall", &rep.overall, &opts.ks))
+}
+
+fn table_head(ks: &[usize]) -> String {
+    let mut head = format!("{:<22}{:>6}", "", "n");
+    for k in ks {
+        head.push_str(&format!("{:>7}", format!("R@{k}")));
+    }
+    for k in ks {
+        head.push_str(&format!("{:>8}", format!("any@{k}")));
+    }
+    head.push_str(&format!("{:>8}", "MRR"));
+    head
+}
+
+fn table_row(name: &str, m: &strata::eval::Metrics, ks: &[usize]) -> String {
+    let mut s = format!("{name:<22}{:>6}", m.questions);
+    for k in ks {
+        s.push_str(&format!(
+            "{:>7.1}",
+            100.0 * m.recall.get(k).copied().unwrap_or(0.0)
+        ));
+    }
+    for k in ks {
+        s.push_str(&format!(
+            "{:>8.1}",
+            100.0 * m.recall_any.get(k).copied().unwrap_or(0.0)
+        ));
+    }
+    s.push_str(&format!("{:>8.3}", m.mrr));
+    s
 }
 
 fn print_report(
@@ -101,35 +233,20 @@ fn print_report(
         rep.unknown_evidence.len()
     ))?;
     output::line(format!(
-        "index {:.2} s · query p50 {:.2} ms, p95 {:.2} ms · categories as in LoCoMo: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial",
-        rep.index_seconds, rep.query_p50_ms, rep.query_p95_ms
+        "index {:.2} s · embedder {} (embedding {:.1} s) · query p50 {:.2} ms, p95 {:.2} ms without query embedding; query embedding p50 {:.2} ms, p95 {:.2} ms",
+        rep.index_seconds,
+        rep.embedder.as_deref().unwrap_or("none: BM25 only"),
+        rep.embed_seconds,
+        rep.query_p50_ms,
+        rep.query_p95_ms,
+        rep.embed_p50_ms,
+        rep.embed_p95_ms
     ))?;
-    let mut head = format!("{:<22}{:>6}", "", "n");
-    for k in &opts.ks {
-        head.push_str(&format!("{:>7}", format!("R@{k}")));
-    }
-    for k in &opts.ks {
-        head.push_str(&format!("{:>8}", format!("any@{k}")));
-    }
-    head.push_str(&format!("{:>8}", "MRR"));
-    output::line(&head)?;
-    let row = |name: &str, m: &strata::eval::Metrics| {
-        let mut s = format!("{name:<22}{:>6}", m.questions);
-        for k in &opts.ks {
-            s.push_str(&format!(
-                "{:>7.1}",
-                100.0 * m.recall.get(k).copied().unwrap_or(0.0)
-            ));
-        }
-        for k in &opts.ks {
-            s.push_str(&format!(
-                "{:>8.1}",
-                100.0 * m.recall_any.get(k).copied().unwrap_or(0.0)
-            ));
-        }
-        s.push_str(&format!("{:>8.3}", m.mrr));
-        s
-    };
+    output::line(
+        "categories as in LoCoMo: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial",
+    )?;
+    output::line(table_head(&opts.ks))?;
+    let row = |name: &str, m: &strata::eval::Metrics| table_row(name, m, &opts.ks);
     for (c, name) in strata::eval::CATEGORIES {
         if let Some(m) = rep.by_category.get(&c) {
             output::line(row(&format!("{c} {name}"), m))?;

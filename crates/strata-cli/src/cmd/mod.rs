@@ -2,6 +2,7 @@
 
 pub mod context;
 pub mod debug;
+pub mod embed;
 pub mod eval;
 pub mod export;
 pub mod forget;
@@ -81,7 +82,9 @@ pub fn run(cli: Cli) -> Result<()> {
             let e = app::open(g)?;
             let s = e.stats()?;
             if g.json {
-                return output::json(&s);
+                let mut v = serde_json::to_value(&s)?;
+                v["vectors"] = serde_json::to_value(e.embed_status()?)?;
+                return output::json(&v);
             }
             output::line(format!(
                 "backend {}  schema v{}\nmemories {}  archived {}  history {}  sessions {}  scopes {}\ntokens {}  file {} bytes",
@@ -96,7 +99,8 @@ pub fn run(cli: Cli) -> Result<()> {
                 s.file_bytes
             ))?;
             output::line(output::counts("by tier", &s.by_tier))?;
-            output::line(output::counts("by kind", &s.by_kind))
+            output::line(output::counts("by kind", &s.by_kind))?;
+            output::line(embed::status_line(&e.embed_status()?))
         }
         Command::Upkeep => {
             let e = app::open(g)?;
@@ -109,6 +113,9 @@ pub fn run(cli: Cli) -> Result<()> {
                 r.expired, r.evicted
             ))
         }
+        Command::Embed(a) => embed::run_embed(g, a),
+        Command::Reindex(a) => embed::run_reindex(g, a),
+        Command::Model(c) => embed::run_model(g, c),
         Command::Bench(a) => crate::bench::run(g, a),
         Command::Eval(c) => eval::run(g, c),
         Command::Debug(c) => debug::run(g, c),

@@ -44,6 +44,23 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
     req.include_archived = a.archived;
     let e = app::open(g)?;
     let hits = e.recall(&req)?;
+    if a.explain && !g.json {
+        // Say how relevance was found: with vectors, or BM25 alone.
+        let st = e.embed_status()?;
+        match (&st.model, &st.note) {
+            (Some(m), _) => eprintln!(
+                "relevance: BM25 + vectors ({m}, {} fusion); {} of {} memories wait for a vector",
+                match e.config().ranking.fusion {
+                    strata::Fusion::Rrf => "reciprocal-rank",
+                    strata::Fusion::Weighted => "weighted",
+                },
+                st.pending,
+                st.pending + st.vectors
+            ),
+            (None, Some(n)) => eprintln!("relevance: {n}"),
+            (None, None) => {}
+        }
+    }
     if g.json {
         return output::json(&hits);
     }
@@ -64,8 +81,11 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
         ))?;
         if let Some(p) = &h.explain {
             output::line(format!(
-                "          bm25 {}  relevance {:.3}  importance {:.2} × kind {:.2} × decay {:.3} × access {:.3} = {:.3}  recency {:.3}",
+                "          bm25 {} (rank {})  vector {} (rank {})  relevance {:.3}  importance {:.2} × kind {:.2} × decay {:.3} × access {:.3} = {:.3}  recency {:.3}",
                 p.bm25.map_or("-".into(), |b| format!("{b:.3}")),
+                p.bm25_rank.map_or("-".into(), |r| r.to_string()),
+                p.similarity.map_or("-".into(), |s| format!("{s:.3}")),
+                p.vector_rank.map_or("-".into(), |r| r.to_string()),
                 p.relevance,
                 p.importance,
                 p.kind_weight,

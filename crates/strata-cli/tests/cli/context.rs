@@ -30,26 +30,24 @@ fn repo(e: &Env) {
     ] {
         std::fs::create_dir_all(r.join(d)).unwrap();
     }
-    write(
-        &r.join("CLAUDE.md"),
-        "Use rustfmt. Never unwrap in library code.\n",
-    );
-    write(
-        &r.join(".memory/project/conventions/errors.md"),
-        "Errors use thiserror.\n",
-    );
-    write(
-        &r.join(".memory/project/decisions/store.md"),
-        "SQLite is the default store.\n",
-    );
-    write(
-        &r.join(".memory/sprint/s12/goals.md"),
-        "Ship context assembly.\n",
-    );
-    write(
-        &r.join(".memory/sprint/s12/progress.json"),
-        "{\"done\": 3, \"total\": 5}\n",
-    );
+    for (path, text) in [
+        ("CLAUDE.md", "Use rustfmt. Never unwrap in library code.\n"),
+        (
+            ".memory/project/conventions/errors.md",
+            "Errors use thiserror.\n",
+        ),
+        (
+            ".memory/project/decisions/store.md",
+            "SQLite is the default store.\n",
+        ),
+        (".memory/sprint/s12/goals.md", "Ship context assembly.\n"),
+        (
+            ".memory/sprint/s12/progress.json",
+            "{\"done\": 3, \"total\": 5}\n",
+        ),
+    ] {
+        write(&r.join(path), text);
+    }
 }
 
 #[test]

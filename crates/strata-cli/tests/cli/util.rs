@@ -30,6 +30,8 @@ impl Env {
         c.current_dir(self.dir.path())
             .env("STRATA_DB", self.db())
             .env_remove("STRATA_CONFIG")
+            .env_remove("STRATA_MODEL_DIR")
+            .env_remove("STRATA_EMBEDDER")
             .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
             .env("XDG_DATA_HOME", self.dir.path().join("data"))
             .env("HOME", self.dir.path());

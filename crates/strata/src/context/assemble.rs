@@ -19,6 +19,7 @@
 //!    lowest-ranked items are removed until it fits.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
@@ -32,7 +33,8 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::model::Memory;
-use crate::rank::{ScoreParts, Signals, Strategy};
+use crate::embed::Embedder;
+use crate::rank::{Relevance, ScoreParts, Signals, Strategy};
 use crate::scope::View;
 use crate::store::{Order, Query};
 use crate::text;
@@ -318,6 +320,10 @@ impl Engine {
     ) -> Result<ContextPackage> {
         let counter = self.token_counter();
         let terms = text::query_terms(&req.query);
+        let qvec = match prof.strategy {
+            Strategy::Relevance | Strategy::Hybrid => self.query_vector(&req.query)?,
+            Strategy::Recency | Strategy::Importance => None,
+        };
         let budget = prof.max_tokens;
         let shares = prof.shares();
         let mut costs = Costs::new(counter);
@@ -382,6 +388,7 @@ impl Engine {
                     let (view, filter) = r.as_ref()?;
                     let window = srcs[i].window;
                     let terms = &terms;
+                    let qvec = qvec.as_ref();
                     let job = move || {
                         let mut costs = Costs::new(counter);
                         self.candidates(
@@ -390,6 +397,7 @@ impl Engine {
                             view,
                             filter,
                             terms,
+                            qvec,
                             window,
                             now,
                             &mut costs,
@@ -439,6 +447,7 @@ impl Engine {
                         view,
                         filter,
                         &terms,
+                        qvec.as_ref(),
                         src.window,
                         now,
                         &mut costs,
@@ -588,6 +597,7 @@ impl Engine {
         view: &View,
         filter: &Filter,
         terms: &[String],
+        qvec: Option<&(Arc<dyn Embedder>, Vec<f32>)>,
         window: usize,
         now: Timestamp,
         costs: &mut Costs<'_>,
@@ -595,13 +605,15 @@ impl Engine {
         let store = self.store();
         let base = Query::view(view.clone(), now).filter(filter.clone());
         let mut more = false;
-        let mut pool: BTreeMap<String, (Signals, Option<f64>)> = BTreeMap::new();
+        let mut pool: BTreeMap<String, (Signals, Relevance)> = BTreeMap::new();
         let strategy = prof.strategy;
-        if !terms.is_empty() && matches!(strategy, Strategy::Relevance | Strategy::Hybrid) {
-            let hits = store.search_signals(&base, terms, window)?;
-            more |= hits.len() >= window;
-            for (s, score) in hits {
-                pool.insert(s.id.clone(), (s, Some(score)));
+        if (!terms.is_empty() || qvec.is_some())
+            && matches!(strategy, Strategy::Relevance | Strategy::Hybrid)
+        {
+            let hits = self.relevant(&base, terms, qvec, window)?;
+            more |= hits.iter().filter(|(_, r)| r.bm25.is_some()).count() >= window;
+            for (s, r) in hits {
+                pool.insert(s.id.clone(), (s, r));
             }
         }
         let rest = match strategy {
@@ -613,7 +625,7 @@ impl Engine {
         let rest = store.query_signals(&rest)?;
         more |= rest.len() >= window;
         for s in rest {
-            pool.entry(s.id.clone()).or_insert((s, None));
+            pool.entry(s.id.clone()).or_insert((s, Relevance::default()));
         }
         let mut head: Vec<String> = Vec::new();
         let mut tail: Vec<String> = Vec::new();
@@ -621,7 +633,7 @@ impl Engine {
             let q = base.clone().order(Order::Oldest).limit(prof.head_tail);
             for s in store.query_signals(&q)? {
                 head.push(s.id.clone());
-                pool.entry(s.id.clone()).or_insert((s, None));
+                pool.entry(s.id.clone()).or_insert((s, Relevance::default()));
             }
             let q = base.clone().order(Order::Newest).limit(prof.head_tail);
             let mut newest: Vec<Signals> = store.query_signals(&q)?;
@@ -629,7 +641,7 @@ impl Engine {
             for s in newest {
                 if !head.contains(&s.id) {
                     tail.push(s.id.clone());
-                    pool.entry(s.id.clone()).or_insert((s, None));
+                    pool.entry(s.id.clone()).or_insert((s, Relevance::default()));
                 }
             }
         }
@@ -650,7 +662,8 @@ impl Engine {
             });
             for m in found {
                 always.push(m.id.clone());
-                pool.entry(m.id.clone()).or_insert((Signals::of(&m), None));
+                pool.entry(m.id.clone())
+                    .or_insert((Signals::of(&m), Relevance::default()));
             }
         }
         let ranked = self.rank(pool.into_values().collect(), strategy, now);

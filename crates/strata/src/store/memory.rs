@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use jiff::Timestamp;
 
 use super::{
-    Archived, ImportCounts, ImportItem, OnConflict, Order, Put, Query, ScopeCount, Session, Store,
-    StoreStats,
+    Archived, ImportCounts, ImportItem, OnConflict, Order, PendingVector, Put, Query, ScopeCount,
+    Session, Store, StoreStats,
 };
 use crate::Result;
 use crate::error::Error;
@@ -26,6 +26,7 @@ struct Inner {
     history: HashMap<String, Vec<Memory>>,
     sessions: BTreeMap<String, Session>,
     context_log: BTreeMap<String, String>,
+    vector_dims: BTreeMap<String, usize>,
 }
 
 /// A store that lives in process memory and is gone when dropped.
@@ -156,6 +157,153 @@ impl Inner {
 }
 
 impl Store for MemoryStore {
+    fn pending_vectors(
+        &self,
+        model: &str,
+        ids: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<PendingVector>> {
+        let g = self.lock();
+        let mut waiting: Vec<&Memory> = g
+            .active
+            .values()
+            .filter(|m| ids.is_none_or(|ids| ids.contains(&m.id)))
+            .filter(|m| m.embedding.as_ref().is_none_or(|e| e.model != model))
+            .collect();
+        waiting.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(waiting
+            .into_iter()
+            .take(limit)
+            .map(|m| PendingVector {
+                id: m.id.clone(),
+                checksum: m.checksum.clone(),
+                content: m.content.clone(),
+                before: (m.kind.as_str() == "conversation")
+                    .then(|| {
+                        g.active
+                            .values()
+                            .filter(|x| {
+                                x.scope == m.scope
+                                    && x.kind.as_str() == "conversation"
+                                    && x.session == m.session
+                                    && (x.created_at, &x.id) < (m.created_at, &m.id)
+                            })
+                            .max_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
+                            .map(|x| x.content.clone())
+                    })
+                    .flatten(),
+            })
+            .collect())
+    }
+
+    fn count_pending(&self, model: &str) -> Result<u64> {
+        let g = self.lock();
+        Ok(g.active
+            .values()
+            .filter(|m| m.embedding.as_ref().is_none_or(|e| e.model != model))
+            .count() as u64)
+    }
+
+    fn set_vectors(
+        &self,
+        model: &str,
+        dim: usize,
+        items: &[(String, String, Vec<f32>)],
+    ) -> Result<usize> {
+        let mut g = self.lock();
+        if let Some((id, _, v)) = items.iter().find(|(_, _, v)| v.len() != dim) {
+            return Err(Error::Embedding(format!(
+                "memory `{id}`: vector of length {} from `{model}`, which makes vectors of length {dim}",
+                v.len()
+            )));
+        }
+        match g.vector_dims.get(model) {
+            Some(&d) if d != dim => {
+                return Err(Error::Embedding(format!(
+                    "the store holds `{model}` vectors of length {d}, not {dim}: \
+                     run `strata reindex` after changing the model"
+                )));
+            }
+            Some(_) => {}
+            None => {
+                g.vector_dims.insert(model.to_string(), dim);
+            }
+        }
+        let mut n = 0;
+        for (id, checksum, v) in items {
+            if let Some(m) = g.active.get_mut(id)
+                && &m.checksum == checksum
+            {
+                m.embedding = Some(crate::model::Embedding {
+                    model: model.to_string(),
+                    vector: v.clone(),
+                });
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn search_vectors(
+        &self,
+        q: &Query,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f32)>> {
+        let g = self.lock();
+        let mut hits: Vec<(Signals, f32)> = g
+            .active
+            .values()
+            .filter(|m| q.selects(m))
+            .filter_map(|m| {
+                let e = m.embedding.as_ref().filter(|e| e.model == model)?;
+                (e.vector.len() == query.len())
+                    .then(|| (Signals::of(m), crate::embed::dot(query, &e.vector)))
+            })
+            .collect();
+        super::sort_similar(&mut hits);
+        hits.truncate(limit);
+        Ok(hits)
+    }
+
+    fn clear_vectors(&self, keep: Option<&str>) -> Result<u64> {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let drop = |e: &Option<crate::model::Embedding>| {
+            e.as_ref().is_some_and(|e| Some(e.model.as_str()) != keep)
+        };
+        let mut n = 0;
+        for m in inner.active.values_mut() {
+            if drop(&m.embedding) {
+                m.embedding = None;
+                n += 1;
+            }
+        }
+        for a in inner.archive.values_mut() {
+            if drop(&a.memory.embedding) {
+                a.memory.embedding = None;
+            }
+        }
+        inner.vector_dims.retain(|k, _| Some(k.as_str()) == keep);
+        Ok(n)
+    }
+
+    fn vector_models(&self) -> Result<Vec<(String, usize, u64)>> {
+        let g = self.lock();
+        Ok(g.vector_dims
+            .iter()
+            .map(|(model, dim)| {
+                let n = g
+                    .active
+                    .values()
+                    .filter(|m| m.embedding.as_ref().is_some_and(|e| &e.model == model))
+                    .count() as u64;
+                (model.clone(), *dim, n)
+            })
+            .collect())
+    }
+
     fn put(&self, m: &Memory) -> Result<Put> {
         self.lock().put(m)
     }

@@ -245,6 +245,26 @@ pub struct StoreStats {
     pub schema_version: i64,
 }
 
+/// A memory waiting for a vector: what the embedder reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingVector {
+    /// The memory id.
+    pub id: String,
+    /// Its checksum when read; the vector is stored only if it still matches.
+    pub checksum: String,
+    /// Its content.
+    pub content: String,
+    /// For a conversation turn, the content of the turn before it in the
+    /// same scope and session (the question a reply answers).
+    pub before: Option<String>,
+}
+
+/// Sorts vector hits most similar first; ties break on id (descending), as
+/// every ranking does.
+pub fn sort_similar(hits: &mut [(Signals, f32)]) {
+    hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.id.cmp(&a.0.id)));
+}
+
 /// The storage backend interface.
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Stores a new memory, or supersedes the active memory with the same
@@ -329,6 +349,37 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Marks the session archived and moves its active memories to the
     /// archive (reason `session_archived`).
     fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session>;
+    /// Up to `limit` active memories without a vector of `model` (none, or
+    /// another model's), oldest first; only those of `ids` when given.
+    fn pending_vectors(
+        &self,
+        model: &str,
+        ids: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<PendingVector>>;
+    /// How many active memories have no vector of `model`.
+    fn count_pending(&self, model: &str) -> Result<u64>;
+    /// Stores vectors of `model` (length `dim`) for memories whose checksum
+    /// is still the given one (a memory updated meanwhile keeps waiting);
+    /// returns how many were stored. A model's first vectors fix its
+    /// dimension: a vector of another length is an error and stores nothing.
+    fn set_vectors(&self, model: &str, dim: usize, items: &[(String, String, Vec<f32>)])
+    -> Result<usize>;
+    /// The `limit` active memories selected by `q` whose `model` vectors are
+    /// most similar (dot product of normalised vectors) to `query`, best
+    /// first, with only what ranking reads.
+    fn search_vectors(
+        &self,
+        q: &Query,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f32)>>;
+    /// Drops every vector that is not of `keep` (all of them for `None`);
+    /// returns how many memories lost theirs.
+    fn clear_vectors(&self, keep: Option<&str>) -> Result<u64>;
+    /// Vector models in the store with their dimension and vector count.
+    fn vector_models(&self) -> Result<Vec<(String, usize, u64)>>;
     /// Records an assembled context package for replay. `doc` holds ids and
     /// versions, never memory content (so `forget` leaves nothing here). A
     /// package id that is already logged keeps its first record.

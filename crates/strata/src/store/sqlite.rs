@@ -34,8 +34,8 @@ use rusqlite::{
 };
 
 use super::{
-    Archived, ImportCounts, ImportItem, OnConflict, Order, Put, Query, ScopeCount, Session, Store,
-    StoreStats,
+    Archived, ImportCounts, ImportItem, OnConflict, Order, PendingVector, Put, Query, ScopeCount,
+    Session, Store, StoreStats,
 };
 use crate::Result;
 use crate::error::Error;
@@ -45,7 +45,7 @@ use crate::scope::{Scope, View};
 use crate::text;
 
 /// Newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -164,6 +164,19 @@ fn migration_2() -> String {
      CREATE INDEX archive_scope ON archive(scope, created_at, id);
      CREATE TABLE scope_counts (scope TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
      INSERT INTO scope_counts (scope, n) SELECT scope, COUNT(*) FROM memories GROUP BY scope;"
+        .into()
+}
+
+/// Version 3: vectors. They stay in `memories.embedding` (little-endian
+/// f32, normalised) beside `embedding_model`; an index on the model finds
+/// the memories still waiting for a vector, and `vector_models` fixes each
+/// model's dimension so vectors of different lengths never mix.
+fn migration_3() -> String {
+    "CREATE INDEX memories_embedding_model ON memories(embedding_model);
+     CREATE TABLE vector_models (model TEXT PRIMARY KEY, dim INTEGER NOT NULL) WITHOUT ROWID;
+     INSERT OR IGNORE INTO vector_models (model, dim)
+         SELECT embedding_model, length(embedding) / 4 FROM memories
+         WHERE embedding_model IS NOT NULL GROUP BY embedding_model;"
         .into()
 }
 
@@ -297,7 +310,7 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        let migrations: [fn() -> String; 2] = [migration_1, migration_2];
+        let migrations: [fn() -> String; 3] = [migration_1, migration_2, migration_3];
         for (i, m) in migrations.iter().enumerate() {
             let v = i as i64 + 1;
             if v > current {
@@ -1295,6 +1308,219 @@ impl Store for SqliteStore {
         Ok(rows)
     }
 
+    fn pending_vectors(
+        &self,
+        model: &str,
+        ids: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<PendingVector>> {
+        let c = self.conn()?;
+        let lim = limit.min(i64::MAX as usize) as i64;
+        let cols = "m.rowid, m.id, m.checksum, m.content, m.scope, m.kind, m.session, m.created_at";
+        let read = |r: &Row<'_>| -> rusqlite::Result<(i64, PendingVector, String, String, Option<String>, i64)> {
+            Ok((
+                r.get(0)?,
+                PendingVector {
+                    id: r.get(1)?,
+                    checksum: r.get(2)?,
+                    content: r.get(3)?,
+                    before: None,
+                },
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+            ))
+        };
+        let mut rows: Vec<_> = match ids {
+            Some(ids) => c
+                .prepare_cached(&format!(
+                    "SELECT {cols} FROM json_each(?1) AS j CROSS JOIN memories m ON m.id = j.value
+                     WHERE m.embedding_model IS NOT ?2 ORDER BY m.rowid LIMIT ?3"
+                ))?
+                .query_map(
+                    params![
+                        serde_json::to_string(ids).unwrap_or_else(|_| "[]".into()),
+                        model,
+                        lim
+                    ],
+                    read,
+                )?
+                .collect::<rusqlite::Result<_>>()?,
+            None => c
+                .prepare_cached(&format!(
+                    "SELECT {cols} FROM memories m WHERE m.embedding_model IS NULL ORDER BY m.embedding_model, m.rowid LIMIT ?"
+                ))?
+                .query_map([lim], read)?
+                .collect::<rusqlite::Result<_>>()?,
+        };
+        if ids.is_none() && rows.len() < limit {
+            let more: Vec<_> = c
+                .prepare_cached(&format!(
+                    "SELECT {cols} FROM memories m WHERE m.embedding_model < ?1 OR m.embedding_model > ?1 ORDER BY m.rowid LIMIT ?2"
+                ))?
+                .query_map(params![model, lim - rows.len() as i64], read)?
+                .collect::<rusqlite::Result<_>>()?;
+            rows.extend(more);
+        }
+        let mut before = c.prepare_cached(
+            "SELECT content FROM memories m WHERE m.scope = ?1 AND m.kind = 'conversation'
+             AND m.session IS ?2 AND (m.created_at < ?3 OR (m.created_at = ?3 AND m.id < ?4))
+             ORDER BY m.created_at DESC, m.id DESC LIMIT 1",
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (_, mut p, scope, kind, session, created) in rows {
+            if kind == "conversation" {
+                p.before = before
+                    .query_row(params![scope, session, created, p.id], |r| r.get(0))
+                    .optional()?;
+            }
+            out.push(p);
+        }
+        Ok(out)
+    }
+
+    fn count_pending(&self, model: &str) -> Result<u64> {
+        let c = self.conn()?;
+        let n: i64 = c
+            .prepare_cached("SELECT COUNT(*) FROM memories WHERE embedding_model IS NOT ?")?
+            .query_row([model], |r| r.get(0))?;
+        Ok(n as u64)
+    }
+
+    fn set_vectors(
+        &self,
+        model: &str,
+        dim: usize,
+        items: &[(String, String, Vec<f32>)],
+    ) -> Result<usize> {
+        if let Some((id, _, v)) = items.iter().find(|(_, _, v)| v.len() != dim) {
+            return Err(Error::Embedding(format!(
+                "memory `{id}`: vector of length {} from `{model}`, which makes vectors of length {dim}",
+                v.len()
+            )));
+        }
+        self.write(|tx| {
+            let known: Option<i64> = tx
+                .prepare_cached("SELECT dim FROM vector_models WHERE model = ?")?
+                .query_row([model], |r| r.get(0))
+                .optional()?;
+            match known {
+                Some(d) if d as usize != dim => {
+                    return Err(Error::Embedding(format!(
+                        "the store holds `{model}` vectors of length {d}, not {dim}: \
+                         run `strata reindex` after changing the model"
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    tx.prepare_cached("INSERT INTO vector_models (model, dim) VALUES (?, ?)")?
+                        .execute(params![model, dim as i64])?;
+                }
+            }
+            let mut st = tx.prepare_cached(
+                "UPDATE memories SET embedding_model = ?, embedding = ? WHERE id = ? AND checksum = ?",
+            )?;
+            let mut n = 0;
+            for (id, checksum, v) in items {
+                n += st.execute(params![model, crate::embed::to_bytes(v), id, checksum])?;
+            }
+            Ok(n)
+        })
+    }
+
+    fn search_vectors(
+        &self,
+        q: &Query,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f32)>> {
+        if limit == 0 || q.view.as_ref().is_some_and(|v| v.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let c = self.conn()?;
+        let mut p = Vec::new();
+        let w = where_sql(q, false, &mut p);
+        p.push(SqlValue::Text(model.to_string()));
+        let sql = format!(
+            "SELECT m.rowid, m.embedding FROM memories m WHERE {w} AND m.embedding_model = ?"
+        );
+        // The best `limit` by similarity: a min-heap of (similarity, rowid).
+        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF32, i64)>> =
+            std::collections::BinaryHeap::with_capacity(limit + 1);
+        {
+            let mut st = c.prepare_cached(&sql)?;
+            let mut rows = st.query(params_from_iter(p))?;
+            while let Some(r) = rows.next()? {
+                let rowid: i64 = r.get(0)?;
+                let sim = match r.get_ref(1)? {
+                    rusqlite::types::ValueRef::Blob(b) if b.len() == query.len() * 4 => {
+                        crate::embed::dot_bytes(query, b)
+                    }
+                    _ => continue,
+                };
+                if heap.len() < limit {
+                    heap.push(std::cmp::Reverse((OrdF32(sim), rowid)));
+                } else if heap.peek().is_some_and(|m| sim > m.0.0.0) {
+                    heap.pop();
+                    heap.push(std::cmp::Reverse((OrdF32(sim), rowid)));
+                }
+            }
+        }
+        let sims: std::collections::HashMap<i64, f32> =
+            heap.into_iter().map(|r| (r.0.1, r.0.0.0)).collect();
+        let ids: Vec<i64> = sims.keys().copied().collect();
+        let mut st = c.prepare_cached(&format!(
+            "SELECT {SIGNAL_COLS}, m.rowid FROM json_each(?) AS j CROSS JOIN memories m ON m.rowid = j.value"
+        ))?;
+        let json = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+        let mut hits: Vec<(Signals, f32)> = st
+            .query_map([json], |r| {
+                let s = read_signals(r)?;
+                let rowid: i64 = r.get(7)?;
+                Ok((s, sims.get(&rowid).copied().unwrap_or(0.0)))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        super::sort_similar(&mut hits);
+        Ok(hits)
+    }
+
+    fn clear_vectors(&self, keep: Option<&str>) -> Result<u64> {
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE memories SET embedding_model = NULL, embedding = NULL
+                 WHERE embedding_model IS NOT NULL AND embedding_model IS NOT ?1",
+                [keep],
+            )?;
+            tx.execute(
+                "UPDATE archive SET embedding_model = NULL, embedding = NULL
+                 WHERE embedding_model IS NOT NULL AND embedding_model IS NOT ?1",
+                [keep],
+            )?;
+            tx.execute("DELETE FROM vector_models WHERE model IS NOT ?1", [keep])?;
+            Ok(n as u64)
+        })
+    }
+
+    fn vector_models(&self) -> Result<Vec<(String, usize, u64)>> {
+        let c = self.conn()?;
+        let mut st = c.prepare_cached(
+            "SELECT v.model, v.dim, (SELECT COUNT(*) FROM memories m WHERE m.embedding_model = v.model)
+             FROM vector_models v ORDER BY v.model",
+        )?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)? as usize,
+                    r.get::<_, i64>(2)? as u64,
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
     fn log_context(&self, id: &str, at: Timestamp, doc: &str) -> Result<()> {
         self.write(|tx| {
             tx.prepare_cached(
@@ -1339,6 +1565,24 @@ impl Store for SqliteStore {
         })?;
         self.get_session(id)?
             .ok_or_else(|| Error::SessionNotFound(id.into()))
+    }
+}
+
+/// An f32 with a total order, for the similarity heap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct OrdF32(f32);
+
+impl Eq for OrdF32 {}
+
+impl PartialOrd for OrdF32 {
+    fn partial_cmp(&self, other: &OrdF32) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OrdF32 {
+    fn cmp(&self, other: &OrdF32) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
     }
 }
 

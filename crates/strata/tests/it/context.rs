@@ -449,6 +449,7 @@ scope = "project/{{project}}/**"
 scope = "global"
 "#);
         let mut c = Config::in_memory();
+        c.embedder = strata::EmbedderConfig::none();
         c.apply_toml(&toml, None).unwrap();
         let e = Engine::open(c).unwrap();
         let scopes = ["task/t1", "project/acme/sprint/s1", "global"];

@@ -45,7 +45,11 @@ fn fixture() -> serde_json::Value {
 
 #[test]
 fn locomo_protocol_on_a_fixture() {
-    let e = Engine::open(Config::in_memory()).unwrap();
+    let e = Engine::open(Config {
+        embedder: strata::EmbedderConfig::none(),
+        ..Config::in_memory()
+    })
+    .unwrap();
     let opts = LocomoOptions {
         ks: vec![1, 5],
         budgets: vec![60, 1000],
@@ -90,7 +94,11 @@ fn locomo_protocol_on_a_fixture() {
 
 #[test]
 fn malformed_files_are_named() {
-    let e = Engine::open(Config::in_memory()).unwrap();
+    let e = Engine::open(Config {
+        embedder: strata::EmbedderConfig::none(),
+        ..Config::in_memory()
+    })
+    .unwrap();
     let o = LocomoOptions::default();
     let err = |v: serde_json::Value| locomo(&e, &v, &o).unwrap_err().to_string();
     assert!(err(serde_json::json!({"a": 1})).contains("JSON list"));

@@ -50,6 +50,7 @@ impl std::ops::DerefMut for TestEngine {
 impl TestEngine {
     pub fn memory(cfg: impl FnOnce(&mut Config)) -> TestEngine {
         let mut c = Config::in_memory();
+        c.embedder = strata::EmbedderConfig::none();
         cfg(&mut c);
         TestEngine {
             engine: Engine::open(c).unwrap(),
@@ -60,6 +61,7 @@ impl TestEngine {
     pub fn sqlite(cfg: impl FnOnce(&mut Config)) -> TestEngine {
         let dir = tempfile::tempdir().unwrap();
         let mut c = Config::sqlite(dir.path().join("t.db"));
+        c.embedder = strata::EmbedderConfig::none();
         cfg(&mut c);
         TestEngine {
             engine: Engine::open(c).unwrap(),

@@ -18,3 +18,4 @@ mod model;
 mod ranking;
 mod schema;
 mod sync;
+mod vectors;

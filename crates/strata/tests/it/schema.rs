@@ -71,7 +71,11 @@ fn processes_creating_one_file_at_once_agree() {
 fn a_version_1_file_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.db");
-    let m = mem("project/a", "written by version 1");
+    let mut m = mem("project/a", "written by version 1");
+    m.embedding = Some(strata::Embedding {
+        model: "some-model".into(),
+        vector: vec![0.6, 0.8],
+    });
     {
         let s = SqliteStore::open(&path, Default::default()).unwrap();
         s.put(&m).unwrap();
@@ -79,7 +83,8 @@ fn a_version_1_file_is_upgraded_in_place() {
     // Turn the file back into what schema version 1 left.
     let c = rusqlite::Connection::open(&path).unwrap();
     c.execute_batch(
-        "DROP TABLE context_log; DROP TABLE scope_counts;
+        "DROP INDEX memories_embedding_model; DROP TABLE vector_models;
+         DROP TABLE context_log; DROP TABLE scope_counts;
          DROP INDEX memories_scope; CREATE INDEX memories_scope ON memories(scope, created_at);
          DROP INDEX archive_scope; CREATE INDEX archive_scope ON archive(scope, created_at);
          DELETE FROM schema_version WHERE version > 1;",
@@ -101,5 +106,15 @@ fn a_version_1_file_is_upgraded_in_place() {
     s.log_context("ctx-1", jiff::Timestamp::now(), "{}")
         .unwrap();
     assert_eq!(s.context_log("ctx-1").unwrap().as_deref(), Some("{}"));
-    assert_eq!(s.stats().unwrap().schema_version, 2);
+    // Version 3 recorded the dimension of the vectors already there.
+    assert_eq!(
+        s.vector_models().unwrap(),
+        vec![("some-model".to_string(), 2, 1)]
+    );
+    assert_eq!(s.count_pending("some-model").unwrap(), 0);
+    assert_eq!(s.count_pending("another").unwrap(), 1);
+    assert_eq!(
+        s.stats().unwrap().schema_version,
+        strata::store::SCHEMA_VERSION
+    );
 }

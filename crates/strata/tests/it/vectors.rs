@@ -1,0 +1,448 @@
+//! Vectors: embedding what waits, vector search inside views and filters,
+//! fusion with full text, model bookkeeping, the background worker, the
+//! local BERT embedder (a tiny random-weight model, and the real one when it
+//! is installed) and the OpenAI-compatible client against a local server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strata::embed::{Embedder, Purpose};
+use strata::{EmbedWorker, Engine, Error, Filter, Kind, NewMemory, Recall, Strategy};
+
+use crate::harness::{MakeEngine, scope, view};
+
+/// A real [`Embedder`] with a fixed vocabulary of concepts: each dimension
+/// counts the words of one concept, so paraphrases meet without sharing a
+/// word. Deterministic, so fusion can be asserted exactly.
+#[derive(Debug)]
+struct Concepts {
+    model: &'static str,
+    dim: usize,
+}
+
+const CONCEPTS: [&[&str]; 3] = [
+    &["live", "lives", "relocated", "moved", "home", "berlin", "city"],
+    &["database", "postgresql", "sql", "billing"],
+    &["lunch", "pasta", "food", "ate", "dinner"],
+];
+
+impl Embedder for Concepts {
+    fn model(&self) -> &str {
+        self.model
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn embed(&self, texts: &[&str], _: Purpose) -> Result<Vec<Vec<f32>>, Error> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.0f32; self.dim];
+                v[self.dim - 1] = 0.1;
+                for w in t
+                    .to_lowercase()
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                {
+                    for (i, c) in CONCEPTS.iter().enumerate() {
+                        if c.contains(&w) {
+                            v[i] += 1.0;
+                        }
+                    }
+                }
+                strata::embed::normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+fn concepts() -> Option<Arc<dyn Embedder>> {
+    Some(Arc::new(Concepts {
+        model: "concepts-v1",
+        dim: 4,
+    }))
+}
+
+fn remember(e: &Engine, s: &str, text: &str) -> String {
+    e.remember(NewMemory::new(scope(s), text).kind(Kind::Finding))
+        .unwrap()
+        .id
+}
+
+fn recall(e: &Engine, q: &str, v: &[&str], strategy: Strategy) -> Vec<strata::Recalled> {
+    let mut r = Recall::new(q, view(v));
+    r.strategy = Some(strategy);
+    r.explain = true;
+    r.touch = false;
+    e.recall(&r).unwrap()
+}
+
+fn paraphrases_are_found_once_embedded(make: MakeEngine<'_>) {
+    let e = make(&|_| {});
+    e.set_embedder(concepts()).unwrap();
+    let berlin = remember(&e, "project/a", "She relocated to Berlin last spring");
+    remember(&e, "project/a", "The billing service uses PostgreSQL");
+    remember(&e, "project/a", "Lunch was pasta today");
+    // Written, searchable by text at once, waiting for vectors.
+    assert_eq!(e.embed_status().unwrap().pending, 3);
+    assert_eq!(recall(&e, "Berlin", &["project/a"], Strategy::Relevance)[0].memory.id, berlin);
+    // No shared word: full text alone finds nothing.
+    assert!(recall(&e, "where does her home sit?", &["project/a"], Strategy::Relevance).is_empty());
+    assert_eq!(e.embed_pending(None, usize::MAX).unwrap(), 3);
+    let st = e.embed_status().unwrap();
+    assert_eq!((st.pending, st.vectors, st.dim), (0, 3, Some(4)));
+    let hits = recall(&e, "where does her home sit?", &["project/a"], Strategy::Relevance);
+    assert_eq!(hits[0].memory.id, berlin);
+    let p = hits[0].explain.as_ref().unwrap();
+    assert_eq!((p.vector_rank, p.bm25_rank), (Some(1), None));
+    assert!(p.similarity.unwrap() > 0.9, "{p:?}");
+    // Embedding again does nothing: idempotent.
+    assert_eq!(e.embed_pending(None, usize::MAX).unwrap(), 0);
+}
+
+fn fusion_ranks_both_lists(make: MakeEngine<'_>) {
+    let e = make(&|_| {});
+    e.set_embedder(concepts()).unwrap();
+    // Matches both words and the database concept.
+    let both = remember(&e, "project/a", "Our storage database is PostgreSQL");
+    // Only the concept (no shared word with the query).
+    let vec_only = remember(&e, "project/a", "The billing system runs SQL");
+    // Only the word.
+    let text_only = remember(&e, "project/a", "Storage closet keys are at the desk");
+    remember(&e, "project/a", "Lunch was pasta today");
+    e.embed_pending(None, usize::MAX).unwrap();
+    let ids: Vec<String> = recall(&e, "database storage", &["project/a"], Strategy::Relevance)
+        .into_iter()
+        .map(|h| h.memory.id)
+        .collect();
+    assert_eq!(ids[0], both, "in both lists first");
+    assert!(ids.contains(&vec_only) && ids.contains(&text_only));
+}
+
+fn vector_search_stays_in_view_and_filter(make: MakeEngine<'_>) {
+    let e = make(&|_| {});
+    e.set_embedder(concepts()).unwrap();
+    let mine = remember(&e, "project/a", "We moved the office");
+    // More similar, but in another project, or of another kind.
+    remember(&e, "project/b", "moved home to Berlin city");
+    e.remember(NewMemory::new(scope("project/a"), "moved home city").kind(Kind::Decision))
+        .unwrap();
+    e.embed_pending(None, usize::MAX).unwrap();
+    let mut r = Recall::new("where does she live now", view(&["project/a"]));
+    r.strategy = Some(Strategy::Relevance);
+    r.filter = Filter::parse(&serde_json::json!({"kind": "finding"})).unwrap();
+    let hits = e.recall(&r).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].memory.id, mine);
+    for h in recall(&e, "live", &["project/a"], Strategy::Hybrid) {
+        assert_eq!(h.memory.scope, scope("project/a"));
+    }
+}
+
+fn changes_and_forget_reach_vectors(make: MakeEngine<'_>) {
+    let e = make(&|_| {});
+    e.set_embedder(concepts()).unwrap();
+    let id = remember(&e, "project/a", "We moved to Berlin");
+    e.embed_pending(None, usize::MAX).unwrap();
+    let m = e.get(&id).unwrap().unwrap();
+    assert_eq!(m.embedding.as_ref().unwrap().model, "concepts-v1");
+    // New text: the old vector is dropped and the memory waits again.
+    let patch = strata::Patch {
+        content: Some("Lunch was pasta".into()),
+        ..Default::default()
+    };
+    e.update(&id, patch, m.version).unwrap();
+    assert!(e.get(&id).unwrap().unwrap().embedding.is_none());
+    assert_eq!(e.embed_status().unwrap().pending, 1);
+    e.embed_pending(None, usize::MAX).unwrap();
+    let hits = recall(&e, "what food did they eat", &["project/a"], Strategy::Relevance);
+    assert_eq!(hits[0].memory.id, id);
+    e.forget(
+        &strata::Forget::Ids(vec![id.clone()]),
+        strata::ForgetOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(e.embed_status().unwrap().vectors, 0);
+    assert!(recall(&e, "what food did they eat", &["project/a"], Strategy::Relevance).is_empty());
+}
+
+fn models_never_mix(make: MakeEngine<'_>) {
+    let e = make(&|_| {});
+    e.set_embedder(concepts()).unwrap();
+    let id = remember(&e, "project/a", "We moved to Berlin");
+    e.embed_pending(None, usize::MAX).unwrap();
+    let checksum = e.get(&id).unwrap().unwrap().checksum;
+    // A vector of another length for the same model is refused, whole.
+    let err = e
+        .store()
+        .set_vectors("concepts-v1", 3, &[(id.clone(), checksum.clone(), vec![1.0, 0.0, 0.0])])
+        .unwrap_err();
+    assert!(err.to_string().contains("length 4"), "{err}");
+    let err = e
+        .store()
+        .set_vectors("concepts-v1", 4, &[(id.clone(), checksum.clone(), vec![1.0])])
+        .unwrap_err();
+    assert!(err.to_string().contains("length 1"), "{err}");
+    // A stale checksum stores nothing (the memory changed meanwhile).
+    let n = e
+        .store()
+        .set_vectors("concepts-v1", 4, &[(id.clone(), "stale".into(), vec![0.0, 0.0, 0.0, 1.0])])
+        .unwrap();
+    assert_eq!(n, 0);
+    // Another model sees no vectors until it embeds, and reindex drops the old ones.
+    let store = e.store();
+    assert_eq!(store.count_pending("concepts-v2").unwrap(), 1);
+    assert!(store.search_vectors(&strata::store::Query::view(view(&["project/a"]), jiff::Timestamp::now()), "concepts-v2", &[0.0, 0.0, 0.0, 1.0], 10).unwrap().is_empty());
+    assert_eq!(store.clear_vectors(Some("concepts-v2")).unwrap(), 1);
+    assert!(store.vector_models().unwrap().is_empty());
+}
+
+fn context_assembly_uses_vectors(make: MakeEngine<'_>) {
+    let e = make(&|c| {
+        c.apply_toml(
+            r#"
+[profiles.p]
+max_tokens = 40
+strategy = "relevance"
+[[profiles.p.sources]]
+scope = "project/{project}"
+"#,
+            None,
+        )
+        .unwrap();
+    });
+    e.set_embedder(concepts()).unwrap();
+    let berlin = remember(&e, "project/a", "She relocated to Berlin last spring");
+    for i in 0..12 {
+        remember(&e, "project/a", &format!("Standup note {i}: nothing new on the roadmap"));
+    }
+    e.embed_pending(None, usize::MAX).unwrap();
+    let pkg = e
+        .context(&strata::ContextRequest::new("p").var("project", "a").query("where is her home"))
+        .unwrap();
+    assert_eq!(pkg.items[0].id, berlin, "{}", pkg.markdown());
+    assert!(pkg.total_tokens <= 40);
+}
+
+fn the_worker_embeds_in_the_background(make: MakeEngine<'_>) {
+    let te = make(&|_| {});
+    let _dir = te.dir;
+    let e = Arc::new(te.engine);
+    e.set_embedder(concepts()).unwrap();
+    let worker = EmbedWorker::spawn(e.clone());
+    for i in 0..100 {
+        remember(&e, "project/a", &format!("note {i} about the database"));
+    }
+    let start = Instant::now();
+    while e.embed_status().unwrap().pending > 0 {
+        assert!(start.elapsed() < Duration::from_secs(20), "the worker fell behind");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(e.embed_status().unwrap().vectors, 100);
+    assert!(worker.last_error().is_none());
+    drop(worker);
+}
+
+backends!(engine:
+    paraphrases_are_found_once_embedded,
+    fusion_ranks_both_lists,
+    vector_search_stays_in_view_and_filter,
+    changes_and_forget_reach_vectors,
+    models_never_mix,
+    context_assembly_uses_vectors,
+    the_worker_embeds_in_the_background,
+);
+
+#[test]
+fn conversation_turns_are_embedded_with_the_turn_they_answer() {
+    let e = crate::harness::TestEngine::sqlite(|_| {});
+    let t = jiff::Timestamp::from_second(1_700_000_000).unwrap();
+    let turns = ["Where did you move last year?", "Berlin, for the new job.", "Nice!"];
+    let batch: Vec<NewMemory> = turns
+        .iter()
+        .map(|c| NewMemory::new(scope("project/a"), *c).kind(Kind::Conversation).created_at(t))
+        .collect();
+    let stored = e.remember_batch(batch, strata::Confirm::No).unwrap();
+    let pending = e.store().pending_vectors("m", None, 10).unwrap();
+    assert_eq!(pending.len(), 3);
+    assert_eq!(pending[0].before, None);
+    assert_eq!(pending[1].id, stored[1].id);
+    assert_eq!(pending[1].before.as_deref(), Some(turns[0]));
+    assert_eq!(pending[2].before.as_deref(), Some(turns[1]));
+}
+
+#[test]
+fn bad_embedder_config_is_named() {
+    let mut c = strata::Config::in_memory();
+    let err = c
+        .apply_toml("[embedder]\nkind = \"openai\"\nmodel = \"m\"\n", None)
+        .unwrap_err();
+    assert!(err.to_string().contains("embedder.url"), "{err}");
+    let err = c
+        .apply_toml("[embedder]\nkind = \"sentence\"\n", None)
+        .unwrap_err();
+    assert!(err.to_string().contains("sentence"), "{err}");
+    let err = c.apply_toml("[embedder]\nbatch = 3\n", None).unwrap_err();
+    assert!(err.to_string().contains("batch"), "{err}");
+    let err = c
+        .apply_toml("[ranking]\nfusion = \"max\"\n", None)
+        .unwrap_err();
+    assert!(err.to_string().contains("max"), "{err}");
+    // A missing local model is an error that says how to install it.
+    let c = strata::Config {
+        embedder: strata::EmbedderConfig::local("/nonexistent/model"),
+        ..strata::Config::in_memory()
+    };
+    let e = Engine::open(c).unwrap();
+    let err = e.recall(&Recall::new("x", view(&["project/a"]))).unwrap_err();
+    assert!(err.to_string().contains("strata model fetch"), "{err}");
+}
+
+#[cfg(feature = "local-embed")]
+mod local {
+    use super::*;
+    use strata::EmbedderConfig;
+
+    #[test]
+    fn a_tiny_bert_embeds_like_one_input_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let words = ["we", "moved", "to", "berlin", "the", "database", "is", "postgres", "lunch"];
+        strata::embed::local::write_tiny_model(dir.path(), &words).unwrap();
+        let e = EmbedderConfig::local(dir.path()).open().unwrap().unwrap();
+        assert_eq!(e.dim(), 16);
+        let texts = ["we moved to berlin", "the database is postgres", "lunch", "berlin berlin berlin to the database"];
+        let batch = e.embed(&texts, Purpose::Document).unwrap();
+        for (t, v) in texts.iter().zip(&batch) {
+            let alone = e.embed(&[t], Purpose::Document).unwrap().remove(0);
+            let norm: f32 = v.iter().map(|x| x * x).sum();
+            assert!((norm - 1.0).abs() < 1e-4);
+            // Per-batch padding is masked: same vector as alone.
+            let cos = strata::embed::dot(v, &alone);
+            assert!(cos > 0.9999, "{t}: {cos}");
+        }
+        assert!(strata::embed::dot(&batch[0], &batch[1]) < 0.9999);
+    }
+
+    /// The real all-MiniLM-L6-v2, when installed (`.ci/run` fetches it and
+    /// sets STRATA_TEST_MODEL_DIR, so CI always runs this).
+    #[test]
+    fn the_real_model_finds_paraphrases() {
+        let dir = std::env::var_os("STRATA_TEST_MODEL_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(strata::embed::default_model_dir);
+        if !dir.join("model.safetensors").is_file() {
+            eprintln!("skipped: no model at {}", dir.display());
+            return;
+        }
+        let c = strata::Config {
+            embedder: EmbedderConfig::local(&dir),
+            ..strata::Config::in_memory()
+        };
+        let e = Engine::open(c).unwrap();
+        let emb = e.embedder().unwrap().unwrap();
+        assert_eq!((emb.model(), emb.dim()), ("all-MiniLM-L6-v2", 384));
+        let berlin = remember(&e, "project/a", "I relocated to Berlin last spring");
+        remember(&e, "project/a", "The billing service uses PostgreSQL");
+        remember(&e, "project/a", "Lunch was pasta today");
+        e.embed_pending(None, usize::MAX).unwrap();
+        let hits = recall(&e, "where does she live?", &["project/a"], Strategy::Relevance);
+        assert_eq!(hits[0].memory.id, berlin);
+        // Reference vectors from sentence-transformers agree to cosine 1.0:
+        // here, a paraphrase is close and an unrelated text is not.
+        let v = emb
+            .embed(&["A man is eating food.", "A man is eating a meal.", "The stock market fell."], Purpose::Document)
+            .unwrap();
+        assert!(strata::embed::dot(&v[0], &v[1]) > 0.7);
+        assert!(strata::embed::dot(&v[0], &v[2]) < 0.3);
+    }
+}
+
+#[cfg(feature = "openai")]
+mod openai {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+
+    use super::*;
+    use strata::EmbedderConfig;
+
+    /// An OpenAI-compatible endpoint on 127.0.0.1 answering each request
+    /// with the next status in `statuses` (200 carries vectors of length 3);
+    /// returns its base URL and the bodies it received.
+    fn server(statuses: Vec<u16>) -> (String, std::sync::mpsc::Receiver<String>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", l.local_addr().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for status in statuses {
+                let (s, _) = l.accept().unwrap();
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut len = 0;
+                loop {
+                    let mut line = String::new();
+                    r.read_line(&mut line).unwrap();
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" {
+                        break;
+                    }
+                }
+                let mut body = vec![0; len];
+                r.read_exact(&mut body).unwrap();
+                let body = String::from_utf8(body).unwrap();
+                let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+                let n = v["input"].as_array().unwrap().len();
+                tx.send(body).unwrap();
+                let reply = if status == 200 {
+                    let data: Vec<serde_json::Value> = (0..n)
+                        .map(|i| serde_json::json!({"index": i, "embedding": [i as f64 + 1.0, 0.0, 2.0]}))
+                        .collect();
+                    serde_json::json!({"data": data}).to_string()
+                } else {
+                    "{\"error\": {\"message\": \"model not loaded\"}}".to_string()
+                };
+                let mut s = s;
+                write!(
+                    s,
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                    reply.len()
+                )
+                .unwrap();
+            }
+        });
+        (url, rx)
+    }
+
+    #[test]
+    fn batches_normalises_and_retries() {
+        let (url, rx) = server(vec![503, 200, 200]);
+        let mut c = EmbedderConfig::openai(&url, "text-embedding-3-small");
+        c.batch_size = Some(2);
+        let e = c.open().unwrap().unwrap();
+        assert_eq!(e.model(), "openai:text-embedding-3-small");
+        let v = e.embed(&["a", "b", "c"], Purpose::Document).unwrap();
+        assert_eq!(v.len(), 3);
+        let norm: f32 = v[0].iter().map(|x| x * x).sum();
+        assert!((norm - 1.0).abs() < 1e-5);
+        let bodies: Vec<String> = rx.try_iter().collect();
+        // The 503 was retried with the same batch; then the last text alone.
+        assert_eq!(bodies.len(), 3);
+        assert_eq!(bodies[0], bodies[1]);
+        assert!(bodies[2].contains("\"c\"") && bodies[2].contains("text-embedding-3-small"));
+    }
+
+    #[test]
+    fn client_errors_are_not_retried_and_say_what_the_endpoint_said() {
+        let (url, rx) = server(vec![400]);
+        let e = EmbedderConfig::openai(&url, "m").open().unwrap().unwrap();
+        let err = e.embed(&["a"], Purpose::Query).unwrap_err().to_string();
+        assert!(err.contains("400") && err.contains("model not loaded") && err.contains("1 attempt"), "{err}");
+        assert_eq!(rx.try_iter().count(), 1);
+        // Nothing listens here: a network error, retried, then named.
+        let mut c = EmbedderConfig::openai("http://127.0.0.1:9/v1", "m");
+        c.retries = Some(1);
+        let err = c.open().unwrap().unwrap().embed(&["a"], Purpose::Query).unwrap_err().to_string();
+        assert!(err.contains("127.0.0.1:9") && err.contains("2 attempts"), "{err}");
+    }
+}
