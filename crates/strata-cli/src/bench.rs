@@ -45,11 +45,12 @@ pub struct BenchArgs {
     /// Insert rounds (strata and raw alternate; the medians are reported).
     #[arg(long, default_value_t = 3)]
     pub insert_rounds: usize,
-    /// Benchmarks to run (comma-separated): insert, remember, recall, cold, context.
+    /// Benchmarks to run (comma-separated): insert, remember, recall, cold,
+    /// context, vectors.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "insert,remember,recall,cold,context"
+        default_value = "insert,remember,recall,cold,context,vectors"
     )]
     pub only: Vec<String>,
     /// Directory for the benchmark databases (default: a temporary one).
@@ -61,6 +62,10 @@ pub struct BenchArgs {
     /// Token budget of the context benchmark.
     #[arg(long, default_value_t = 8000)]
     pub context_budget: u32,
+    /// Texts the local model embeds in the vectors benchmark (when it is
+    /// installed).
+    #[arg(long, default_value_t = 500)]
+    pub embed_texts: usize,
     /// Random seed of the data generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -81,6 +86,65 @@ struct Report {
     cold_start: Option<Latency>,
     #[serde(skip_serializing_if = "Option::is_none")]
     context: Option<ContextBench>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    vectors: Option<VectorBench>,
+}
+
+#[derive(Debug, Serialize)]
+struct VectorBench {
+    dim: usize,
+    /// Hybrid recall, BM25 + exact vector search + fusion, one project view
+    /// (query vectors precomputed: embedding excluded).
+    recall_project: Latency,
+    /// Relevance recall over every memory (`project/**`).
+    recall_all: Latency,
+    /// Setting every memory's vector (one transaction per 1,000).
+    set_per_sec: f64,
+    /// The local model, when installed: one query's embedding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embed_query: Option<Latency>,
+    /// The local model: documents per second (batched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embed_docs_per_sec: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+}
+
+/// Unit vectors drawn from a text's hash: what exact vector search costs
+/// does not depend on what the vectors mean, so the search benchmark runs at
+/// 100,000 memories without embedding them all.
+#[derive(Debug)]
+struct Synthetic(usize);
+
+fn synthetic_vector(seed: u64, dim: usize) -> Vec<f32> {
+    let mut rng = Rng(seed | 1);
+    let mut v: Vec<f32> = (0..dim).map(|_| rng.unit() as f32 - 0.5).collect();
+    strata::embed::normalize(&mut v);
+    v
+}
+
+impl strata::Embedder for Synthetic {
+    fn model(&self) -> &str {
+        "bench-synthetic"
+    }
+    fn dim(&self) -> usize {
+        self.0
+    }
+    fn embed(
+        &self,
+        texts: &[&str],
+        _: strata::embed::Purpose,
+    ) -> Result<Vec<Vec<f32>>, strata::Error> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let h = t.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+                });
+                synthetic_vector(h, self.0)
+            })
+            .collect())
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -292,6 +356,8 @@ fn dataset(g: &mut Gen, n: usize, scopes: usize) -> Vec<strata::NewMemory> {
 fn bench_config(path: &Path) -> strata::Config {
     let mut cfg = strata::Config::sqlite(path);
     cfg.max_items = 1_000_000;
+    // BM25 alone unless a benchmark sets its embedder.
+    cfg.embedder = strata::EmbedderConfig::none();
     cfg
 }
 
@@ -363,9 +429,9 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         return crate::app::usage("bench: --memories and --scopes must be positive");
     }
     for o in &a.only {
-        if !["insert", "remember", "recall", "cold", "context"].contains(&o.as_str()) {
+        if !["insert", "remember", "recall", "cold", "context", "vectors"].contains(&o.as_str()) {
             return crate::app::usage(format!(
-                "bench --only: `{o}` is not one of insert, remember, recall, cold, context"
+                "bench --only: `{o}` is not one of insert, remember, recall, cold, context, vectors"
             ));
         }
     }
@@ -509,6 +575,10 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         rep.context = Some(context_bench(&a, &dir, &db, &mut datagen, &say)?);
     }
 
+    if a.only.iter().any(|o| o == "vectors") {
+        rep.vectors = Some(vector_bench(&a, &db, &mut datagen, &say)?);
+    }
+
     if g.json {
         return output::json(&rep);
     }
@@ -536,6 +606,25 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
     }
     if let Some(l) = &rep.cold_start {
         output::line(lat_line("cold `strata recall`", l))?;
+    }
+    if let Some(v) = &rep.vectors {
+        output::line(lat_line("recall (hybrid+vec)", &v.recall_project))?;
+        output::line(lat_line("recall vec, all", &v.recall_all))?;
+        output::line(format!(
+            "                   {} dims, synthetic unit vectors (query embedding excluded); vectors stored {:.0}/s",
+            v.dim, v.set_per_sec
+        ))?;
+        match (&v.embed_query, v.embed_docs_per_sec, &v.model) {
+            (Some(q), Some(d), Some(m)) => {
+                output::line(lat_line("embed query", q))?;
+                output::line(format!(
+                    "                   {m}: {d:.0} documents/s (batched, sorted by length)"
+                ))?;
+            }
+            _ => output::line(
+                "                   local model not installed: no embedding figures (`strata model fetch`)",
+            )?,
+        }
     }
     if let Some(c) = &rep.context {
         let k = c.budget / 1000;
@@ -744,4 +833,118 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// Vector search over the other benchmarks' store: every memory gets a
+/// synthetic 384-dimension vector, then hybrid recall (BM25 + vectors +
+/// fusion) runs over one project and relevance recall over all of them;
+/// and, when the local model is installed, what embedding costs.
+fn vector_bench(
+    a: &BenchArgs,
+    db: &Path,
+    datagen: &mut Gen,
+    say: &dyn Fn(String),
+) -> Result<VectorBench> {
+    const DIM: usize = 384;
+    let engine = strata::Engine::open(bench_config(db))?;
+    engine.set_embedder(Some(std::sync::Arc::new(Synthetic(DIM))))?;
+    say("storing a synthetic vector for every memory…".into());
+    let t = Instant::now();
+    let mut stored = 0usize;
+    loop {
+        let pending = engine
+            .store()
+            .pending_vectors("bench-synthetic", None, 1000)?;
+        if pending.is_empty() {
+            break;
+        }
+        let items: Vec<(String, String, Vec<f32>)> = pending
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let v = synthetic_vector((stored + i) as u64 * 7919, DIM);
+                (p.id, p.checksum, v)
+            })
+            .collect();
+        stored += engine.store().set_vectors("bench-synthetic", DIM, &items)?;
+    }
+    let set_per_sec = stored as f64 / t.elapsed().as_secs_f64();
+    let time = |view: &dyn Fn(usize) -> Result<strata::View>,
+                strategy: strata::Strategy,
+                n: usize,
+                datagen: &mut Gen|
+     -> Result<Latency> {
+        let mut lat = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut req = strata::Recall::new(datagen.query(), view(i)?);
+            req.strategy = Some(strategy);
+            req.touch = !a.no_touch;
+            // The query's vector is computed (and cached) outside the timing.
+            engine.query_vector(&req.query)?;
+            let t = Instant::now();
+            std::hint::black_box(engine.recall(&req)?);
+            lat.push(t.elapsed());
+        }
+        Ok(latency(lat))
+    };
+    say(format!(
+        "timing {} hybrid recalls with vectors over one project view…",
+        a.queries
+    ));
+    let scopes = a.scopes;
+    let recall_project = time(
+        &|i| {
+            Ok(strata::View::scope(strata::Scope::parse(&format!(
+                "project/p{:02}",
+                (i * 7) % scopes
+            ))?))
+        },
+        strata::Strategy::Hybrid,
+        a.queries,
+        datagen,
+    )?;
+    let n_all = (a.queries / 10).max(10);
+    say(format!(
+        "timing {n_all} relevance recalls with vectors over every memory…"
+    ));
+    let recall_all = time(
+        &|_| Ok(strata::View::parse(&["project/**"])?),
+        strata::Strategy::Relevance,
+        n_all,
+        datagen,
+    )?;
+    drop(engine);
+    // The real model, when installed.
+    let (mut embed_query, mut embed_docs_per_sec, mut model) = (None, None, None);
+    let local = strata::EmbedderConfig::default();
+    if local.model_dir().join("model.safetensors").is_file()
+        && a.embed_texts > 0
+        && let Some(e) = local.open()?
+    {
+        say(format!("timing the local model ({})…", e.model()));
+        let docs: Vec<String> = (0..a.embed_texts).map(|_| datagen.sentence()).collect();
+        let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
+        e.embed(&refs[..refs.len().min(8)], strata::embed::Purpose::Document)?;
+        let t = Instant::now();
+        e.embed(&refs, strata::embed::Purpose::Document)?;
+        embed_docs_per_sec = Some(docs.len() as f64 / t.elapsed().as_secs_f64());
+        let mut lat = Vec::new();
+        for _ in 0..a.queries.min(200) {
+            let q = datagen.query();
+            let t = Instant::now();
+            e.embed(&[&q], strata::embed::Purpose::Query)?;
+            lat.push(t.elapsed());
+        }
+        embed_query = Some(latency(lat));
+        model = Some(e.model().to_string());
+    }
+    Ok(VectorBench {
+        dim: DIM,
+        recall_project,
+        recall_all,
+        set_per_sec,
+        embed_query,
+        embed_docs_per_sec,
+        model,
+    })
 }

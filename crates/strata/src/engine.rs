@@ -14,10 +14,10 @@ use serde_json::json;
 
 use crate::Result;
 use crate::config::{Config, StoreConfig};
+use crate::embed::Embedder;
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::model::{self, Kind, Memory, NewMemory, Provenance, Role, Source};
-use crate::embed::Embedder;
 use crate::rank::{self, Relevance, ScoreParts, Signals, Strategy};
 use crate::scope::{Scope, Tier, View};
 use crate::store::{
@@ -27,7 +27,7 @@ use crate::text;
 use crate::tokens::TokenCounter;
 
 mod vectors;
-pub use self::vectors::{EmbedStatus, EmbedWorker};
+pub use self::vectors::{EmbedStatus, EmbedWorker, QueryVector};
 
 /// An explicit answer to "are you sure?" for high-risk operations (writing a
 /// global preference, clearing global memory).

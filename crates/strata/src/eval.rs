@@ -47,6 +47,10 @@ pub struct LocomoOptions {
     pub strategy: Strategy,
     /// Only the first N questions of each conversation (for quick runs).
     pub max_questions: Option<usize>,
+    /// The engine already holds the data set (a database kept from an
+    /// earlier run): skip storing and embedding it.
+    #[serde(default)]
+    pub reuse: bool,
     /// Summary share of the context variant's "with summary" column.
     pub summary_share: f64,
 }
@@ -58,6 +62,7 @@ impl Default for LocomoOptions {
             budgets: vec![1000, 2000, 4000],
             strategy: Strategy::Relevance,
             max_questions: None,
+            reuse: false,
             summary_share: 0.3,
         }
     }
@@ -227,6 +232,7 @@ fn load_conversation(
     engine: &Engine,
     i: usize,
     sample: &serde_json::Value,
+    store: bool,
 ) -> Result<(Scope, HashSet<String>)> {
     let path = format!("[{i}]");
     let id = field(sample, &path, "sample_id")?
@@ -281,7 +287,9 @@ fn load_conversation(
             );
         }
     }
-    engine.remember_batch(batch, Confirm::No)?;
+    if store {
+        engine.remember_batch(batch, Confirm::No)?;
+    }
     Ok((scope, ids))
 }
 
@@ -339,7 +347,7 @@ pub fn locomo(
     let t = Instant::now();
     let mut convs = Vec::with_capacity(samples.len());
     for (i, s) in samples.iter().enumerate() {
-        let (scope, ids) = load_conversation(engine, i, s)?;
+        let (scope, ids) = load_conversation(engine, i, s, !opts.reuse)?;
         rep.turns += ids.len();
         convs.push((scope, ids));
     }
@@ -575,6 +583,9 @@ pub struct RetrievalOptions {
     pub ks: Vec<usize>,
     /// Ranking.
     pub strategy: Strategy,
+    /// The engine already holds the data set: skip storing and embedding.
+    #[serde(default)]
+    pub reuse: bool,
 }
 
 impl Default for RetrievalOptions {
@@ -582,6 +593,7 @@ impl Default for RetrievalOptions {
         RetrievalOptions {
             ks: vec![1, 5, 10, 25, 50],
             strategy: Strategy::Relevance,
+            reuse: false,
         }
     }
 }
@@ -690,7 +702,10 @@ pub fn retrieval(
         }
         rep.memories += mems.len();
         if scopes.insert(id.to_string(), (scope, ids)).is_some() {
-            return Err(Error::field(format!("{path}.id"), format!("`{id}` repeats")));
+            return Err(Error::field(
+                format!("{path}.id"),
+                format!("`{id}` repeats"),
+            ));
         }
     }
     let mut asks = Vec::with_capacity(queries.len());
@@ -722,7 +737,9 @@ pub fn retrieval(
         asks.push((scope.clone(), query, relevant, category));
     }
     let t = Instant::now();
-    engine.remember_batch(batch, Confirm::No)?;
+    if !opts.reuse {
+        engine.remember_batch(batch, Confirm::No)?;
+    }
     rep.index_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
     engine.embed_all(&mut |_, _| {})?;

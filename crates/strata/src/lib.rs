@@ -46,8 +46,9 @@ pub use context::{
 };
 pub use embed::{Embedder, EmbedderConfig, EmbedderKind};
 pub use engine::{
-    ArchiveMark, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions, ForgetReport, List, ListOrder, Manifest,
-    Patch, Promotion, Recall, Recalled, TaskReport, UpkeepReport,
+    ArchiveMark, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions, ForgetReport,
+    List, ListOrder, Manifest, Patch, Promotion, QueryVector, Recall, Recalled, TaskReport,
+    UpkeepReport,
 };
 pub use error::{Error, ErrorClass};
 pub use filter::{Field, Filter, Op, Scalar};

@@ -95,10 +95,11 @@ impl Default for Weights {
 #[serde(rename_all = "snake_case")]
 pub enum Fusion {
     /// Reciprocal-rank fusion: `Σ 1 / (rrf_k + rank)` over the two lists.
-    #[default]
     Rrf,
-    /// Weighted scores: `(1 − vector_weight) × bm25 / best bm25 +
-    /// vector_weight × similarity / best similarity`.
+    /// Weighted scores (the default): `(1 − vector_weight) × bm25 / best bm25 +
+    /// vector_weight × similarity`, the similarity spread min–max over the
+    /// candidates.
+    #[default]
     Weighted,
 }
 
@@ -130,10 +131,6 @@ pub struct RankConfig {
     pub rrf_k: f64,
     /// Weight of vector similarity under weighted fusion (0–1).
     pub vector_weight: f64,
-    /// Share of a conversation turn's relevance that the turn right after
-    /// it receives (a reply carries the answer to what its question
-    /// asked; 0 turns this off).
-    pub reply_boost: f64,
 }
 
 impl Default for RankConfig {
@@ -165,10 +162,9 @@ impl Default for RankConfig {
             kind_weights,
             default_kind_weight: 0.5,
             candidates_per_result: 10,
-            fusion: Fusion::Rrf,
+            fusion: Fusion::Weighted,
             rrf_k: 60.0,
             vector_weight: 0.5,
-            reply_boost: 0.0,
         }
     }
 }
@@ -201,7 +197,6 @@ impl RankConfig {
         unit("weights.importance", self.weights.importance)?;
         unit("weights.recency", self.weights.recency)?;
         unit("vector_weight", self.vector_weight)?;
-        unit("reply_boost", self.reply_boost)?;
         pos("rrf_k", self.rrf_k)?;
         if !(self.access_boost.is_finite() && self.access_boost >= 0.0) {
             return Err(Error::InvalidConfig(format!(
@@ -369,15 +364,18 @@ pub fn fuse<T>(cfg: &RankConfig, cands: &mut [(T, Relevance)]) {
             }
         }
         Fusion::Weighted => {
-            let best_sim = cands
+            // Similarities of one model sit in a narrow band: spread the
+            // candidates' band over 0–1 before weighing it against bm25.
+            let (lo, hi) = cands
                 .iter()
                 .filter_map(|(_, r)| r.similarity)
-                .fold(0.0f32, f32::max);
+                .fold((f32::MAX, f32::MIN), |(lo, hi), s| (lo.min(s), hi.max(s)));
             let w = cfg.vector_weight;
             for (_, r) in cands.iter_mut() {
                 let sim = match r.similarity {
-                    Some(s) if best_sim > 0.0 => f64::from((s / best_sim).clamp(0.0, 1.0)),
-                    _ => 0.0,
+                    Some(s) if hi > lo => f64::from((s - lo) / (hi - lo)),
+                    Some(_) => 1.0,
+                    None => 0.0,
                 };
                 r.fused = (1.0 - w) * norm_bm25(r) + w * sim;
             }

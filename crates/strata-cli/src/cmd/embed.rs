@@ -124,7 +124,10 @@ pub fn run_model(g: &Global, c: ModelCmd) -> Result<()> {
 }
 
 fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
-    let dir = a.dir.clone().unwrap_or_else(strata::embed::default_model_dir);
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(strata::embed::default_model_dir);
     let weights = dir.join("model.safetensors");
     if !a.force && weights.is_file() {
         verify(&weights)?;

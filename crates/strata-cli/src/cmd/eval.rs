@@ -34,6 +34,10 @@ pub struct Common {
     /// Keep the evaluation database here (default: a temporary directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Reuse the database an earlier run left in --dir (same file, same
+    /// embedder): skips storing and embedding, to compare rankings quickly.
+    #[arg(long, requires = "dir")]
+    pub reuse: bool,
 }
 
 #[derive(Debug, Args)]
@@ -74,8 +78,13 @@ fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<PathBuf>)> {
     let dir = c.dir.clone().unwrap_or_else(|| tmp.clone());
     std::fs::create_dir_all(&dir)?;
     let db = dir.join("eval.db");
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    if c.reuse && !db.is_file() {
+        return app::usage(format!("--reuse: no database at {}", db.display()));
+    }
+    if !c.reuse {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
     }
     // The configuration's [embedder] and [ranking] apply; the store is ours.
     let mut cfg = app::resolve_config(g)?;
@@ -130,6 +139,7 @@ pub fn run(g: &Global, c: EvalCmd) -> Result<()> {
         budgets: a.budgets.clone(),
         strategy: a.common.strategy.parse()?,
         max_questions: a.questions,
+        reuse: a.common.reuse,
         summary_share: a.summary_share,
     };
     let (engine, tmp) = open(g, &a.common)?;
@@ -157,6 +167,7 @@ fn run_retrieval(g: &Global, a: RetrievalArgs) -> Result<()> {
     let opts = strata::eval::RetrievalOptions {
         ks: a.k.clone(),
         strategy: a.common.strategy.parse()?,
+        reuse: a.common.reuse,
     };
     let (engine, tmp) = open(g, &a.common)?;
     let rep = strata::eval::retrieval(&engine, &data, &opts);

@@ -9,3 +9,4 @@ mod commands;
 mod concurrency;
 mod context;
 mod crash;
+mod vectors;

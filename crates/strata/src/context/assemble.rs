@@ -19,7 +19,6 @@
 //!    lowest-ranked items are removed until it fits.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 
 use jiff::Timestamp;
 use sha2::{Digest, Sha256};
@@ -30,10 +29,10 @@ use super::summary;
 use super::{ContextItem, ContextPackage, ContextRequest, Cut, SourceUsage, Summary, Why};
 use crate::Result;
 use crate::engine::Engine;
+use crate::engine::QueryVector;
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::model::Memory;
-use crate::embed::Embedder;
 use crate::rank::{Relevance, ScoreParts, Signals, Strategy};
 use crate::scope::View;
 use crate::store::{Order, Query};
@@ -597,7 +596,7 @@ impl Engine {
         view: &View,
         filter: &Filter,
         terms: &[String],
-        qvec: Option<&(Arc<dyn Embedder>, Vec<f32>)>,
+        qvec: Option<&QueryVector>,
         window: usize,
         now: Timestamp,
         costs: &mut Costs<'_>,
@@ -625,7 +624,8 @@ impl Engine {
         let rest = store.query_signals(&rest)?;
         more |= rest.len() >= window;
         for s in rest {
-            pool.entry(s.id.clone()).or_insert((s, Relevance::default()));
+            pool.entry(s.id.clone())
+                .or_insert((s, Relevance::default()));
         }
         let mut head: Vec<String> = Vec::new();
         let mut tail: Vec<String> = Vec::new();
@@ -633,7 +633,8 @@ impl Engine {
             let q = base.clone().order(Order::Oldest).limit(prof.head_tail);
             for s in store.query_signals(&q)? {
                 head.push(s.id.clone());
-                pool.entry(s.id.clone()).or_insert((s, Relevance::default()));
+                pool.entry(s.id.clone())
+                    .or_insert((s, Relevance::default()));
             }
             let q = base.clone().order(Order::Newest).limit(prof.head_tail);
             let mut newest: Vec<Signals> = store.query_signals(&q)?;
@@ -641,7 +642,8 @@ impl Engine {
             for s in newest {
                 if !head.contains(&s.id) {
                     tail.push(s.id.clone());
-                    pool.entry(s.id.clone()).or_insert((s, Relevance::default()));
+                    pool.entry(s.id.clone())
+                        .or_insert((s, Relevance::default()));
                 }
             }
         }

@@ -81,6 +81,10 @@ pub struct EmbedderConfig {
     /// `max_seq_length`, else 256).
     #[serde(default)]
     pub max_tokens: Option<usize>,
+    /// Embed a conversation turn together with the turn before it (default
+    /// true): a reply ("Yes, since last May!") means little alone.
+    #[serde(default)]
+    pub reply_context: Option<bool>,
 }
 
 /// The `kind` of [`EmbedderConfig`].
@@ -255,20 +259,20 @@ pub fn default_model_dir() -> PathBuf {
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
+    let (a, b) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
+    let tail: f32 = a
+        .remainder()
+        .iter()
+        .zip(b.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
     let mut acc = [0.0f32; 8];
-    let chunks = n / 8;
-    for i in 0..chunks {
-        let (x, y) = (&a[i * 8..i * 8 + 8], &b[i * 8..i * 8 + 8]);
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
+    for (x, y) in a.zip(b) {
+        for ((s, x), y) in acc.iter_mut().zip(x).zip(y) {
+            *s += x * y;
         }
     }
-    let mut s: f32 = acc.iter().sum();
-    for i in chunks * 8..n {
-        s += a[i] * b[i];
-    }
-    s
+    acc.iter().sum::<f32>() + tail
 }
 
 /// Scales `v` to unit length (a zero vector stays zero).
@@ -292,7 +296,7 @@ pub fn to_bytes(v: &[f32]) -> Vec<u8> {
 
 /// A stored vector back; `None` when the length is not a multiple of 4.
 pub fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
-    if b.len() % 4 != 0 {
+    if !b.len().is_multiple_of(4) {
         return None;
     }
     Some(
@@ -306,23 +310,22 @@ pub fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
 /// decoding it into a `Vec`.
 #[inline]
 pub fn dot_bytes(q: &[f32], b: &[u8]) -> f32 {
-    let mut acc = [0.0f32; 8];
     let n = q.len().min(b.len() / 4);
-    let chunks = n / 8;
-    for i in 0..chunks {
-        let base = i * 8;
-        for l in 0..8 {
-            let o = (base + l) * 4;
-            let x = f32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-            acc[l] += q[base + l] * x;
+    let f = |c: &[u8]| f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    let (qc, bc) = (q[..n].chunks_exact(8), b[..n * 4].chunks_exact(32));
+    let tail: f32 = qc
+        .remainder()
+        .iter()
+        .zip(bc.remainder().chunks_exact(4))
+        .map(|(x, c)| x * f(c))
+        .sum();
+    let mut acc = [0.0f32; 8];
+    for (x, c) in qc.zip(bc) {
+        for ((s, x), c) in acc.iter_mut().zip(x).zip(c.chunks_exact(4)) {
+            *s += x * f(c);
         }
     }
-    let mut s: f32 = acc.iter().sum();
-    for i in chunks * 8..n {
-        let o = i * 4;
-        s += q[i] * f32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-    }
-    s
+    acc.iter().sum::<f32>() + tail
 }
 
 /// The text a memory is embedded from: its content, plus the text of the
@@ -356,10 +359,20 @@ mod tests {
     #[test]
     fn bad_config_is_named() {
         let mut c = EmbedderConfig::openai("ftp://x", "m");
-        assert!(c.validate().unwrap_err().to_string().contains("embedder.url"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("embedder.url")
+        );
         c.url = Some("http://127.0.0.1:1/v1".into());
         c.model = Some(" ".into());
-        assert!(c.validate().unwrap_err().to_string().contains("embedder.model"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("embedder.model")
+        );
         let c = EmbedderConfig {
             batch_size: Some(0),
             ..EmbedderConfig::none()

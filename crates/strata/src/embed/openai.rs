@@ -12,8 +12,8 @@ use crate::error::Error;
 #[derive(Debug)]
 pub(super) struct OpenAiEmbedder {
     url: String,
-    model: String,
-    model_id: String,
+    request_model: String,
+    id: String,
     api_key: Option<String>,
     dimensions: Option<usize>,
     dim: OnceLock<usize>,
@@ -33,7 +33,9 @@ impl OpenAiEmbedder {
             None => None,
         };
         let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_millis(cfg.timeout_ms.unwrap_or(30_000))))
+            .timeout_global(Some(Duration::from_millis(
+                cfg.timeout_ms.unwrap_or(30_000),
+            )))
             .http_status_as_error(false)
             .build()
             .into();
@@ -43,8 +45,8 @@ impl OpenAiEmbedder {
         }
         Ok(OpenAiEmbedder {
             url: format!("{}/embeddings", url.trim_end_matches('/')),
-            model_id: format!("openai:{model}"),
-            model,
+            id: format!("openai:{model}"),
+            request_model: model,
             api_key,
             dimensions: cfg.dimensions,
             dim,
@@ -56,7 +58,7 @@ impl OpenAiEmbedder {
 
     /// One request; `Err((retryable, message))`.
     fn request(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, (bool, String)> {
-        let mut body = serde_json::json!({ "model": self.model, "input": texts });
+        let mut body = serde_json::json!({ "model": self.request_model, "input": texts });
         if let Some(d) = self.dimensions {
             body["dimensions"] = serde_json::json!(d);
         }
@@ -112,7 +114,10 @@ impl OpenAiEmbedder {
         }
         let out: Vec<Vec<f32>> = out.into_iter().flatten().collect();
         if out.len() != texts.len() {
-            return Err((false, format!("{}: vectors missing from the reply", self.url)));
+            return Err((
+                false,
+                format!("{}: vectors missing from the reply", self.url),
+            ));
         }
         let dim = *self.dim.get_or_init(|| out[0].len());
         if let Some(v) = out.iter().find(|v| v.len() != dim) {
@@ -131,7 +136,7 @@ impl OpenAiEmbedder {
 
 impl Embedder for OpenAiEmbedder {
     fn model(&self) -> &str {
-        &self.model_id
+        &self.id
     }
 
     fn dim(&self) -> usize {

@@ -23,6 +23,9 @@ const BATCH: usize = 64;
 /// Query vectors remembered (per engine, so per embedder).
 const QUERY_CACHE: usize = 32;
 
+/// A query's vector with the embedder that made it.
+pub type QueryVector = (Arc<dyn Embedder>, Vec<f32>);
+
 /// The last query vectors, oldest first.
 pub(crate) type QueryCache = Mutex<std::collections::VecDeque<(String, Vec<f32>)>>;
 
@@ -134,9 +137,13 @@ impl Engine {
             if pending.is_empty() {
                 break;
             }
+            let with_before = self.cfg.embedder.reply_context.unwrap_or(true);
             let texts: Vec<String> = pending
                 .iter()
-                .map(|p| embed::document_text(&p.content, p.before.as_deref()))
+                .map(|p| {
+                    let before = p.before.as_deref().filter(|_| with_before);
+                    embed::document_text(&p.content, before)
+                })
                 .collect();
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
             let vectors = e.embed(&refs, Purpose::Document)?;
@@ -195,7 +202,7 @@ impl Engine {
     /// The query's vector (with the embedder that made it), when an
     /// embedder is configured and the query has text. The last few are
     /// cached. Errors of the embedder are errors of the read.
-    pub fn query_vector(&self, query: &str) -> Result<Option<(Arc<dyn Embedder>, Vec<f32>)>> {
+    pub fn query_vector(&self, query: &str) -> Result<Option<QueryVector>> {
         if query.trim().is_empty() {
             return Ok(None);
         }
@@ -228,7 +235,7 @@ impl Engine {
         &self,
         base: &Query,
         terms: &[String],
-        qvec: Option<&(Arc<dyn Embedder>, Vec<f32>)>,
+        qvec: Option<&QueryVector>,
         limit: usize,
     ) -> Result<Vec<(Signals, Relevance)>> {
         let mut out: Vec<(Signals, Relevance)> = Vec::new();

