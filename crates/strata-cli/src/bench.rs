@@ -84,6 +84,9 @@ struct Report {
     recall: Option<Latency>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cold_start: Option<Latency>,
+    /// The same with the local model loaded and run on the query.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cold_start_model: Option<Latency>,
     #[serde(skip_serializing_if = "Option::is_none")]
     context: Option<ContextBench>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -552,23 +555,38 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
             a.cold_runs
         ));
         let exe = std::env::current_exe().context("finding the strata binary")?;
-        let mut lat = Vec::with_capacity(a.cold_runs);
-        for i in 0..a.cold_runs {
-            let q = datagen.query();
-            let view = format!("project/p{:02}", i % a.scopes);
-            let t = Instant::now();
-            let st = std::process::Command::new(&exe)
-                .args(["recall", &q, "--view", &view, "--json", "--db"])
-                .arg(&db)
-                .env_remove("STRATA_CONFIG")
-                .stdout(std::process::Stdio::null())
-                .status()?;
-            lat.push(t.elapsed());
-            if !st.success() {
-                anyhow::bail!("cold-start run {i} failed: {st}");
+        // BM25 alone, then (when it is installed) with the local model,
+        // which the process loads and runs on the query.
+        let model = strata::EmbedderConfig::default().model_dir();
+        let with_model = model.join("model.safetensors").is_file();
+        for embedder in ["none", "local"] {
+            if embedder == "local" && !with_model {
+                continue;
+            }
+            let mut lat = Vec::with_capacity(a.cold_runs);
+            for i in 0..a.cold_runs {
+                let q = datagen.query();
+                let view = format!("project/p{:02}", i % a.scopes);
+                let t = Instant::now();
+                let st = std::process::Command::new(&exe)
+                    .args(["recall", &q, "--view", &view, "--json", "--db"])
+                    .arg(&db)
+                    .env_remove("STRATA_CONFIG")
+                    .env("STRATA_EMBEDDER", embedder)
+                    .env("STRATA_MODEL_DIR", &model)
+                    .stdout(std::process::Stdio::null())
+                    .status()?;
+                lat.push(t.elapsed());
+                if !st.success() {
+                    anyhow::bail!("cold-start run {i} ({embedder}) failed: {st}");
+                }
+            }
+            if embedder == "none" {
+                rep.cold_start = Some(latency(lat));
+            } else {
+                rep.cold_start_model = Some(latency(lat));
             }
         }
-        rep.cold_start = Some(latency(lat));
     }
 
     if a.only.iter().any(|o| o == "context") {
@@ -606,6 +624,9 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
     }
     if let Some(l) = &rep.cold_start {
         output::line(lat_line("cold `strata recall`", l))?;
+    }
+    if let Some(l) = &rep.cold_start_model {
+        output::line(lat_line("cold recall+model", l))?;
     }
     if let Some(v) = &rep.vectors {
         output::line(lat_line("recall (hybrid+vec)", &v.recall_project))?;
