@@ -21,6 +21,8 @@ use crate::model::Memory;
 use crate::rank::Signals;
 use crate::scope::{Scope, View};
 
+#[cfg(feature = "ann")]
+mod ann;
 pub mod memory;
 pub mod sqlite;
 

@@ -44,6 +44,9 @@ use crate::rank::Signals;
 use crate::scope::{Scope, View};
 use crate::text;
 
+#[cfg(feature = "ann")]
+use super::ann;
+
 /// Newest schema version this build writes and reads.
 pub const SCHEMA_VERSION: i64 = 3;
 
@@ -71,6 +74,9 @@ pub struct SqliteOptions {
     /// Rewrite the file (`VACUUM`) after a delete, so no trace of forgotten
     /// text survives in the unused space of reused pages.
     pub vacuum_on_delete: bool,
+    /// Views holding at least this many memories search vectors through
+    /// the HNSW index (feature `ann`) instead of scanning them.
+    pub ann_min_view: usize,
 }
 
 impl Default for SqliteOptions {
@@ -80,6 +86,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(30),
             cache_kib: 32 * 1024,
             vacuum_on_delete: true,
+            ann_min_view: 20_000,
         }
     }
 }
@@ -89,6 +96,8 @@ pub struct SqliteStore {
     path: PathBuf,
     opts: SqliteOptions,
     pool: Mutex<Vec<Connection>>,
+    #[cfg(feature = "ann")]
+    ann: Mutex<std::collections::HashMap<String, ann::Ann>>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -169,14 +178,20 @@ fn migration_2() -> String {
 
 /// Version 3: vectors. They stay in `memories.embedding` (little-endian
 /// f32, normalised) beside `embedding_model`; an index on the model finds
-/// the memories still waiting for a vector, and `vector_models` fixes each
-/// model's dimension so vectors of different lengths never mix.
+/// the memories still waiting for a vector, `vector_models` fixes each
+/// model's dimension so vectors of different lengths never mix, and
+/// `vector_seq` / `version` / `epoch` / `index_version` keep the HNSW side
+/// file in step (see `store/ann.rs`).
 fn migration_3() -> String {
-    "CREATE INDEX memories_embedding_model ON memories(embedding_model);
-     CREATE TABLE vector_models (model TEXT PRIMARY KEY, dim INTEGER NOT NULL) WITHOUT ROWID;
-     INSERT OR IGNORE INTO vector_models (model, dim)
-         SELECT embedding_model, length(embedding) / 4 FROM memories
-         WHERE embedding_model IS NOT NULL GROUP BY embedding_model;"
+    "ALTER TABLE memories ADD COLUMN vector_seq INTEGER;
+     CREATE INDEX memories_embedding_model ON memories(embedding_model, vector_seq);
+     CREATE TABLE vector_models (model TEXT PRIMARY KEY, dim INTEGER NOT NULL,
+         version INTEGER NOT NULL DEFAULT 0, epoch INTEGER NOT NULL DEFAULT 0,
+         index_version INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+     INSERT OR IGNORE INTO vector_models (model, dim, version)
+         SELECT embedding_model, length(embedding) / 4, 1 FROM memories
+         WHERE embedding_model IS NOT NULL GROUP BY embedding_model;
+     UPDATE memories SET vector_seq = 1 WHERE embedding_model IS NOT NULL;"
         .into()
 }
 
@@ -232,6 +247,8 @@ impl SqliteStore {
             path,
             opts,
             pool: Mutex::new(Vec::new()),
+            #[cfg(feature = "ann")]
+            ann: Mutex::new(Default::default()),
         };
         let mut c = store.conn()?;
         store.migrate(&mut c)?;
@@ -596,7 +613,27 @@ fn fts_insert(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
         }
         st.execute(params![rowid, m.content, t[m.scope.as_str()].as_str()])
     })?;
-    count_scope(tx, &m.scope, 1)
+    count_scope(tx, &m.scope, 1)?;
+    stamp_vector(tx, rowid, m)
+}
+
+/// A row that enters `memories` with a vector (restore, import, a key
+/// superseded by an import) gets the model's next version, so the vector
+/// index picks it up.
+fn stamp_vector(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
+    let Some(e) = &m.embedding else {
+        return Ok(());
+    };
+    tx.prepare_cached("INSERT OR IGNORE INTO vector_models (model, dim) VALUES (?, ?)")?
+        .execute(params![e.model, e.vector.len() as i64])?;
+    let v: i64 = tx
+        .prepare_cached(
+            "UPDATE vector_models SET version = version + 1 WHERE model = ? RETURNING version",
+        )?
+        .query_row([&e.model], |r| r.get(0))?;
+    tx.prepare_cached("UPDATE memories SET vector_seq = ? WHERE rowid = ?")?
+        .execute(params![v, rowid])?;
+    Ok(())
 }
 
 /// Inserts a memory row, binding fields by reference.
@@ -797,6 +834,143 @@ fn delete_in(tx: &Transaction<'_>, id: &str) -> Result<bool> {
     Ok(found)
 }
 
+#[cfg(feature = "ann")]
+impl SqliteStore {
+    /// Active memories in the view (from `scope_counts`).
+    fn view_size(&self, c: &Connection, q: &Query) -> Result<usize> {
+        let mut p = Vec::new();
+        let v = view_sql(q.view.as_ref(), "m.", &mut p);
+        Ok(c.prepare_cached(&format!(
+            "SELECT COALESCE(SUM(m.n), 0) FROM scope_counts m WHERE {v}"
+        ))?
+        .query_row(params_from_iter(p), |r| r.get::<_, i64>(0))? as usize)
+    }
+
+    /// Vector search through the HNSW index: over-fetch, then check each
+    /// hit against its row (view, filter, expiry, model) and score it with
+    /// the stored vector. `None` when the index cannot serve the query (the
+    /// caller scans instead).
+    fn search_ann(
+        &self,
+        c: &mut Connection,
+        q: &Query,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Option<Vec<(Signals, f32)>>> {
+        let Some((version, epoch, _)) = ann::counters(c, model)? else {
+            return Ok(Some(Vec::new()));
+        };
+        let dim: i64 = c
+            .prepare_cached("SELECT dim FROM vector_models WHERE model = ?")?
+            .query_row([model], |r| r.get(0))?;
+        if dim as usize != query.len() {
+            return Ok(Some(Vec::new()));
+        }
+        let mut g = self.ann.lock().unwrap_or_else(|p| p.into_inner());
+        let stale = g.get(model).is_none_or(|a| a.epoch != epoch);
+        if stale {
+            g.insert(
+                model.to_string(),
+                ann::Ann::load(c, &self.path, model, query.len())?,
+            );
+        }
+        let a = g.get_mut(model).expect("just inserted");
+        if a.sync(c, model, version)? {
+            // Best effort: another process may have forgotten meanwhile
+            // (then this copy is not written; the next search reloads).
+            let _ = a.save(c, model);
+        }
+        let total = a.index.size();
+        let view = self.view_size(c, q)?.max(1);
+        let mut k = (limit * 2 * total.div_ceil(view)).max(64);
+        for _ in 0..4 {
+            let found = a.search(query, k)?;
+            let hits = self.rescore(c, q, model, query, &found)?;
+            if hits.len() >= limit || k >= total {
+                let mut hits = hits;
+                super::sort_similar(&mut hits);
+                hits.truncate(limit);
+                return Ok(Some(hits));
+            }
+            k *= 4;
+        }
+        Ok(None)
+    }
+
+    /// The rows of `found` that `q` selects, with their exact similarity.
+    fn rescore(
+        &self,
+        c: &Connection,
+        q: &Query,
+        model: &str,
+        query: &[f32],
+        found: &[(i64, f32)],
+    ) -> Result<Vec<(Signals, f32)>> {
+        let ids: Vec<i64> = found.iter().map(|f| f.0).collect();
+        let mut p = vec![SqlValue::Text(
+            serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()),
+        )];
+        let w = where_sql(q, false, &mut p);
+        p.push(SqlValue::Text(model.to_string()));
+        let mut st = c.prepare_cached(&format!(
+            "SELECT {SIGNAL_COLS}, m.embedding FROM json_each(?) AS j CROSS JOIN memories m
+             ON m.rowid = j.value WHERE {w} AND m.embedding_model = ?"
+        ))?;
+        let rows = st.query_map(params_from_iter(p), |r| {
+            let s = read_signals(r)?;
+            let sim = match r.get_ref(7)? {
+                rusqlite::types::ValueRef::Blob(b) if b.len() == query.len() * 4 => {
+                    crate::embed::dot_bytes(query, b)
+                }
+                _ => f32::MIN,
+            };
+            Ok((s, sim))
+        })?;
+        let mut out = Vec::new();
+        for r in rows {
+            let (s, sim) = r?;
+            if sim > f32::MIN {
+                out.push((s, sim));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rebuilds the index side files of the models whose vectors were
+    /// just forgotten, so no forgotten vector stays on disk.
+    fn forget_in_index(&self, vectors: &[(String, i64)]) -> Result<()> {
+        let mut models: Vec<&str> = vectors.iter().map(|v| v.0.as_str()).collect();
+        models.sort_unstable();
+        models.dedup();
+        let mut g = self.ann.lock().unwrap_or_else(|p| p.into_inner());
+        for model in models {
+            let path = ann::side_file(&self.path, model);
+            if !path.is_file() {
+                // Nothing on disk; a copy in memory reloads on the new epoch.
+                g.remove(model);
+                continue;
+            }
+            let mut c = self.conn()?;
+            let Some((version, _, _)) = ann::counters(&c, model)? else {
+                continue;
+            };
+            let dim: i64 = c
+                .prepare_cached("SELECT dim FROM vector_models WHERE model = ?")?
+                .query_row([model], |r| r.get(0))?;
+            let mut a = ann::Ann::load(&c, &self.path, model, dim as usize)?;
+            a.rebuild(&c, model, version)?;
+            if !a.save(&mut c, model)? {
+                // Another forget moved the epoch meanwhile: drop the file,
+                // the next large search builds it again from the store.
+                let _ = std::fs::remove_file(&path);
+            }
+            g.insert(model.to_string(), a);
+        }
+        Ok(())
+    }
+}
+
 impl Store for SqliteStore {
     fn put(&self, m: &Memory) -> Result<Put> {
         self.write(|tx| put_in(tx, m.clone(), true))
@@ -908,13 +1082,27 @@ impl Store for SqliteStore {
     }
 
     fn delete(&self, ids: &[String]) -> Result<usize> {
+        let mut vectors: Vec<(String, i64)> = Vec::new();
         let n = self.write(|tx| {
             let mut n = 0;
+            let mut st = tx.prepare_cached(
+                "SELECT embedding_model, rowid FROM memories WHERE id = ? AND embedding_model IS NOT NULL",
+            )?;
             for id in ids {
+                if let Some(v) = st.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional()? {
+                    vectors.push(v);
+                }
                 n += delete_in(tx, id)? as usize;
+            }
+            // Copies of a vector index loaded elsewhere are now out of date.
+            let mut bump = tx.prepare_cached("UPDATE vector_models SET epoch = epoch + 1 WHERE model = ?")?;
+            for (model, _) in &vectors {
+                bump.execute([model])?;
             }
             Ok(n)
         })?;
+        #[cfg(feature = "ann")]
+        self.forget_in_index(&vectors)?;
         if n > 0 && self.opts.vacuum_on_delete {
             // secure_delete zeroes the cells and pages SQLite frees, and
             // FTS5's secure-delete removes the terms from the index; but a
@@ -1425,12 +1613,18 @@ impl Store for SqliteStore {
                         .execute(params![model, dim as i64])?;
                 }
             }
+            let seq: i64 = tx
+                .prepare_cached(
+                    "UPDATE vector_models SET version = version + 1 WHERE model = ? RETURNING version",
+                )?
+                .query_row([model], |r| r.get(0))?;
             let mut st = tx.prepare_cached(
-                "UPDATE memories SET embedding_model = ?, embedding = ? WHERE id = ? AND checksum = ?",
+                "UPDATE memories SET embedding_model = ?, embedding = ?, vector_seq = ?
+                 WHERE id = ? AND checksum = ?",
             )?;
             let mut n = 0;
             for (id, checksum, v) in items {
-                n += st.execute(params![model, crate::embed::to_bytes(v), id, checksum])?;
+                n += st.execute(params![model, crate::embed::to_bytes(v), seq, id, checksum])?;
             }
             Ok(n)
         })
@@ -1446,7 +1640,13 @@ impl Store for SqliteStore {
         if limit == 0 || q.view.as_ref().is_some_and(|v| v.is_empty()) {
             return Ok(Vec::new());
         }
-        let c = self.conn()?;
+        let mut c = self.conn()?;
+        #[cfg(feature = "ann")]
+        if self.view_size(&c, q)? >= self.opts.ann_min_view
+            && let Some(hits) = self.search_ann(&mut c, q, model, query, limit)?
+        {
+            return Ok(hits);
+        }
         let mut p = Vec::new();
         let w = where_sql(q, false, &mut p);
         p.push(SqlValue::Text(model.to_string()));
@@ -1494,7 +1694,13 @@ impl Store for SqliteStore {
     }
 
     fn clear_vectors(&self, keep: Option<&str>) -> Result<u64> {
-        self.write(|tx| {
+        let dropped: Vec<String> = self
+            .vector_models()?
+            .into_iter()
+            .map(|(m, _, _)| m)
+            .filter(|m| Some(m.as_str()) != keep)
+            .collect();
+        let n = self.write(|tx| {
             let n = tx.execute(
                 "UPDATE memories SET embedding_model = NULL, embedding = NULL
                  WHERE embedding_model IS NOT NULL AND embedding_model IS NOT ?1",
@@ -1507,7 +1713,19 @@ impl Store for SqliteStore {
             )?;
             tx.execute("DELETE FROM vector_models WHERE model IS NOT ?1", [keep])?;
             Ok(n as u64)
-        })
+        })?;
+        // Their indexes go too.
+        #[cfg(feature = "ann")]
+        {
+            let mut g = self.ann.lock().unwrap_or_else(|p| p.into_inner());
+            for m in &dropped {
+                g.remove(m);
+                let _ = std::fs::remove_file(ann::side_file(&self.path, m));
+            }
+        }
+        #[cfg(not(feature = "ann"))]
+        let _ = dropped;
+        Ok(n)
     }
 
     fn vector_models(&self) -> Result<Vec<(String, usize, u64)>> {

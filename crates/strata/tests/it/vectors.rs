@@ -559,3 +559,146 @@ mod openai {
         );
     }
 }
+
+#[cfg(feature = "ann")]
+mod ann {
+    use super::*;
+    use strata::store::{Query, SqliteOptions, SqliteStore};
+
+    /// Unit vectors drawn from a text's hash: well spread, deterministic.
+    #[derive(Debug)]
+    struct Hashed;
+
+    impl Embedder for Hashed {
+        fn model(&self) -> &str {
+            "hashed-16"
+        }
+        fn dim(&self) -> usize {
+            16
+        }
+        fn embed(&self, texts: &[&str], _: Purpose) -> Result<Vec<Vec<f32>>, Error> {
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut h = t.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+                    });
+                    let mut v: Vec<f32> = (0..16)
+                        .map(|_| {
+                            h ^= h << 13;
+                            h ^= h >> 7;
+                            h ^= h << 17;
+                            (h % 2000) as f32 / 1000.0 - 1.0
+                        })
+                        .collect();
+                    strata::embed::normalize(&mut v);
+                    v
+                })
+                .collect())
+        }
+    }
+
+    fn engine(path: &std::path::Path, ann_min_view: usize) -> Engine {
+        let opts = SqliteOptions {
+            ann_min_view,
+            ..SqliteOptions::default()
+        };
+        let store = SqliteStore::open(path, opts).unwrap();
+        let cfg = strata::Config {
+            embedder: strata::EmbedderConfig::none(),
+            ..strata::Config::sqlite(path)
+        };
+        let e = Engine::with_store(cfg, Box::new(store)).unwrap();
+        e.set_embedder(Some(Arc::new(Hashed))).unwrap();
+        e
+    }
+
+    fn nearest(e: &Engine, q: &str, v: &[&str], filter: Option<serde_json::Value>) -> Vec<String> {
+        let mut query = Query::view(view(v), jiff::Timestamp::now());
+        if let Some(f) = filter {
+            query = query.filter(Filter::parse(&f).unwrap());
+        }
+        let qv = Hashed.embed(&[q], Purpose::Query).unwrap().remove(0);
+        e.store()
+            .search_vectors(&query, "hashed-16", &qv, 10)
+            .unwrap()
+            .into_iter()
+            .map(|(s, _)| s.id)
+            .collect()
+    }
+
+    #[test]
+    fn the_index_agrees_with_the_scan_respects_views_and_forgets() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.db");
+        let indexed = engine(&path, 1);
+        let scanned = engine(&path, usize::MAX);
+        let mut batch = Vec::new();
+        for i in 0..600 {
+            let s = if i % 2 == 0 { "project/a" } else { "project/b" };
+            let kind = if i % 3 == 0 {
+                Kind::Decision
+            } else {
+                Kind::Finding
+            };
+            batch.push(NewMemory::new(scope(s), format!("memory number {i}")).kind(kind));
+        }
+        indexed.remember_batch(batch, strata::Confirm::No).unwrap();
+        indexed.embed_pending(None, usize::MAX).unwrap();
+        let side = dir.path().join("a.db.hashed-16.hnsw");
+        for q in ["memory number 7", "something else", "number 42 memory", "x"] {
+            let a = nearest(&indexed, q, &["project/a"], None);
+            assert_eq!(a, nearest(&scanned, q, &["project/a"], None), "{q}");
+            let f = Some(serde_json::json!({"kind": "decision"}));
+            let b = nearest(&indexed, q, &["project/a", "project/b"], f.clone());
+            assert_eq!(
+                b,
+                nearest(&scanned, q, &["project/a", "project/b"], f),
+                "{q}"
+            );
+        }
+        assert!(side.is_file(), "the side file is written");
+        // Every hit is in the view, even though the index holds both projects.
+        for id in nearest(&indexed, "memory number 8", &["project/a"], None) {
+            assert_eq!(indexed.get(&id).unwrap().unwrap().scope, scope("project/a"));
+        }
+        // New vectors reach the index (another engine wrote them).
+        let late = scanned
+            .remember(NewMemory::new(scope("project/a"), "a late memory"))
+            .unwrap();
+        scanned.embed_pending(None, usize::MAX).unwrap();
+        assert_eq!(
+            nearest(&indexed, "a late memory", &["project/a"], None)[0],
+            late.id
+        );
+        // Forget removes the vector from the side file, not only the row.
+        let m = indexed.get(&late.id).unwrap().unwrap();
+        let bytes = strata::embed::to_bytes(&m.embedding.unwrap().vector);
+        let has = |hay: &[u8]| hay.windows(bytes.len()).any(|w| w == bytes.as_slice());
+        assert!(
+            has(&std::fs::read(&side).unwrap()),
+            "the vector is in the index"
+        );
+        scanned
+            .forget(
+                &strata::Forget::Ids(vec![late.id.clone()]),
+                strata::ForgetOptions::default(),
+            )
+            .unwrap();
+        assert!(
+            !has(&std::fs::read(&side).unwrap()),
+            "the forgotten vector left the index file"
+        );
+        assert!(!nearest(&indexed, "a late memory", &["project/a"], None).contains(&late.id));
+        // A missing side file is rebuilt from the store.
+        drop(indexed);
+        std::fs::remove_file(&side).unwrap();
+        let again = engine(&path, 1);
+        let a = nearest(&again, "memory number 7", &["project/a"], None);
+        assert_eq!(
+            a,
+            nearest(&scanned, "memory number 7", &["project/a"], None)
+        );
+        assert!(side.is_file());
+    }
+}
