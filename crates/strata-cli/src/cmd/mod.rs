@@ -14,6 +14,8 @@ pub mod promote;
 pub mod recall;
 pub mod remember;
 pub mod restore;
+#[cfg(feature = "server")]
+pub mod serve;
 pub mod session;
 pub mod sync;
 pub mod task;
@@ -109,6 +111,12 @@ pub fn run(cli: Cli) -> Result<()> {
                 r.expired, r.evicted
             ))
         }
+        #[cfg(feature = "server")]
+        Command::Serve(a) => serve::serve(g, a),
+        #[cfg(feature = "server")]
+        Command::Mcp(a) => serve::mcp(g, a),
+        #[cfg(feature = "server")]
+        Command::Token(c) => serve::token(g, c),
         Command::Bench(a) => crate::bench::run(g, a),
         Command::Eval(c) => eval::run(g, c),
         Command::Debug(c) => debug::run(g, c),
