@@ -61,6 +61,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(shared.limits.max_body_bytes))
+        .layer(middleware::from_fn_with_state(shared.clone(), buffer))
         .layer(middleware::from_fn_with_state(shared.clone(), track))
         .with_state(shared)
 }
@@ -118,20 +119,44 @@ async fn authenticate(State(st): St, mut req: Request, next: Next) -> Response {
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .map(str::trim);
-            let Some(presented) = presented else {
-                return ApiError::unauthorized(
-                    "missing token: send `Authorization: Bearer <token>` (see `strata token new`)",
-                )
-                .into_response();
-            };
-            match tokens.grant(presented) {
-                Some(g) => g.clone(),
-                None => return ApiError::unauthorized("unknown token").into_response(),
+            let found = presented.map(|p| tokens.grant(p));
+            match found {
+                Some(Some(g)) => g.clone(),
+                _ => {
+                    return ApiError::unauthorized(if found.is_none() {
+                        "missing token: send `Authorization: Bearer <token>` (see `strata token new`)"
+                    } else {
+                        "unknown token"
+                    })
+                    .into_response();
+                }
             }
         }
     };
     req.extensions_mut().insert(grant);
     next.run(req).await
+}
+
+/// Reads the whole body (within `max_body_bytes`) before routing. Every
+/// request is then read to its end whatever the handler does with it, so
+/// hyper keeps the connection alive for the client's next request (a body
+/// left unread makes it close the connection, which pooled clients see as a
+/// failed request), and an oversized body is a 413 on every route.
+async fn buffer(State(st): St, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    match axum::body::to_bytes(body, st.limits.max_body_bytes).await {
+        Ok(bytes) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        Err(e) if e.to_string().contains("length limit") => ApiError::too_large(
+            Some("body"),
+            format!(
+                "request body is over the server's limit of {} bytes (`server.limits.max_body_bytes`)",
+                st.limits.max_body_bytes
+            ),
+        )
+        .into_response(),
+        Err(e) => ApiError::invalid("body", format!("could not read the request body: {e}"))
+            .into_response(),
+    }
 }
 
 async fn track(State(st): St, req: Request, next: Next) -> Response {
