@@ -110,18 +110,15 @@ pub struct McpDefaults {
 #[derive(Deserialize)]
 struct File {
     #[serde(default)]
-    server: Option<toml::Value>,
+    server: Option<ServerConfig>,
 }
 
 impl ServerConfig {
     /// Reads `[server]` from `strata.toml` text (defaults when absent).
     pub fn from_toml(text: &str) -> Result<ServerConfig, ConfigError> {
+        // toml's errors quote the offending line and key.
         let file: File = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
-        let cfg = match file.server {
-            Some(v) => ServerConfig::deserialize(v)
-                .map_err(|e| ConfigError(format!("server: {}", e.message())))?,
-            None => ServerConfig::default(),
-        };
+        let cfg = file.server.unwrap_or_default();
         cfg.validate()?;
         Ok(cfg)
     }

@@ -9,3 +9,5 @@ mod commands;
 mod concurrency;
 mod context;
 mod crash;
+#[cfg(feature = "server")]
+mod server;
