@@ -25,6 +25,9 @@ use serde::Serialize;
 use crate::app::Global;
 use crate::output;
 
+#[cfg(feature = "server")]
+mod http;
+
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Memories in the store.
@@ -45,7 +48,9 @@ pub struct BenchArgs {
     /// Insert rounds (strata and raw alternate; the medians are reported).
     #[arg(long, default_value_t = 3)]
     pub insert_rounds: usize,
-    /// Benchmarks to run (comma-separated): insert, remember, recall, cold, context.
+    /// Benchmarks to run (comma-separated): insert, remember, recall, cold,
+    /// context, http (recall over HTTP against in process, and a mixed
+    /// 90 % recall / 10 % remember workload; not in the default set).
     #[arg(
         long,
         value_delimiter = ',',
@@ -61,6 +66,15 @@ pub struct BenchArgs {
     /// Token budget of the context benchmark.
     #[arg(long, default_value_t = 8000)]
     pub context_budget: u32,
+    /// Concurrent clients of the http benchmark.
+    #[arg(long, default_value_t = 32)]
+    pub clients: usize,
+    /// Recalls of each phase (in process, over HTTP) of the http benchmark.
+    #[arg(long, default_value_t = 20_000)]
+    pub http_requests: usize,
+    /// Requests of the http benchmark's mixed workload.
+    #[arg(long, default_value_t = 10_000)]
+    pub mixed_requests: usize,
     /// Random seed of the data generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -81,6 +95,9 @@ struct Report {
     cold_start: Option<Latency>,
     #[serde(skip_serializing_if = "Option::is_none")]
     context: Option<ContextBench>,
+    #[cfg(feature = "server")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http: Option<http::HttpBench>,
 }
 
 #[derive(Debug, Serialize)]
@@ -363,10 +380,13 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         return crate::app::usage("bench: --memories and --scopes must be positive");
     }
     for o in &a.only {
-        if !["insert", "remember", "recall", "cold", "context"].contains(&o.as_str()) {
+        if !["insert", "remember", "recall", "cold", "context", "http"].contains(&o.as_str()) {
             return crate::app::usage(format!(
-                "bench --only: `{o}` is not one of insert, remember, recall, cold, context"
+                "bench --only: `{o}` is not one of insert, remember, recall, cold, context, http"
             ));
+        }
+        if o == "http" && !cfg!(feature = "server") {
+            return crate::app::usage("bench --only http: built without the `server` feature");
         }
     }
     let tmp;
@@ -509,6 +529,11 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         rep.context = Some(context_bench(&a, &dir, &db, &mut datagen, &say)?);
     }
 
+    #[cfg(feature = "server")]
+    if a.only.iter().any(|o| o == "http") {
+        rep.http = Some(http::run(&a, &db, &mut datagen, &say)?);
+    }
+
     if g.json {
         return output::json(&rep);
     }
@@ -549,6 +574,37 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         output::line(format!(
             "                   mean {:.0} items, {:.0} tokens per hybrid package",
             c.mean_items, c.mean_tokens
+        ))?;
+    }
+    #[cfg(feature = "server")]
+    if let Some(h) = &rep.http {
+        output::line(format!(
+            "recall in process {:>8.0}/s  {}",
+            h.in_process.per_sec,
+            lat_line(&format!("{} threads", h.clients), &h.in_process.latency)
+        ))?;
+        output::line(format!(
+            "recall over HTTP  {:>8.0}/s  {}",
+            h.http.per_sec,
+            lat_line(&format!("{} clients", h.clients), &h.http.latency)
+        ))?;
+        output::line(format!(
+            "                   HTTP / in process = {:.2}; errors {} in process, {} over HTTP",
+            h.ratio, h.in_process.errors, h.http.errors
+        ))?;
+        let m = &h.mixed;
+        output::line(format!(
+            "mixed 90/10 HTTP  {:>8.0}/s  {}",
+            m.per_sec,
+            lat_line("recall", &m.recall)
+        ))?;
+        output::line(format!(
+            "                             {}",
+            lat_line("remember", &m.remember)
+        ))?;
+        output::line(format!(
+            "                   errors {}, writes acknowledged {}, lost {}",
+            m.errors, m.acknowledged_writes, m.lost_writes
         ))?;
     }
     Ok(())
