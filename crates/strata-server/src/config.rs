@@ -82,6 +82,10 @@ pub struct Limits {
     pub max_batch: usize,
     /// Largest `limit` of a recall or list.
     pub max_results: usize,
+    /// Most engine calls running at once; further requests wait their turn
+    /// (first come, first served). Default: 4 × the CPUs. More threads than
+    /// that only contend for the CPU and SQLite's write lock.
+    pub max_concurrent: usize,
 }
 
 impl Default for Limits {
@@ -90,6 +94,7 @@ impl Default for Limits {
             max_body_bytes: 8 << 20,
             max_batch: 1000,
             max_results: 1000,
+            max_concurrent: 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
@@ -131,6 +136,7 @@ impl ServerConfig {
             ("max_body_bytes", l.max_body_bytes),
             ("max_batch", l.max_batch),
             ("max_results", l.max_results),
+            ("max_concurrent", l.max_concurrent),
         ] {
             if v == 0 {
                 return Err(ConfigError(format!(

@@ -262,22 +262,12 @@ pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     Ok(v)
 }
 
-/// Runs an operation on the blocking pool with the caller's grant.
 async fn run<T, F>(st: &Arc<Shared>, grant: Grant, f: F) -> Result<T>
 where
     T: Send + 'static,
     F: FnOnce(Ctx<'_>) -> Result<T> + Send + 'static,
 {
-    let st = st.clone();
-    tokio::task::spawn_blocking(move || {
-        f(Ctx {
-            engine: &st.engine,
-            grant: &grant,
-            limits: &st.limits,
-        })
-    })
-    .await
-    .map_err(|e| ApiError::internal(format!("operation failed: {e}")))?
+    st.run(grant, f).await
 }
 
 fn ok<T: serde::Serialize>(status: StatusCode, v: T) -> Response {

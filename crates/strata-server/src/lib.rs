@@ -64,6 +64,8 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Cancelled on shutdown (ends MCP streams).
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Bounds engine calls in flight (`limits.max_concurrent`).
+    pub permits: tokio::sync::Semaphore,
 }
 
 impl Shared {
@@ -85,7 +87,34 @@ impl Shared {
             allowed_hosts: cfg.allowed_hosts.clone(),
             metrics: Metrics::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
+            permits: tokio::sync::Semaphore::new(cfg.limits.max_concurrent),
         }))
+    }
+}
+
+impl Shared {
+    /// Runs an operation on the blocking pool with `grant`, once one of the
+    /// `max_concurrent` permits is free.
+    pub async fn run<T, F>(self: &Arc<Self>, grant: Grant, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(ops::Ctx<'_>) -> Result<T, ApiError> + Send + 'static,
+    {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| ApiError::internal("the server is shutting down"))?;
+        let st = self.clone();
+        tokio::task::spawn_blocking(move || {
+            f(ops::Ctx {
+                engine: &st.engine,
+                grant: &grant,
+                limits: &st.limits,
+            })
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("operation failed: {e}")))?
     }
 }
 

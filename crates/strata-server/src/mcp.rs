@@ -104,16 +104,7 @@ impl StrataMcp {
         T: Serialize + Send + 'static,
         F: FnOnce(Ctx<'_>) -> Result<T, ApiError> + Send + 'static,
     {
-        let shared = self.shared.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            f(Ctx {
-                engine: &shared.engine,
-                grant: &grant,
-                limits: &shared.limits,
-            })
-        })
-        .await
-        .map_err(|e| ErrorData::internal_error(format!("tool failed: {e}"), None))?;
+        let out = self.shared.run(grant, f).await;
         // Errors are tool results, not protocol errors, so the model reads
         // what was wrong and can correct the call.
         Ok(match out {

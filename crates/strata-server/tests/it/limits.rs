@@ -14,6 +14,7 @@ fn server() -> (Server, String) {
             max_body_bytes: 64 << 10,
             max_batch: 5,
             max_results: 100,
+            ..Default::default()
         },
         ..Default::default()
     });
