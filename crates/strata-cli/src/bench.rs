@@ -72,6 +72,14 @@ pub struct BenchArgs {
     /// Recalls of each phase (in process, over HTTP) of the http benchmark.
     #[arg(long, default_value_t = 20_000)]
     pub http_requests: usize,
+    /// The http benchmark server's `limits.max_concurrent` (0: its default,
+    /// 4 × CPUs).
+    #[arg(long, default_value_t = 0)]
+    pub pool: usize,
+    /// Total request rate of the http benchmark's paced phase (0: half the
+    /// measured HTTP throughput).
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
     /// Requests of the http benchmark's mixed workload.
     #[arg(long, default_value_t = 10_000)]
     pub mixed_requests: usize,
@@ -584,13 +592,27 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
             lat_line(&format!("{} threads", h.clients), &h.in_process.latency)
         ))?;
         output::line(format!(
+            "recall in process {:>8.0}/s  {}",
+            h.in_process_pool.per_sec,
+            lat_line(&format!("{} threads", h.pool), &h.in_process_pool.latency)
+        ))?;
+        output::line(format!(
             "recall over HTTP  {:>8.0}/s  {}",
             h.http.per_sec,
             lat_line(&format!("{} clients", h.clients), &h.http.latency)
         ))?;
         output::line(format!(
-            "                   HTTP / in process = {:.2}; errors {} in process, {} over HTTP",
-            h.ratio, h.in_process.errors, h.http.errors
+            "                   HTTP / best in process = {:.2}; errors {} in process, {} over HTTP",
+            h.ratio,
+            h.in_process.errors + h.in_process_pool.errors,
+            h.http.errors
+        ))?;
+        output::line(format!(
+            "recall over HTTP  {:>8.0}/s  {}  (paced at {:.0}/s, errors {})",
+            h.paced.phase.per_sec,
+            lat_line(&format!("{} clients", h.clients), &h.paced.phase.latency),
+            h.paced.rate,
+            h.paced.phase.errors
         ))?;
         let m = &h.mixed;
         output::line(format!(

@@ -21,10 +21,18 @@ use super::{BenchArgs, Gen, Latency, bench_config, latency};
 #[derive(Debug, Serialize)]
 pub struct HttpBench {
     pub clients: usize,
+    /// `--clients` threads calling the engine.
     pub in_process: Phase,
+    /// As many threads as the server's pool (`limits.max_concurrent`).
+    pub in_process_pool: Phase,
+    pub pool: usize,
+    /// `--clients` HTTP clients, each sending its next request when the
+    /// last is answered.
     pub http: Phase,
-    /// HTTP requests/s over in-process recalls/s.
+    /// HTTP requests/s over the better in-process figure.
     pub ratio: f64,
+    /// `--clients` HTTP clients at a fixed total rate.
+    pub paced: Paced,
     pub mixed: Mixed,
 }
 
@@ -33,6 +41,12 @@ pub struct Phase {
     pub per_sec: f64,
     pub latency: Latency,
     pub errors: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Paced {
+    pub rate: f64,
+    pub phase: Phase,
 }
 
 #[derive(Debug, Serialize)]
@@ -72,10 +86,13 @@ fn queries(a: &BenchArgs, g: &mut Gen, n: usize) -> Result<Vec<Query>> {
 
 /// Runs `work(i)` for i in 0..n on `clients` threads; returns the wall time,
 /// each call's latency (recalls, then writes: request i is a write when
-/// `is_write(i)`), and the errors.
+/// `is_write(i)`), and the errors. With a `rate` (requests/s), request i
+/// is due at i / rate from the start and its latency counts from then, so a
+/// slow answer also charges the requests queued behind it.
 fn drive(
     clients: usize,
     n: usize,
+    rate: Option<f64>,
     is_write: impl Fn(usize) -> bool + Sync,
     work: impl Fn(usize, &mut Option<ureq::Agent>) -> Result<()> + Sync,
 ) -> (Duration, Vec<Duration>, Vec<Duration>, usize) {
@@ -95,7 +112,16 @@ fn drive(
                     if i >= n {
                         break;
                     }
-                    let t = Instant::now();
+                    let t = match rate {
+                        Some(r) => {
+                            let due = started + Duration::from_secs_f64(i as f64 / r);
+                            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                                std::thread::sleep(wait);
+                            }
+                            due
+                        }
+                        None => Instant::now(),
+                    };
                     if let Err(e) = work(i, &mut agent)
                         && errors.fetch_add(1, Ordering::Relaxed) < 5
                     {
@@ -161,6 +187,10 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         }],
         ..Default::default()
     };
+    let mut cfg = cfg;
+    if a.pool > 0 {
+        cfg.limits.max_concurrent = a.pool;
+    }
     let engine = strata::Engine::open(bench_config(db))?;
     let shared = strata_server::Shared::new(engine, &cfg, strata_server::AuthMode::Tokens)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -179,17 +209,17 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     // Warm the page cache and both paths before timing.
     let warm = n.min(500);
     let never = |_| false;
-    drive(clients, warm, never, |i, _| {
+    drive(clients, warm, None, never, |i, _| {
         engine.recall(&qs[i].req).map(drop).map_err(Into::into)
     });
-    drive(clients, warm, never, |i, slot| {
+    drive(clients, warm, None, never, |i, slot| {
         post(agent(slot), &recall_url, &token, &qs[i].body, 200).map(drop)
     });
 
     say(format!(
         "timing {n} recalls in process on {clients} threads…"
     ));
-    let (wall, lat, _, errors) = drive(clients, n, never, |i, _| {
+    let (wall, lat, _, errors) = drive(clients, n, None, never, |i, _| {
         engine.recall(&qs[i].req).map(drop).map_err(Into::into)
     });
     let in_process = Phase {
@@ -197,16 +227,48 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         latency: latency(lat),
         errors,
     };
+    let pool = shared.limits.max_concurrent;
+    say(format!(
+        "timing {n} recalls in process on {pool} threads (the server's pool)…"
+    ));
+    let (wall, lat, _, errors) = drive(pool, n, None, never, |i, _| {
+        engine.recall(&qs[i].req).map(drop).map_err(Into::into)
+    });
+    let in_process_pool = Phase {
+        per_sec: n as f64 / wall.as_secs_f64(),
+        latency: latency(lat),
+        errors,
+    };
     say(format!(
         "timing {n} recalls over HTTP from {clients} clients…"
     ));
-    let (wall, lat, _, errors) = drive(clients, n, never, |i, slot| {
+    let (wall, lat, _, errors) = drive(clients, n, None, never, |i, slot| {
         post(agent(slot), &recall_url, &token, &qs[i].body, 200).map(drop)
     });
     let http = Phase {
         per_sec: n as f64 / wall.as_secs_f64(),
         latency: latency(lat),
         errors,
+    };
+    let rate = if a.rate > 0.0 {
+        a.rate
+    } else {
+        (http.per_sec / 2.0).round()
+    };
+    let paced_n = n.min((rate * 20.0) as usize).max(clients);
+    say(format!(
+        "timing {paced_n} recalls over HTTP from {clients} clients at {rate:.0}/s…"
+    ));
+    let (wall, lat, _, errors) = drive(clients, paced_n, Some(rate), never, |i, slot| {
+        post(agent(slot), &recall_url, &token, &qs[i].body, 200).map(drop)
+    });
+    let paced = Paced {
+        rate,
+        phase: Phase {
+            per_sec: paced_n as f64 / wall.as_secs_f64(),
+            latency: latency(lat),
+            errors,
+        },
     };
 
     let m = a.mixed_requests.max(clients);
@@ -227,7 +289,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     let remember_url = format!("{base}/v1/memories");
     let acked = Mutex::new(Vec::new());
     let is_write = |i: usize| i % 10 == 9;
-    let (wall, recall_lat, write_lat, errors) = drive(clients, m, is_write, |i, slot| {
+    let (wall, recall_lat, write_lat, errors) = drive(clients, m, None, is_write, |i, slot| {
         if is_write(i) {
             let text = post(agent(slot), &remember_url, &token, &writes[i], 201)?;
             let v: serde_json::Value = serde_json::from_str(&text)?;
@@ -253,9 +315,12 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     }
     Ok(HttpBench {
         clients,
-        ratio: http.per_sec / in_process.per_sec,
+        ratio: http.per_sec / in_process.per_sec.max(in_process_pool.per_sec),
         in_process,
+        in_process_pool,
+        pool,
         http,
+        paced,
         mixed: Mixed {
             per_sec: m as f64 / wall.as_secs_f64(),
             recall: latency(recall_lat),
