@@ -152,6 +152,9 @@ impl Ctx<'_> {
         new.payload = b.payload.clone();
         new.role = parse(b.role.as_deref())?;
         new.source = parse(b.source.as_deref())?;
+        if let Some(sid) = &b.session {
+            self.session_allowed(&at("session"), sid)?;
+        }
         new.session = b.session.clone();
         new.pinned = b.pinned;
         new.sensitive = b.sensitive;
@@ -469,6 +472,25 @@ impl Ctx<'_> {
         Ok(self
             .engine
             .create_session(b.id.as_deref(), scope, b.max_bytes)?)
+    }
+
+    /// A write may attach to a session whose scope is inside the grant, or
+    /// create one whose default scope (`session/<id>`) is.
+    fn session_allowed(&self, field: &str, id: &str) -> Result<()> {
+        if self.grant.is_unrestricted() {
+            return Ok(());
+        }
+        let scope = match self.engine.store().get_session(id)? {
+            Some(s) => s.scope,
+            None => {
+                Scope::parse(&format!("session/{id}")).map_err(|e| ApiError::invalid(field, e))?
+            }
+        };
+        if self.grant.allows_scope(&scope) {
+            Ok(())
+        } else {
+            Err(ApiError::outside(field, id))
+        }
     }
 
     fn visible_session(&self, id: &str) -> Result<Session> {

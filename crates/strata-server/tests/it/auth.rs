@@ -237,6 +237,15 @@ fn writes_need_read_write_inside_the_token() {
         w,
         json!({"view": ["project/acme"], "filter": {}}),
     );
+    // Nor attach to (or create) a session outside it.
+    let v = f.s.expect(
+        403,
+        "POST",
+        "/v1/memories",
+        w,
+        json!({"content": "x", "scope": "project/beta", "session": "s9"}),
+    );
+    assert_error(&v, "forbidden", "session");
     let line = f.s.shared.engine.get(&f.secret_id).unwrap().unwrap();
     let mut moved = serde_json::to_value(&line).unwrap();
     moved["id"] = json!("01900000-0000-7000-8000-00000000abcd");
