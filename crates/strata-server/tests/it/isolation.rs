@@ -1,5 +1,5 @@
 //! A randomized test: several tokens with different scope prefixes run random
-//! operations; no response ever carries a memory outside the caller's
+//! operations over HTTP and MCP; no response ever carries a memory outside the caller's
 //! scopes, and no write lands outside them.
 
 use serde_json::{Value, json};
@@ -37,6 +37,21 @@ fn scopes_in(v: &Value, out: &mut Vec<String>) {
         Value::Array(a) => a.iter().for_each(|x| scopes_in(x, out)),
         _ => {}
     }
+}
+
+/// A tool call over MCP (streamable HTTP); the tool's JSON as the body.
+fn mcp(s: &Server, token: &str, tool: &str, args: Value) -> (u16, Value) {
+    let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+    let (status, body) = s.raw(
+        "POST",
+        "/mcp",
+        Some(token),
+        Some(msg.to_string().into_bytes()),
+        &[("accept", "application/json, text/event-stream")],
+    );
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let text = v["result"]["content"][0]["text"].as_str().unwrap_or("null");
+    (status, serde_json::from_str(text).unwrap_or(Value::Null))
 }
 
 #[test]
@@ -80,8 +95,8 @@ fn no_response_carries_a_memory_outside_the_token() {
     }
     let mut checked = 0;
     for _ in 0..600 {
-        let (t, prefixes) = rng.pick(&tokens);
-        let t = Some(t.as_str());
+        let (secret, prefixes) = rng.pick(&tokens);
+        let t = Some(secret.as_str());
         let view: Vec<String> = (0..1 + rng.below(3))
             .map(|_| {
                 // Mostly views a token may use, so reads return memories.
@@ -97,7 +112,19 @@ fn no_response_carries_a_memory_outside_the_token() {
                 }
             })
             .collect();
-        let (status, v) = match rng.below(9) {
+        let (status, v) = match rng.below(11) {
+            9 => mcp(
+                &s,
+                secret,
+                "recall",
+                json!({"query": rng.pick(WORDS), "view": view, "limit": 50}),
+            ),
+            10 => mcp(
+                &s,
+                secret,
+                "get",
+                json!({"id": rng.pick(&ids), "history": true}),
+            ),
             0 => s.call(
                 "POST",
                 "/v1/recall",
