@@ -610,8 +610,7 @@ async fn healthz() -> Response {
 /// Prometheus metrics: requests and latency per route, store size, memories per tier.
 #[utoipa::path(get, path = "/metrics",
     responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String), (status = "4XX", body = ErrorBody)))]
-async fn metrics(State(st): St, g: G) -> Result<Response> {
-    let _ = g;
+async fn metrics(State(st): St) -> Result<Response> {
     let engine = st.engine.clone();
     let stats = tokio::task::spawn_blocking(move || engine.stats())
         .await

@@ -36,7 +36,6 @@ pub struct StrataMcp {
     /// `Some` on stdio (the local user's grant); over HTTP each request
     /// carries its token's grant.
     fixed_grant: Option<Grant>,
-    #[allow(dead_code)] // read by the `tool_handler` macro
     tool_router: ToolRouter<StrataMcp>,
 }
 
@@ -244,7 +243,7 @@ impl StrataMcp {
     }
 }
 
-#[tool_handler]
+#[tool_handler(router = self.tool_router)]
 impl ServerHandler for StrataMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
