@@ -542,8 +542,29 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         rep.http = Some(http::run(&a, &db, &mut datagen, &say)?);
     }
 
+    // The http benchmark is also a check: a failed request or a lost
+    // acknowledged write fails the run (after the report).
+    #[cfg(feature = "server")]
+    let http_failures = rep.http.as_ref().map_or(0, |h| {
+        h.in_process.errors
+            + h.in_process_pool.errors
+            + h.http.errors
+            + h.paced.phase.errors
+            + h.mixed.errors
+            + h.mixed.lost_writes
+    });
+    #[cfg(not(feature = "server"))]
+    let http_failures = 0;
+    print_report(g, &rep)?;
+    if http_failures > 0 {
+        anyhow::bail!("bench http: {http_failures} failed requests or lost writes");
+    }
+    Ok(())
+}
+
+fn print_report(g: &Global, rep: &Report) -> Result<()> {
     if g.json {
-        return output::json(&rep);
+        return output::json(rep);
     }
     output::line(format!(
         "strata bench — {} memories, {} scopes — {}",
