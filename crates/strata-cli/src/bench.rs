@@ -13,7 +13,10 @@
 //! - `context`: context assembly (8,000-token budget, hybrid ranking,
 //!   HEAD/TAIL, extractive summary) over the same number of memories split
 //!   across the three sources of one profile (task 10 %, project 60 %,
-//!   global 30 %), with the same question-like queries.
+//!   global 30 %), with the same question-like queries;
+//! - `http` (not in the default set; `bench/http.rs`): recall over HTTP
+//!   against the same recalls in process, a paced phase, and a 90/10
+//!   recall/remember mix that checks every acknowledged write.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
