@@ -1,7 +1,7 @@
 //! `strata serve`, `strata mcp` and `strata token new`: the HTTP and MCP
 //! front ends (crate `strata-server`) started from the CLI's configuration.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -79,8 +79,9 @@ pub fn serve(g: &Global, a: ServeArgs) -> Result<()> {
     if let Some(l) = a.listen {
         cfg.listen = l;
     }
-    let addr: SocketAddr = match cfg.listen.parse() {
-        Ok(a) => a,
+    let addr: SocketAddr = match cfg.listen.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(a)) => a,
+        Ok(None) => return app::usage(format!("listen: `{}` resolves to no address", cfg.listen)),
         Err(e) => return app::usage(format!("listen: `{}`: {e} (use HOST:PORT)", cfg.listen)),
     };
     let mode = if a.no_auth {

@@ -141,6 +141,8 @@ fn serve_refuses_no_auth_off_loopback_and_runs_without_tokens_only_with_no_auth(
     assert!(err.contains("loopback"), "{err}");
     let err = e.fails(&["serve", "--listen", "127.0.0.1:0"], 2);
     assert!(err.contains("no tokens configured"), "{err}");
+    let err = e.fails(&["serve", "--no-auth", "--listen", "nowhere"], 2);
+    assert!(err.contains("HOST:PORT"), "{err}");
     write(&e.path("strata.toml"), "[server]\nlisten = 5\n");
     let err = e.fails(&["serve"], 1);
     assert!(err.contains("listen"), "{err}");
