@@ -549,8 +549,7 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
     // acknowledged write fails the run (after the report).
     #[cfg(feature = "server")]
     let http_failures = rep.http.as_ref().map_or(0, |h| {
-        h.in_process.errors
-            + h.in_process_pool.errors
+        h.in_process.iter().map(|p| p.phase.errors).sum::<usize>()
             + h.http.errors
             + h.paced.phase.errors
             + h.mixed.errors
@@ -610,16 +609,13 @@ fn print_report(g: &Global, rep: &Report) -> Result<()> {
     }
     #[cfg(feature = "server")]
     if let Some(h) = &rep.http {
-        output::line(format!(
-            "recall in process {:>8.0}/s  {}",
-            h.in_process.per_sec,
-            lat_line(&format!("{} threads", h.clients), &h.in_process.latency)
-        ))?;
-        output::line(format!(
-            "recall in process {:>8.0}/s  {}",
-            h.in_process_pool.per_sec,
-            lat_line(&format!("{} threads", h.pool), &h.in_process_pool.latency)
-        ))?;
+        for p in &h.in_process {
+            output::line(format!(
+                "recall in process {:>8.0}/s  {}",
+                p.phase.per_sec,
+                lat_line(&format!("{} threads", p.threads), &p.phase.latency)
+            ))?;
+        }
         output::line(format!(
             "recall over HTTP  {:>8.0}/s  {}",
             h.http.per_sec,
@@ -628,7 +624,7 @@ fn print_report(g: &Global, rep: &Report) -> Result<()> {
         output::line(format!(
             "                   HTTP / best in process = {:.2}; errors {} in process, {} over HTTP",
             h.ratio,
-            h.in_process.errors + h.in_process_pool.errors,
+            h.in_process.iter().map(|p| p.phase.errors).sum::<usize>(),
             h.http.errors
         ))?;
         output::line(format!(

@@ -21,15 +21,15 @@ use super::{BenchArgs, Gen, Latency, bench_config, latency};
 #[derive(Debug, Serialize)]
 pub struct HttpBench {
     pub clients: usize,
-    /// `--clients` threads calling the engine.
-    pub in_process: Phase,
-    /// As many threads as the server's pool (`limits.max_concurrent`).
-    pub in_process_pool: Phase,
+    /// The server's pool (`limits.max_concurrent`).
     pub pool: usize,
+    /// The same recalls in process, on as many threads as there are CPUs,
+    /// as the server's pool, and as `--clients`.
+    pub in_process: Vec<InProcess>,
     /// `--clients` HTTP clients, each sending its next request when the
     /// last is answered.
     pub http: Phase,
-    /// HTTP requests/s over the better in-process figure.
+    /// HTTP requests/s over the best in-process figure.
     pub ratio: f64,
     /// `--clients` HTTP clients at a fixed total rate.
     pub paced: Paced,
@@ -41,6 +41,12 @@ pub struct Phase {
     pub per_sec: f64,
     pub latency: Latency,
     pub errors: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct InProcess {
+    pub threads: usize,
+    pub phase: Phase,
 }
 
 #[derive(Debug, Serialize)]
@@ -216,29 +222,28 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         post(agent(slot), &recall_url, &token, &qs[i].body, 200).map(drop)
     });
 
-    say(format!(
-        "timing {n} recalls in process on {clients} threads…"
-    ));
-    let (wall, lat, _, errors) = drive(clients, n, None, never, |i, _| {
-        engine.recall(&qs[i].req).map(drop).map_err(Into::into)
-    });
-    let in_process = Phase {
-        per_sec: n as f64 / wall.as_secs_f64(),
-        latency: latency(lat),
-        errors,
-    };
     let pool = shared.limits.max_concurrent;
-    say(format!(
-        "timing {n} recalls in process on {pool} threads (the server's pool)…"
-    ));
-    let (wall, lat, _, errors) = drive(pool, n, None, never, |i, _| {
-        engine.recall(&qs[i].req).map(drop).map_err(Into::into)
-    });
-    let in_process_pool = Phase {
-        per_sec: n as f64 / wall.as_secs_f64(),
-        latency: latency(lat),
-        errors,
-    };
+    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let mut counts = vec![cpus, pool, clients];
+    counts.sort_unstable();
+    counts.dedup();
+    let mut in_process = Vec::new();
+    for threads in counts {
+        say(format!(
+            "timing {n} recalls in process on {threads} threads…"
+        ));
+        let (wall, lat, _, errors) = drive(threads, n, None, never, |i, _| {
+            engine.recall(&qs[i].req).map(drop).map_err(Into::into)
+        });
+        in_process.push(InProcess {
+            threads,
+            phase: Phase {
+                per_sec: n as f64 / wall.as_secs_f64(),
+                latency: latency(lat),
+                errors,
+            },
+        });
+    }
     say(format!(
         "timing {n} recalls over HTTP from {clients} clients…"
     ));
@@ -315,9 +320,12 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     }
     Ok(HttpBench {
         clients,
-        ratio: http.per_sec / in_process.per_sec.max(in_process_pool.per_sec),
+        ratio: http.per_sec
+            / in_process
+                .iter()
+                .map(|p| p.phase.per_sec)
+                .fold(f64::MIN_POSITIVE, f64::max),
         in_process,
-        in_process_pool,
         pool,
         http,
         paced,
