@@ -104,6 +104,16 @@ pub enum Command {
     /// The local embedding model: fetch, show.
     #[command(subcommand)]
     Model(crate::cmd::embed::ModelCmd),
+    /// Serve the HTTP API (and MCP at /mcp) to many agents.
+    #[cfg(feature = "server")]
+    Serve(crate::cmd::serve::ServeArgs),
+    /// Serve MCP on stdin/stdout (for MCP clients that start a command).
+    #[cfg(feature = "server")]
+    Mcp(crate::cmd::serve::McpArgs),
+    /// Bearer tokens for `strata serve`.
+    #[cfg(feature = "server")]
+    #[command(subcommand)]
+    Token(crate::cmd::serve::TokenCmd),
     /// Run the benchmarks (insert, remember, recall, cold start).
     Bench(crate::bench::BenchArgs),
     /// Retrieval benchmarks: LoCoMo recall@k and evidence inside contexts.
@@ -114,9 +124,9 @@ pub enum Command {
     Debug(crate::cmd::debug::DebugCmd),
 }
 
-/// Resolves flags, environment and files into a config.
-pub fn resolve_config(g: &Global) -> Result<strata::Config> {
-    let file = match &g.config {
+/// The configuration file the flags and environment point at, if any.
+pub fn config_path(g: &Global) -> Result<Option<PathBuf>> {
+    Ok(match &g.config {
         Some(p) => {
             if !p.exists() {
                 anyhow::bail!("config file {} does not exist", p.display());
@@ -131,7 +141,12 @@ pub fn resolve_config(g: &Global) -> Result<strata::Config> {
                 dirs_config().filter(|p| p.exists())
             }
         }
-    };
+    })
+}
+
+/// Resolves flags, environment and files into a config.
+pub fn resolve_config(g: &Global) -> Result<strata::Config> {
+    let file = config_path(g)?;
     let mut cfg = match &file {
         Some(p) => strata::Config::from_file(p)?,
         None => strata::Config::default(),

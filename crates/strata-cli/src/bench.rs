@@ -13,7 +13,10 @@
 //! - `context`: context assembly (8,000-token budget, hybrid ranking,
 //!   HEAD/TAIL, extractive summary) over the same number of memories split
 //!   across the three sources of one profile (task 10 %, project 60 %,
-//!   global 30 %), with the same question-like queries.
+//!   global 30 %), with the same question-like queries;
+//! - `http` (not in the default set; `bench/http.rs`): recall over HTTP
+//!   against the same recalls in process, a paced phase, and a 90/10
+//!   recall/remember mix that checks every acknowledged write.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -24,6 +27,9 @@ use serde::Serialize;
 
 use crate::app::Global;
 use crate::output;
+
+#[cfg(feature = "server")]
+mod http;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -46,7 +52,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub insert_rounds: usize,
     /// Benchmarks to run (comma-separated): insert, remember, recall, cold,
-    /// context, vectors.
+    /// context, vectors, http (recall over HTTP against in process, and a
+    /// mixed 90 % recall / 10 % remember workload; not in the default set).
     #[arg(
         long,
         value_delimiter = ',',
@@ -66,6 +73,23 @@ pub struct BenchArgs {
     /// installed).
     #[arg(long, default_value_t = 500)]
     pub embed_texts: usize,
+    /// Concurrent clients of the http benchmark.
+    #[arg(long, default_value_t = 32)]
+    pub clients: usize,
+    /// Recalls of each phase (in process, over HTTP) of the http benchmark.
+    #[arg(long, default_value_t = 20_000)]
+    pub http_requests: usize,
+    /// The http benchmark server's `limits.max_concurrent` (0: its default,
+    /// 4 × CPUs).
+    #[arg(long, default_value_t = 0)]
+    pub pool: usize,
+    /// Total request rate of the http benchmark's paced phase (0: half the
+    /// measured HTTP throughput).
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
+    /// Requests of the http benchmark's mixed workload.
+    #[arg(long, default_value_t = 10_000)]
+    pub mixed_requests: usize,
     /// Random seed of the data generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -91,6 +115,9 @@ struct Report {
     context: Option<ContextBench>,
     #[serde(skip_serializing_if = "Option::is_none")]
     vectors: Option<VectorBench>,
+    #[cfg(feature = "server")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http: Option<http::HttpBench>,
 }
 
 #[derive(Debug, Serialize)]
@@ -432,10 +459,15 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         return crate::app::usage("bench: --memories and --scopes must be positive");
     }
     for o in &a.only {
-        if !["insert", "remember", "recall", "cold", "context", "vectors"].contains(&o.as_str()) {
+        if !["insert", "remember", "recall", "cold", "context", "vectors", "http"]
+            .contains(&o.as_str())
+        {
             return crate::app::usage(format!(
-                "bench --only: `{o}` is not one of insert, remember, recall, cold, context, vectors"
+                "bench --only: `{o}` is not one of insert, remember, recall, cold, context, vectors, http"
             ));
+        }
+        if o == "http" && !cfg!(feature = "server") {
+            return crate::app::usage("bench --only http: built without the `server` feature");
         }
     }
     let tmp;
@@ -597,8 +629,33 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         rep.vectors = Some(vector_bench(&a, &db, &mut datagen, &say)?);
     }
 
+    #[cfg(feature = "server")]
+    if a.only.iter().any(|o| o == "http") {
+        rep.http = Some(http::run(&a, &db, &mut datagen, &say)?);
+    }
+
+    // The http benchmark is also a check: a failed request or a lost
+    // acknowledged write fails the run (after the report).
+    #[cfg(feature = "server")]
+    let http_failures = rep.http.as_ref().map_or(0, |h| {
+        h.in_process.iter().map(|p| p.phase.errors).sum::<usize>()
+            + h.http.errors
+            + h.paced.phase.errors
+            + h.mixed.errors
+            + h.mixed.lost_writes
+    });
+    #[cfg(not(feature = "server"))]
+    let http_failures = 0;
+    print_report(g, &rep)?;
+    if http_failures > 0 {
+        anyhow::bail!("bench http: {http_failures} failed requests or lost writes");
+    }
+    Ok(())
+}
+
+fn print_report(g: &Global, rep: &Report) -> Result<()> {
     if g.json {
-        return output::json(&rep);
+        return output::json(rep);
     }
     output::line(format!(
         "strata bench — {} memories, {} scopes — {}",
@@ -659,6 +716,48 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         output::line(format!(
             "                   mean {:.0} items, {:.0} tokens per hybrid package",
             c.mean_items, c.mean_tokens
+        ))?;
+    }
+    #[cfg(feature = "server")]
+    if let Some(h) = &rep.http {
+        for p in &h.in_process {
+            output::line(format!(
+                "recall in process {:>8.0}/s  {}",
+                p.phase.per_sec,
+                lat_line(&format!("{} threads", p.threads), &p.phase.latency)
+            ))?;
+        }
+        output::line(format!(
+            "recall over HTTP  {:>8.0}/s  {}",
+            h.http.per_sec,
+            lat_line(&format!("{} clients", h.clients), &h.http.latency)
+        ))?;
+        output::line(format!(
+            "                   HTTP / best in process = {:.2}; errors {} in process, {} over HTTP",
+            h.ratio,
+            h.in_process.iter().map(|p| p.phase.errors).sum::<usize>(),
+            h.http.errors
+        ))?;
+        output::line(format!(
+            "recall over HTTP  {:>8.0}/s  {}  (paced at {:.0}/s, errors {})",
+            h.paced.phase.per_sec,
+            lat_line(&format!("{} clients", h.clients), &h.paced.phase.latency),
+            h.paced.rate,
+            h.paced.phase.errors
+        ))?;
+        let m = &h.mixed;
+        output::line(format!(
+            "mixed 90/10 HTTP  {:>8.0}/s  {}",
+            m.per_sec,
+            lat_line("recall", &m.recall)
+        ))?;
+        output::line(format!(
+            "                             {}",
+            lat_line("remember", &m.remember)
+        ))?;
+        output::line(format!(
+            "                   errors {}, writes acknowledged {}, lost {}",
+            m.errors, m.acknowledged_writes, m.lost_writes
         ))?;
     }
     Ok(())

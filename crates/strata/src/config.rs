@@ -127,6 +127,10 @@ pub struct FileConfig {
     /// `[memory]`
     #[serde(default)]
     pub memory: FileMemory,
+    /// `[server]`: read and validated by `strata-server` (`strata serve`,
+    /// `strata mcp`); the engine ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<serde_json::Value>,
     /// `[ranking]`
     pub ranking: Option<RankConfig>,
     /// `[profiles.<id>]`

@@ -15,6 +15,8 @@ pub mod promote;
 pub mod recall;
 pub mod remember;
 pub mod restore;
+#[cfg(feature = "server")]
+pub mod serve;
 pub mod session;
 pub mod sync;
 pub mod task;
@@ -116,6 +118,12 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Embed(a) => embed::run_embed(g, a),
         Command::Reindex(a) => embed::run_reindex(g, a),
         Command::Model(c) => embed::run_model(g, c),
+        #[cfg(feature = "server")]
+        Command::Serve(a) => serve::serve(g, a),
+        #[cfg(feature = "server")]
+        Command::Mcp(a) => serve::mcp(g, a),
+        #[cfg(feature = "server")]
+        Command::Token(c) => serve::token(g, c),
         Command::Bench(a) => crate::bench::run(g, a),
         Command::Eval(c) => eval::run(g, c),
         Command::Debug(c) => debug::run(g, c),

@@ -10,3 +10,5 @@ mod concurrency;
 mod context;
 mod crash;
 mod vectors;
+#[cfg(feature = "server")]
+mod server;

@@ -1,0 +1,367 @@
+//! `strata serve`, `strata mcp` and `strata token` as processes: the MCP
+//! handshake over stdio, graceful shutdown with nothing acknowledged lost,
+//! two servers and the CLI on one file, refusals.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::util::{Env, write};
+
+/// A running `strata serve`, with the address it printed.
+struct Serve {
+    child: Child,
+    base: String,
+}
+
+impl Serve {
+    fn start(e: &Env, extra: &[&str]) -> Serve {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut child = e
+            .cmd()
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let base = loop {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "serve exited");
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        // Keep draining stderr so the server never blocks on it.
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        Serve { child, base }
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let ok = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+fn post(
+    a: &ureq::Agent,
+    url: &str,
+    token: &str,
+    body: &Value,
+) -> Result<(u16, Value), ureq::Error> {
+    let mut r = a
+        .post(url)
+        .header("authorization", &format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .send(body.to_string())?;
+    let status = r.status().as_u16();
+    let v = serde_json::from_str(&r.body_mut().read_to_string()?).unwrap_or(Value::Null);
+    Ok((status, v))
+}
+
+/// A config with one read-write token over `project`; returns the token.
+fn config_with_token(e: &Env) -> String {
+    let out = e.json(&[
+        "token",
+        "new",
+        "--name",
+        "agent",
+        "--scope",
+        "project",
+        "--access",
+        "read_write",
+    ]);
+    write(&e.path("strata.toml"), out["config"].as_str().unwrap());
+    out["token"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn token_new_prints_the_token_once_and_config_lines() {
+    let e = Env::new();
+    let out = e.ok(&[
+        "token",
+        "new",
+        "--name",
+        "ci",
+        "--scope",
+        "project/acme",
+        "--scope",
+        "global",
+        "--access",
+        "read_write",
+    ]);
+    assert!(out.contains("strata_"), "{out}");
+    assert!(
+        out.contains("[[server.tokens]]")
+            && out.contains("scopes = [\"project/acme\", \"global\"]"),
+        "{out}"
+    );
+    assert!(out.contains("access = \"read_write\""), "{out}");
+    let token = out
+        .split_whitespace()
+        .find(|w| w.starts_with("strata_"))
+        .unwrap();
+    assert!(!out.contains(&format!("secret_sha256 = \"{token}\"")));
+    e.fails(&["token", "new", "--name", "x", "--scope", "Bad Scope"], 2);
+    e.fails(
+        &[
+            "token", "new", "--name", "x", "--scope", "global", "--access", "admin",
+        ],
+        2,
+    );
+}
+
+#[test]
+fn serve_refuses_no_auth_off_loopback_and_runs_without_tokens_only_with_no_auth() {
+    let e = Env::new();
+    let err = e.fails(&["serve", "--no-auth", "--listen", "0.0.0.0:0"], 2);
+    assert!(err.contains("loopback"), "{err}");
+    let err = e.fails(&["serve", "--listen", "127.0.0.1:0"], 2);
+    assert!(err.contains("no tokens configured"), "{err}");
+    let err = e.fails(&["serve", "--no-auth", "--listen", "nowhere"], 2);
+    assert!(err.contains("HOST:PORT"), "{err}");
+    write(&e.path("strata.toml"), "[server]\nlisten = 5\n");
+    let err = e.fails(&["serve"], 1);
+    assert!(err.contains("listen"), "{err}");
+}
+
+#[test]
+fn sigterm_finishes_in_flight_requests_and_loses_nothing_acknowledged() {
+    let e = Env::new();
+    let token = config_with_token(&e);
+    let mut s = Serve::start(&e, &[]);
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (acked, stop, url, token) = (acked.clone(), stop.clone(), format!("{}/v1/memories", s.base), token.clone());
+            std::thread::spawn(move || {
+                let a = agent();
+                for i in 0.. {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let body = json!({"content": format!("writer {w} note {i}"), "scope": format!("project/p{w}")});
+                    match post(&a, &url, &token, &body) {
+                        Ok((201, m)) => acked.lock().unwrap().push(m["id"].as_str().unwrap().to_string()),
+                        Ok((status, v)) => panic!("{status} {v}"),
+                        // The server stopped: nothing more is acknowledged.
+                        Err(_) => break,
+                    }
+                }
+            })
+        })
+        .collect();
+    while acked.lock().unwrap().len() < 200 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = s.terminate();
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert!(status.success(), "serve exited with {status}");
+    let acked = acked.lock().unwrap().clone();
+    let all = e.ok(&["export"]);
+    let stored: std::collections::HashSet<String> = all
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for id in &acked {
+        assert!(stored.contains(id), "acknowledged write {id} is missing");
+    }
+    e.ok(&["debug", "integrity"]);
+}
+
+#[test]
+fn two_servers_and_the_cli_share_one_file() {
+    let e = Env::new();
+    let token = config_with_token(&e);
+    let a = Serve::start(&e, &[]);
+    let b = Serve::start(&e, &[]);
+    let threads: Vec<_> = [&a.base, &b.base]
+        .into_iter()
+        .enumerate()
+        .map(|(i, base)| {
+            let (url, token) = (format!("{base}/v1/memories"), token.clone());
+            std::thread::spawn(move || {
+                let ag = agent();
+                for n in 0..150 {
+                    let (st, v) = post(&ag, &url, &token, &json!({"content": format!("server {i} write {n}"), "scope": "project/shared"})).unwrap();
+                    assert_eq!(st, 201, "{v}");
+                }
+            })
+        })
+        .collect();
+    for n in 0..20 {
+        e.remember(&format!("cli write {n}"), "project/shared", &[]);
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Each server sees every write, whoever made it.
+    for base in [&a.base, &b.base] {
+        let (st, v) = post(
+            &agent(),
+            &format!("{base}/v1/list"),
+            &token,
+            &json!({"view": ["project/shared"], "limit": 1000}),
+        )
+        .unwrap();
+        assert_eq!(st, 200);
+        assert_eq!(v["memories"].as_array().unwrap().len(), 320);
+    }
+}
+
+/// `strata mcp` over stdio: newline-delimited JSON-RPC.
+struct Stdio_ {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: u64,
+}
+
+impl Stdio_ {
+    fn start(e: &Env, args: &[&str]) -> Stdio_ {
+        let mut child = e
+            .cmd()
+            .arg("mcp")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Stdio_ {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+            next: 0,
+        }
+    }
+
+    fn send(&mut self, msg: Value) {
+        writeln!(self.stdin, "{msg}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}));
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "mcp closed stdout"
+            );
+            // Every line on stdout is a protocol message.
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not JSON-RPC on stdout: {e}: {line}"));
+            if v["id"] == self.next {
+                return v;
+            }
+        }
+    }
+
+    fn tool(&mut self, name: &str, args: Value) -> (bool, Value) {
+        let v = self.request("tools/call", json!({"name": name, "arguments": args}));
+        let r = &v["result"];
+        let text = r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{v}"));
+        (
+            r["isError"] == json!(true),
+            serde_json::from_str(text).unwrap(),
+        )
+    }
+}
+
+#[test]
+fn mcp_over_stdio_remembers_in_one_session_and_recalls_in_the_next() {
+    let e = Env::new();
+    // Session one: an agent records a decision.
+    let mut m = Stdio_::start(&e, &["--project", "acme"]);
+    let init = m.request("initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "cli-test", "version": "1"}}));
+    assert_eq!(init["result"]["serverInfo"]["name"], "strata", "{init}");
+    m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let tools = m.request("tools/list", json!({}));
+    assert_eq!(
+        tools["result"]["tools"].as_array().unwrap().len(),
+        7,
+        "{tools}"
+    );
+    let (err, mem) = m.tool("remember", json!({"content": "Use SQS with a dead-letter queue for billing retries", "kind": "decision", "tags": ["billing"]}));
+    assert!(!err, "{mem}");
+    assert_eq!(mem["scope"], "project/acme");
+    let id = mem["id"].as_str().unwrap().to_string();
+    let (err, g) = m.tool("get", json!({"id": id}));
+    assert!(!err && g["kind"] == "decision", "{g}");
+    let (err, s) = m.tool("list_scopes", json!({}));
+    assert!(!err && s["scopes"][0]["memories"] == 1, "{s}");
+    let (err, p) = m.tool("promote", json!({"id": id, "to": "project/acme/sprint/s1"}));
+    assert!(!err, "{p}");
+    let (err, bad) = m.tool("remember", json!({"content": "x", "scope": "not a scope"}));
+    assert!(err && bad["error"]["field"] == "scope", "{bad}");
+    let v = m.request("tools/call", json!({"name": "nope", "arguments": {}}));
+    assert!(v["error"].is_object(), "{v}");
+    drop(m.stdin);
+    let out = m.child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Session two, a new process: the decision is recalled.
+    let mut m = Stdio_::start(&e, &["--project", "acme"]);
+    m.request("initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "cli-test", "version": "1"}}));
+    m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let (err, r) = m.tool("recall", json!({"query": "how do we retry billing?"}));
+    assert!(!err, "{r}");
+    assert!(
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["id"] == id.as_str()),
+        "{r}"
+    );
+    let (err, c) = m.tool("context", json!({"query": "billing retries"}));
+    assert!(
+        !err && c["text"].as_str().unwrap().contains("dead-letter"),
+        "{c}"
+    );
+    let (err, f) = m.tool("forget", json!({"ids": [id, p["id"]]}));
+    assert!(!err && f["deleted"] == 2, "{f}");
+    drop(m.stdin);
+    assert!(m.child.wait().unwrap().success());
+}

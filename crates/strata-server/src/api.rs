@@ -1,0 +1,318 @@
+//! Request bodies: the HTTP JSON bodies and, with the same names, the MCP
+//! tools' arguments. Each derives `ToSchema` (the OpenAPI document) and
+//! `JsonSchema` (the MCP tool schemas) so both describe what the handlers
+//! parse. Unknown fields are errors.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// `POST /v1/memories` and the `remember` tool.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, ToSchema, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RememberBody {
+    /// The text to remember.
+    pub content: String,
+    /// Scope to store it in: `project/acme`, `task/t-42`, `global`, …
+    /// (MCP: defaults to the configured project, else the session's scope).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// `decision`, `finding`, `preference`, `convention`, `failure`,
+    /// `conversation`, `fact`, … or your own word.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// 0.0–1.0 (default from the kind).
+    #[serde(default)]
+    pub importance: Option<f64>,
+    /// Free labels.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Writing the same (scope, key) again supersedes the earlier value.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Structured JSON (an object).
+    #[serde(default)]
+    pub payload: Option<Value>,
+    /// `user`, `assistant`, `system`, `tool`.
+    #[serde(default)]
+    pub role: Option<String>,
+    /// `conversation`, `learned`, `external`, `system`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Session to attach to (created on first use).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Never evicted nor bulk-deleted.
+    #[serde(default)]
+    pub pinned: bool,
+    /// Kept out of contexts and exports unless asked.
+    #[serde(default)]
+    pub sensitive: bool,
+    /// Time to live: `90s`, `15m`, `12h`, `7d`, `2w`.
+    #[serde(default)]
+    pub ttl: Option<String>,
+    /// Confirms a high-risk write (a global preference).
+    #[serde(default)]
+    pub confirm: bool,
+}
+
+/// `POST /v1/memories/batch`: many memories in one transaction.
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody {
+    /// The memories (at most `server.limits.max_batch`).
+    pub items: Vec<RememberBody>,
+    /// Confirms high-risk writes.
+    #[serde(default)]
+    pub confirm: bool,
+}
+
+/// `PATCH /v1/memories/{id}`: compare-and-swap on the version; unset fields
+/// keep their value, `null` clears a clearable one.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchBody {
+    /// The version the change was based on; 409 when it is not current.
+    pub expected_version: u64,
+    /// New content.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// New payload (`null` clears it).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<Option<Value>>,
+    /// New tags.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// New importance.
+    #[serde(default)]
+    pub importance: Option<f64>,
+    /// New kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// New key (`null` clears it).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub key: Option<Option<String>>,
+    /// Pin or unpin.
+    #[serde(default)]
+    pub pinned: Option<bool>,
+    /// Mark or unmark sensitive.
+    #[serde(default)]
+    pub sensitive: Option<bool>,
+    /// New expiry, RFC 3339 (`null` clears it).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub expires_at: Option<Option<String>>,
+}
+
+/// A field that is present (possibly `null`) becomes `Some(_)`; an absent
+/// one stays `None` through `#[serde(default)]`.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// `POST /v1/recall` and the `recall` tool.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, ToSchema, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallBody {
+    /// What to look for (natural language or keywords; may be empty).
+    #[serde(default)]
+    pub query: String,
+    /// Scopes the read may see (`project/acme`, `project/acme/**` for a
+    /// subtree, `global`). MCP: defaults to the configured project's
+    /// subtree, its session and `global`.
+    #[serde(default)]
+    pub view: Vec<String>,
+    /// Conditions, e.g. `{"kind": "decision", "importance": {"$gte": 0.7}}`.
+    #[serde(default)]
+    pub filter: Option<Value>,
+    /// `recency`, `importance`, `relevance` or `hybrid` (default).
+    #[serde(default)]
+    pub strategy: Option<String>,
+    /// Most results (default 10).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Return each result's score parts.
+    #[serde(default)]
+    pub explain: bool,
+    /// Record the access on returned memories (default true).
+    #[serde(default)]
+    pub touch: Option<bool>,
+    /// Search the archive too.
+    #[serde(default)]
+    pub archived: bool,
+}
+
+/// `POST /v1/list`: memories of a view, filtered and ordered, no query.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListBody {
+    /// Scopes the read may see.
+    #[serde(default)]
+    pub view: Vec<String>,
+    /// Conditions.
+    #[serde(default)]
+    pub filter: Option<Value>,
+    /// `recency` (default), `oldest` or `importance`.
+    #[serde(default)]
+    pub order: Option<String>,
+    /// Most results (default 50).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Skip this many.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// List the archive instead.
+    #[serde(default)]
+    pub archived: bool,
+}
+
+/// `POST /v1/forget` and the `forget` tool: exactly one of `ids`, `filter`
+/// (with `view`), `session`, `scope`, `before` (with `view`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, ToSchema, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetBody {
+    /// These memories (active or archived).
+    #[serde(default)]
+    pub ids: Option<Vec<String>>,
+    /// Scopes for `filter` or `before`.
+    #[serde(default)]
+    pub view: Vec<String>,
+    /// Everything in `view` matching this filter.
+    #[serde(default)]
+    pub filter: Option<Value>,
+    /// Every memory of this session.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// This scope and everything below it.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Everything created before this time (RFC 3339 or a date), in `view`.
+    #[serde(default)]
+    pub before: Option<String>,
+    /// Delete pinned memories too.
+    #[serde(default)]
+    pub force: bool,
+    /// Report what would be deleted without deleting.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Confirms a selection that reaches global memory.
+    #[serde(default)]
+    pub confirm: bool,
+}
+
+/// `POST /v1/promote` and the `promote` tool.
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteBody {
+    /// The memory to copy.
+    pub id: String,
+    /// The scope to copy it into (new id, provenance kept).
+    pub to: String,
+    /// Confirms a copy into global memory.
+    #[serde(default)]
+    pub confirm: bool,
+}
+
+/// `POST /v1/restore`: archived memories back into active memory.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreBody {
+    /// Archived memory ids.
+    pub ids: Vec<String>,
+}
+
+/// `POST /v1/tasks/{task}/complete`.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteTaskBody {
+    /// The project (`project/<project>`) that keeps what survives.
+    pub project: String,
+    /// Task memories to promote.
+    #[serde(default)]
+    pub promote: Vec<String>,
+    /// And every task memory at or above this importance.
+    #[serde(default)]
+    pub min_importance: Option<f64>,
+}
+
+/// `POST /v1/context` and the `context` tool.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, ToSchema, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextBody {
+    /// Profile id (`global` is built in; `none` gives an empty package).
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Fills `{task}` in the profile's scope patterns.
+    #[serde(default)]
+    pub task: Option<String>,
+    /// Fills `{project}` (MCP: defaults to the configured project).
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Fills `{sprint}`.
+    #[serde(default)]
+    pub sprint: Option<String>,
+    /// Fills `{stage}`.
+    #[serde(default)]
+    pub stage: Option<String>,
+    /// Fills `{agent}`.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Fills `{session}`.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Other placeholders.
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
+    /// What the task is about (ranks items under relevance and hybrid).
+    #[serde(default)]
+    pub query: String,
+    /// `markdown`, `messages` or `json` (default: the profile's).
+    #[serde(default)]
+    pub render: Option<String>,
+    /// Overrides the profile's token budget.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Record the package for replay.
+    #[serde(default)]
+    pub log: bool,
+}
+
+/// `POST /v1/sessions`.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionBody {
+    /// Session id (default: a fresh UUIDv7).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Scope its memories go to (default `session/<id>`).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Size bound in bytes (default `memory.session_max_bytes`).
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+}
+
+/// The `get` tool.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetArgs {
+    /// Memory id.
+    pub id: String,
+    /// Include earlier versions.
+    #[serde(default)]
+    pub history: bool,
+}
+
+/// The `list_scopes` tool (no arguments).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}

@@ -1,0 +1,221 @@
+//! Bearer tokens and what they allow.
+//!
+//! A token is a random string handed to a client once; the configuration
+//! keeps only its SHA-256, its scope prefixes and its access. A request's
+//! token resolves to a [`Grant`]; handlers ask the grant before they call the
+//! engine. Reads name a view, and every entry of it must lie inside the
+//! grant's prefixes; id-addressed routes load the memory first and answer
+//! "not found" when it lies outside, so a token never learns what exists
+//! beyond its scopes.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use strata::{Scope, View, ViewEntry};
+
+use crate::config::TokenConfig;
+use crate::error::ConfigError;
+
+/// What a token may do inside its scopes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Reads only.
+    Read,
+    /// Reads and writes.
+    ReadWrite,
+}
+
+impl std::str::FromStr for Access {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Access, String> {
+        match s {
+            "read" => Ok(Access::Read),
+            "read_write" => Ok(Access::ReadWrite),
+            _ => Err(format!("`{s}` is not one of read, read_write")),
+        }
+    }
+}
+
+/// What one request may see and do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The token's name (`None` without authentication).
+    pub name: Option<String>,
+    /// Scope prefixes; `None` allows every scope (no authentication, or the
+    /// MCP server on stdio, which runs as the local user).
+    pub prefixes: Option<Vec<Scope>>,
+    /// Read or read-write.
+    pub access: Access,
+}
+
+impl Grant {
+    /// Everything: serving without authentication, or stdio.
+    pub fn all() -> Grant {
+        Grant {
+            name: None,
+            prefixes: None,
+            access: Access::ReadWrite,
+        }
+    }
+
+    /// Whether the grant covers every scope.
+    pub fn is_unrestricted(&self) -> bool {
+        self.prefixes.is_none()
+    }
+
+    /// Whether a memory in `scope` may be seen (and, with write access,
+    /// changed).
+    pub fn allows_scope(&self, scope: &Scope) -> bool {
+        match &self.prefixes {
+            None => true,
+            Some(ps) => ps.iter().any(|p| scope.is_within(p)),
+        }
+    }
+
+    /// Whether everything a view entry can see lies inside the grant: its
+    /// scope is within a prefix (then so is everything below it).
+    pub fn allows_entry(&self, e: &ViewEntry) -> bool {
+        self.allows_scope(&e.scope)
+    }
+
+    /// The first entry of `view` that reaches outside the grant.
+    pub fn first_outside<'v>(&self, view: &'v View) -> Option<&'v ViewEntry> {
+        view.entries().iter().find(|e| !self.allows_entry(e))
+    }
+
+    /// Whether writes are allowed.
+    pub fn can_write(&self) -> bool {
+        self.access == Access::ReadWrite
+    }
+}
+
+/// The configured tokens, by the SHA-256 of the secret.
+#[derive(Clone, Debug, Default)]
+pub struct Tokens {
+    by_hash: HashMap<String, Grant>,
+}
+
+impl Tokens {
+    /// Validates `[[server.tokens]]`; errors name the token and the key.
+    pub fn from_config(tokens: &[TokenConfig]) -> Result<Tokens, ConfigError> {
+        let mut by_hash = HashMap::new();
+        let mut names = std::collections::HashSet::new();
+        for (i, t) in tokens.iter().enumerate() {
+            let at = format!("server.tokens[{i}] (`{}`)", t.name);
+            if t.name.trim().is_empty() {
+                return Err(ConfigError(format!("server.tokens[{i}].name: empty")));
+            }
+            if !names.insert(t.name.as_str()) {
+                return Err(ConfigError(format!("{at}.name: used by two tokens")));
+            }
+            let h = t.secret_sha256.to_ascii_lowercase();
+            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(ConfigError(format!(
+                    "{at}.secret_sha256: expected 64 hex digits (the SHA-256 of the token), got {} characters",
+                    t.secret_sha256.len()
+                )));
+            }
+            if t.scopes.is_empty() {
+                return Err(ConfigError(format!(
+                    "{at}.scopes: name at least one scope prefix (e.g. \"project/acme\")"
+                )));
+            }
+            let prefixes = t
+                .scopes
+                .iter()
+                .map(|s| Scope::parse(s).map_err(|e| ConfigError(format!("{at}.scopes: {e}"))))
+                .collect::<Result<Vec<_>, _>>()?;
+            let grant = Grant {
+                name: Some(t.name.clone()),
+                prefixes: Some(prefixes),
+                access: t.access,
+            };
+            if by_hash.insert(h, grant).is_some() {
+                return Err(ConfigError(format!(
+                    "{at}.secret_sha256: the same secret is configured twice"
+                )));
+            }
+        }
+        Ok(Tokens { by_hash })
+    }
+
+    /// The grant of a presented token, if it is configured. The lookup is by
+    /// the token's SHA-256, so timing reveals nothing usable about secrets.
+    pub fn grant(&self, token: &str) -> Option<&Grant> {
+        self.by_hash.get(&sha256_hex(token))
+    }
+
+    /// Number of tokens.
+    pub fn len(&self) -> usize {
+        self.by_hash.len()
+    }
+
+    /// Whether no token is configured.
+    pub fn is_empty(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+}
+
+/// Hex SHA-256 of a token, as `secret_sha256` holds it.
+pub fn sha256_hex(token: &str) -> String {
+    let digest = Sha256::digest(token.as_bytes());
+    let mut s = String::with_capacity(64);
+    for b in digest {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// A fresh token: `strata_` and 64 hex digits from two random UUIDv4s (244
+/// random bits from the operating system's generator).
+pub fn new_token() -> String {
+    let a = uuid::Uuid::new_v4().simple().to_string();
+    let b = uuid::Uuid::new_v4().simple().to_string();
+    format!("strata_{a}{b}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(prefixes: &[&str]) -> Grant {
+        Grant {
+            name: Some("t".into()),
+            prefixes: Some(prefixes.iter().map(|p| Scope::parse(p).unwrap()).collect()),
+            access: Access::Read,
+        }
+    }
+
+    #[test]
+    fn prefixes_cover_the_scope_and_below_only() {
+        let g = grant(&["project/acme"]);
+        for ok in ["project/acme", "project/acme/sprint/s1"] {
+            assert!(g.allows_scope(&Scope::parse(ok).unwrap()), "{ok}");
+        }
+        for no in ["project/acmex", "project", "global", "project/other"] {
+            assert!(!g.allows_scope(&Scope::parse(no).unwrap()), "{no}");
+        }
+        let v = View::parse(&["project/acme/**", "global"]).unwrap();
+        assert_eq!(g.first_outside(&v).unwrap().to_string(), "global");
+        let v = View::parse(&["project/**"]).unwrap();
+        assert!(g.first_outside(&v).is_some());
+    }
+
+    #[test]
+    fn tokens_resolve_by_hash() {
+        let t = new_token();
+        assert_eq!(t.len(), 7 + 64);
+        let tokens = Tokens::from_config(&[TokenConfig {
+            name: "a".into(),
+            secret_sha256: sha256_hex(&t),
+            scopes: vec!["global".into()],
+            access: Access::ReadWrite,
+        }])
+        .unwrap();
+        assert!(tokens.grant(&t).is_some());
+        assert!(tokens.grant("strata_nope").is_none());
+    }
+}

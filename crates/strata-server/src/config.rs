@@ -1,0 +1,195 @@
+//! The `[server]` table of `strata.toml`: where to listen, the bearer
+//! tokens, request limits, MCP defaults.
+//!
+//! The engine's own configuration (`[store]`, `[memory]`, …) is read by
+//! `strata::Config`; this module reads only `[server]` and turns it into a
+//! validated [`ServerConfig`]. Unknown keys are errors that name them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Access;
+use crate::error::ConfigError;
+
+/// Where `strata serve` listens when neither `--listen` nor `[server] listen`
+/// says otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7077";
+
+/// The `[server]` table.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on (`host:port`).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Bearer tokens (`[[server.tokens]]`).
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+    /// Request limits (`[server.limits]`).
+    #[serde(default)]
+    pub limits: Limits,
+    /// `Host` header values the MCP endpoint accepts (DNS-rebinding guard);
+    /// loopback names by default.
+    #[serde(default = "default_allowed_hosts")]
+    pub allowed_hosts: Vec<String>,
+    /// Scope defaults of the MCP tools (`[server.mcp]`).
+    #[serde(default)]
+    pub mcp: McpDefaults,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            listen: default_listen(),
+            tokens: Vec::new(),
+            limits: Limits::default(),
+            allowed_hosts: default_allowed_hosts(),
+            mcp: McpDefaults::default(),
+        }
+    }
+}
+
+fn default_listen() -> String {
+    DEFAULT_LISTEN.into()
+}
+
+fn default_allowed_hosts() -> Vec<String> {
+    ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec()
+}
+
+/// One `[[server.tokens]]` entry. The token itself is never stored: only its
+/// SHA-256.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// A name for logs and metrics.
+    pub name: String,
+    /// Hex SHA-256 of the token.
+    pub secret_sha256: String,
+    /// Scope prefixes the token may read (and, with `read_write`, write):
+    /// `project/acme` allows `project/acme` and everything below it.
+    pub scopes: Vec<String>,
+    /// `read` or `read_write`.
+    pub access: Access,
+}
+
+/// Request limits; each breach is a 413 or 400 that says which.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Most items in one `POST /v1/memories/batch`.
+    pub max_batch: usize,
+    /// Largest `limit` of a recall or list.
+    pub max_results: usize,
+    /// Most engine calls running at once; further requests wait their turn
+    /// (first come, first served). Default: 4 × the CPUs. More threads than
+    /// that only contend for the CPU and SQLite's write lock.
+    pub max_concurrent: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_body_bytes: 8 << 20,
+            max_batch: 1000,
+            max_results: 1000,
+            max_concurrent: 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+/// Defaults the MCP tools fill in when a call leaves them out.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpDefaults {
+    /// Project: `remember` writes to `project/<p>`, reads see
+    /// `project/<p>/**` and `global`.
+    pub project: Option<String>,
+    /// Session: `remember` attaches to it, reads see its scope too.
+    pub session: Option<String>,
+}
+
+/// The part of `strata.toml` this crate reads; everything else belongs to
+/// the engine.
+#[derive(Deserialize)]
+struct File {
+    #[serde(default)]
+    server: Option<ServerConfig>,
+}
+
+impl ServerConfig {
+    /// Reads `[server]` from `strata.toml` text (defaults when absent).
+    pub fn from_toml(text: &str) -> Result<ServerConfig, ConfigError> {
+        // toml's errors quote the offending line and key.
+        let file: File = toml::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        let cfg = file.server.unwrap_or_default();
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks every value; errors name the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        crate::auth::Tokens::from_config(&self.tokens)?;
+        let l = &self.limits;
+        for (name, v) in [
+            ("max_body_bytes", l.max_body_bytes),
+            ("max_batch", l.max_batch),
+            ("max_results", l.max_results),
+            ("max_concurrent", l.max_concurrent),
+        ] {
+            if v == 0 {
+                return Err(ConfigError(format!(
+                    "server.limits.{name}: must be positive"
+                )));
+            }
+        }
+        if let Some(p) = &self.mcp.project {
+            strata::Scope::project(p)
+                .map_err(|e| ConfigError(format!("server.mcp.project: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_server_table_and_ignores_the_rest() {
+        let cfg = ServerConfig::from_toml(
+            r#"
+            [store]
+            path = "x.db"
+            [server]
+            listen = "127.0.0.1:9000"
+            [[server.tokens]]
+            name = "ci"
+            secret_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+            scopes = ["project/acme"]
+            access = "read"
+            [server.limits]
+            max_batch = 10
+            "#,
+        )
+        .unwrap();
+        assert_eq!(cfg.listen, "127.0.0.1:9000");
+        assert_eq!(cfg.tokens.len(), 1);
+        assert_eq!(cfg.limits.max_batch, 10);
+        assert_eq!(cfg.limits.max_results, 1000);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = ServerConfig::from_toml("[server]\nlisten_on = 'x'").unwrap_err();
+        assert!(e.to_string().contains("listen_on"), "{e}");
+        let e = ServerConfig::from_toml("[server.limits]\nmax_batch = 0").unwrap_err();
+        assert!(e.to_string().contains("server.limits.max_batch"), "{e}");
+        let e = ServerConfig::from_toml(
+            "[[server.tokens]]\nname='a'\nsecret_sha256='abc'\nscopes=['global']\naccess='read'",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("secret_sha256"), "{e}");
+    }
+}

@@ -1,0 +1,179 @@
+//! Errors of the front ends: a configuration error, and the JSON error every
+//! HTTP response carries (`{"error": {"code", "message", "field"?}}`).
+//!
+//! Engine errors map by [`strata::ErrorClass`], so a new engine error lands
+//! in the right status without a change here.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// `[server]` (or a flag) has an invalid value; the message names the key.
+#[derive(Debug, thiserror::Error)]
+#[error("config: {0}")]
+pub struct ConfigError(pub String);
+
+/// An HTTP error: status, a stable code, a message naming what was wrong,
+/// and the offending field when there is one.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable machine-readable code (`invalid`, `not_found`, …).
+    pub code: &'static str,
+    /// What was wrong.
+    pub message: String,
+    /// The request field at fault.
+    pub field: Option<String>,
+}
+
+/// The body of every error response.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// Code, message and field of an error.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// `invalid`, `unauthorized`, `forbidden`, `not_found`, `conflict`,
+    /// `needs_confirmation`, `too_large`, `method_not_allowed`, `storage`,
+    /// `internal`.
+    pub code: String,
+    /// What was wrong, for a person.
+    pub message: String,
+    /// The request field at fault, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    /// An error with a status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    /// 400 about one field.
+    pub fn invalid(field: &str, message: impl std::fmt::Display) -> ApiError {
+        ApiError {
+            field: Some(field.into()),
+            ..ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid",
+                format!("{field}: {message}"),
+            )
+        }
+    }
+
+    /// 401.
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 403.
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// 403 for a token without write access.
+    pub fn read_only() -> ApiError {
+        ApiError::forbidden("this token has read access only; writes need access = \"read_write\"")
+    }
+
+    /// 403 naming the view entry (or scope) outside the token's scopes.
+    pub fn outside(field: &str, what: impl std::fmt::Display) -> ApiError {
+        ApiError {
+            field: Some(field.into()),
+            ..ApiError::forbidden(format!("{field}: `{what}` is outside this token's scopes"))
+        }
+    }
+
+    /// 404 for a memory (also used when it exists outside the token's scopes).
+    pub fn memory_not_found(id: &str) -> ApiError {
+        ApiError::from(strata::Error::NotFound(id.into()))
+    }
+
+    /// 413.
+    pub fn too_large(field: Option<&str>, message: impl Into<String>) -> ApiError {
+        ApiError {
+            field: field.map(String::from),
+            ..ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+        }
+    }
+
+    /// 500 for a failure of the server itself.
+    pub fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code.into(),
+                message: self.message.clone(),
+                field: self.field.clone(),
+            },
+        }
+    }
+}
+
+impl From<strata::Error> for ApiError {
+    fn from(e: strata::Error) -> ApiError {
+        use strata::ErrorClass as C;
+        let (status, code) = match e.class() {
+            C::Invalid => (StatusCode::BAD_REQUEST, "invalid"),
+            C::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+            C::Conflict => (StatusCode::CONFLICT, "conflict"),
+            C::NeedsConfirmation => (StatusCode::CONFLICT, "needs_confirmation"),
+            C::LimitExceeded => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            C::Storage => (StatusCode::INTERNAL_SERVER_ERROR, "storage"),
+            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        let field = match &e {
+            strata::Error::InvalidField { field, .. } => Some(field.clone()),
+            strata::Error::InvalidFilter(_) => Some("filter".into()),
+            strata::Error::ItemTooLarge { .. } => Some("content".into()),
+            strata::Error::VersionConflict { .. } => Some("expected_version".into()),
+            _ => None,
+        };
+        // The CLI's hint (`pass --yes`) becomes the body's field.
+        let message = match &e {
+            strata::Error::NeedsConfirmation(what) => {
+                format!("{what} needs confirmation: send \"confirm\": true")
+            }
+            _ => e.to_string(),
+        };
+        ApiError {
+            status,
+            code,
+            message,
+            field,
+        }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = (self.status, axum::Json(self.body())).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            r.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        r
+    }
+}

@@ -1,0 +1,169 @@
+//! strata-server: the HTTP and MCP front ends of the strata memory engine.
+//!
+//! Thin adapters: transport, authentication and limits, nothing else. Both
+//! front ends call the same operations ([`ops`]), which check a request's
+//! bearer-token [`Grant`] before they call the synchronous [`strata::Engine`]
+//! on the blocking pool.
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let engine = strata::Engine::open(strata::Config::sqlite("memory.db"))?;
+//! let cfg = strata_server::ServerConfig::default();
+//! let shared = strata_server::Shared::new(engine, &cfg, strata_server::AuthMode::Tokens)?;
+//! let listener = tokio::net::TcpListener::bind(&cfg.listen).await?;
+//! strata_server::serve(listener, shared, strata_server::shutdown_signal()).await?;
+//! # Ok(()) }
+//! ```
+
+mod api;
+mod auth;
+mod config;
+mod error;
+mod http;
+mod mcp;
+mod metrics;
+pub mod ops;
+
+use std::future::Future;
+use std::sync::Arc;
+
+pub use api::{
+    BatchBody, CompleteTaskBody, ContextBody, ForgetBody, GetArgs, ListBody, PatchBody,
+    PromoteBody, RecallBody, RememberBody, RestoreBody, SessionBody,
+};
+pub use auth::{Access, Grant, Tokens, new_token, sha256_hex};
+pub use config::{DEFAULT_LISTEN, Limits, McpDefaults, ServerConfig, TokenConfig};
+pub use error::{ApiError, ConfigError, ErrorBody};
+pub use http::{openapi_doc, router};
+pub use mcp::{StrataMcp, serve_stdio};
+pub use metrics::Metrics;
+
+/// Whether requests must carry a token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthMode {
+    /// Bearer tokens from `[[server.tokens]]`.
+    Tokens,
+    /// Every request sees everything (`--no-auth`, loopback only).
+    Off,
+}
+
+/// What every request shares: the engine, the tokens, limits, metrics.
+#[derive(Debug)]
+pub struct Shared {
+    /// The engine (Send + Sync; its store pools connections).
+    pub engine: Arc<strata::Engine>,
+    /// `None` when authentication is off.
+    pub tokens: Option<Tokens>,
+    /// Request limits.
+    pub limits: Limits,
+    /// Scope defaults of the MCP tools.
+    pub mcp: McpDefaults,
+    /// `Host` values the MCP endpoint accepts.
+    pub allowed_hosts: Vec<String>,
+    /// Request counts and latencies.
+    pub metrics: Metrics,
+    /// Cancelled on shutdown (ends MCP streams).
+    pub shutdown: tokio_util::sync::CancellationToken,
+    /// Bounds engine calls in flight (`limits.max_concurrent`).
+    pub permits: tokio::sync::Semaphore,
+    /// Gives new memories their vectors in the background (idle without
+    /// an embedder); stops when the server does.
+    pub embed_worker: strata::EmbedWorker,
+}
+
+impl Shared {
+    /// Validates `cfg` and wraps the engine.
+    pub fn new(
+        engine: strata::Engine,
+        cfg: &ServerConfig,
+        auth: AuthMode,
+    ) -> Result<Arc<Shared>, ConfigError> {
+        cfg.validate()?;
+        let engine = Arc::new(engine);
+        Ok(Arc::new(Shared {
+            embed_worker: strata::EmbedWorker::spawn(engine.clone()),
+            engine,
+            tokens: match auth {
+                AuthMode::Tokens => Some(Tokens::from_config(&cfg.tokens)?),
+                AuthMode::Off => None,
+            },
+            limits: cfg.limits.clone(),
+            mcp: cfg.mcp.clone(),
+            allowed_hosts: cfg.allowed_hosts.clone(),
+            metrics: Metrics::default(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
+            permits: tokio::sync::Semaphore::new(cfg.limits.max_concurrent),
+        }))
+    }
+}
+
+impl Shared {
+    /// Runs an operation on the blocking pool with `grant`, once one of the
+    /// `max_concurrent` permits is free.
+    pub async fn run<T, F>(self: &Arc<Self>, grant: Grant, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(ops::Ctx<'_>) -> Result<T, ApiError> + Send + 'static,
+    {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| ApiError::internal("the server is shutting down"))?;
+        let st = self.clone();
+        tokio::task::spawn_blocking(move || {
+            f(ops::Ctx {
+                engine: &st.engine,
+                grant: &grant,
+                limits: &st.limits,
+            })
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("operation failed: {e}")))?
+    }
+}
+
+/// Serves HTTP on `listener` until `shutdown` resolves; requests in flight
+/// then finish before this returns.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    let token = shared.shutdown.clone();
+    let app = router(shared);
+    // Answers are small and written whole: send them at once instead of
+    // letting Nagle's algorithm wait for the client's delayed ACK.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            token.cancel();
+        })
+        .await
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

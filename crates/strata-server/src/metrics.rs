@@ -1,0 +1,167 @@
+//! Prometheus metrics: requests and latency per route, and the store's size
+//! and memories per tier at scrape time.
+//!
+//! Text exposition format 0.0.4
+//! (<https://prometheus.io/docs/instrumenting/exposition_formats/>). Routes
+//! are the router's templates (`/v1/memories/{id}`), never raw paths, so
+//! the label set stays bounded.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+#[derive(Debug, Default)]
+struct Route {
+    by_status: BTreeMap<u16, u64>,
+    buckets: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+/// Counters and histograms, per (method, route).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    routes: Mutex<BTreeMap<(String, String), Route>>,
+}
+
+impl Metrics {
+    /// Records one finished request.
+    pub fn record(&self, method: &str, route: &str, status: u16, took: Duration) {
+        let secs = took.as_secs_f64();
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let r = routes
+            .entry((method.to_string(), route.to_string()))
+            .or_default();
+        *r.by_status.entry(status).or_default() += 1;
+        r.count += 1;
+        r.sum += secs;
+        if let Some(i) = BUCKETS.iter().position(|b| secs <= *b) {
+            r.buckets[i] += 1;
+        }
+    }
+
+    /// The exposition text; `stats` adds the store's figures.
+    pub fn render(&self, stats: Option<&strata::StoreStats>) -> String {
+        let mut out = String::new();
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        out.push_str("# HELP strata_http_requests_total HTTP requests by route and status.\n");
+        out.push_str("# TYPE strata_http_requests_total counter\n");
+        for ((method, route), r) in routes.iter() {
+            for (status, n) in &r.by_status {
+                let _ = writeln!(
+                    out,
+                    "strata_http_requests_total{{method=\"{method}\",route=\"{}\",status=\"{status}\"}} {n}",
+                    escape(route)
+                );
+            }
+        }
+        out.push_str(
+            "# HELP strata_http_request_duration_seconds Time from request to response, by route.\n",
+        );
+        out.push_str("# TYPE strata_http_request_duration_seconds histogram\n");
+        for ((method, route), r) in routes.iter() {
+            let labels = format!("method=\"{method}\",route=\"{}\"", escape(route));
+            let mut cum = 0;
+            for (b, n) in BUCKETS.iter().zip(r.buckets) {
+                cum += n;
+                let _ = writeln!(
+                    out,
+                    "strata_http_request_duration_seconds_bucket{{{labels},le=\"{b}\"}} {cum}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "strata_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                r.count
+            );
+            let _ = writeln!(
+                out,
+                "strata_http_request_duration_seconds_sum{{{labels}}} {}",
+                r.sum
+            );
+            let _ = writeln!(
+                out,
+                "strata_http_request_duration_seconds_count{{{labels}}} {}",
+                r.count
+            );
+        }
+        drop(routes);
+        if let Some(s) = stats {
+            let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+            };
+            gauge(
+                &mut out,
+                "strata_store_file_bytes",
+                "Size of the database file.",
+                s.file_bytes,
+            );
+            gauge(
+                &mut out,
+                "strata_store_memories",
+                "Active memories.",
+                s.memories,
+            );
+            gauge(
+                &mut out,
+                "strata_store_archived",
+                "Archived memories.",
+                s.archived,
+            );
+            gauge(
+                &mut out,
+                "strata_store_tokens",
+                "Tokens of active memories.",
+                s.tokens,
+            );
+            out.push_str(
+                "# HELP strata_store_memories_by_tier Active memories per lifetime tier.\n",
+            );
+            out.push_str("# TYPE strata_store_memories_by_tier gauge\n");
+            for (tier, n) in &s.by_tier {
+                let _ = writeln!(
+                    out,
+                    "strata_store_memories_by_tier{{tier=\"{}\"}} {n}",
+                    escape(tier)
+                );
+            }
+        }
+        out
+    }
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative() {
+        let m = Metrics::default();
+        m.record("POST", "/v1/recall", 200, Duration::from_micros(700));
+        m.record("POST", "/v1/recall", 200, Duration::from_millis(30));
+        m.record("POST", "/v1/recall", 403, Duration::from_micros(100));
+        let t = m.render(None);
+        assert!(
+            t.contains(
+                "strata_http_requests_total{method=\"POST\",route=\"/v1/recall\",status=\"200\"} 2"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("le=\"0.0005\"} 1"), "{t}");
+        assert!(t.contains("le=\"0.001\"} 2"), "{t}");
+        assert!(t.contains("le=\"0.05\"} 3"), "{t}");
+        assert!(t.contains("le=\"+Inf\"} 3"), "{t}");
+    }
+}

@@ -1,0 +1,637 @@
+//! The operations both front ends serve: each checks the caller's [`Grant`]
+//! and the limits, turns a request body into the engine's types and calls
+//! the engine. Synchronous, like the engine; the async front ends run them
+//! on the blocking pool.
+//!
+//! Rules, the same for every operation: a read's view must lie entirely
+//! inside the grant (403 naming the first entry outside); a write needs
+//! `read_write` and a scope inside the grant; an id outside the grant is
+//! "not found", exactly like an id that does not exist.
+
+use serde::Serialize;
+use serde_json::Value;
+use strata::{
+    Confirm, ContextPackage, ContextRequest, Engine, Filter, Forget, ForgetOptions, ForgetReport,
+    List, Memory, NewMemory, Patch, Promotion, Recall, Recalled, Scope, Session, TaskReport, View,
+    ViewEntry,
+};
+
+use crate::api::{
+    BatchBody, CompleteTaskBody, ContextBody, ForgetBody, ListBody, PatchBody, PromoteBody,
+    RecallBody, RememberBody, SessionBody,
+};
+use crate::auth::Grant;
+use crate::config::Limits;
+use crate::error::ApiError;
+
+type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+/// What one call runs with: the engine, the caller's grant, the limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx<'a> {
+    /// The engine.
+    pub engine: &'a Engine,
+    /// What the caller may see and do.
+    pub grant: &'a Grant,
+    /// Request limits.
+    pub limits: &'a Limits,
+}
+
+fn confirm(yes: bool) -> Confirm {
+    if yes { Confirm::Yes } else { Confirm::No }
+}
+
+fn parse_filter(f: Option<&Value>) -> Result<Filter> {
+    match f {
+        Some(v) => Ok(Filter::parse(v)?),
+        None => Ok(Filter::all()),
+    }
+}
+
+fn parse<T: std::str::FromStr<Err = strata::Error>>(v: Option<&str>) -> Result<Option<T>> {
+    Ok(v.map(str::parse).transpose()?)
+}
+
+impl Ctx<'_> {
+    /// A view the grant covers entirely.
+    pub fn view(&self, field: &str, entries: &[String]) -> Result<View> {
+        if entries.is_empty() {
+            return Err(ApiError::invalid(
+                field,
+                "name at least one scope the read may see (e.g. [\"project/acme\", \"global\"])",
+            ));
+        }
+        let parsed = entries
+            .iter()
+            .map(|e| ViewEntry::parse(e).map_err(|err| ApiError::invalid(field, err)))
+            .collect::<Result<Vec<_>>>()?;
+        let view = View::new(parsed);
+        if let Some(e) = self.grant.first_outside(&view) {
+            return Err(ApiError::outside(field, e));
+        }
+        Ok(view)
+    }
+
+    /// A scope the grant covers.
+    pub fn scope(&self, field: &str, text: &str) -> Result<Scope> {
+        let s = Scope::parse(text).map_err(|e| ApiError::invalid(field, e))?;
+        if !self.grant.allows_scope(&s) {
+            return Err(ApiError::outside(field, &s));
+        }
+        Ok(s)
+    }
+
+    fn need_write(&self) -> Result<()> {
+        if self.grant.can_write() {
+            Ok(())
+        } else {
+            Err(ApiError::read_only())
+        }
+    }
+
+    fn limit(&self, limit: Option<usize>, default: usize) -> Result<usize> {
+        let n = limit.unwrap_or(default);
+        if n > self.limits.max_results {
+            return Err(ApiError::invalid(
+                "limit",
+                format!(
+                    "{n} is over the server's limit of {} (`server.limits.max_results`)",
+                    self.limits.max_results
+                ),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// The active memory `id`, when it exists inside the grant.
+    pub fn visible(&self, id: &str) -> Result<Memory> {
+        match self.engine.get(id)? {
+            Some(m) if self.grant.allows_scope(&m.scope) => Ok(m),
+            _ => Err(ApiError::memory_not_found(id)),
+        }
+    }
+
+    /// The active or archived memory `id`, when it exists inside the grant.
+    fn visible_anywhere(&self, id: &str) -> Result<Option<(Memory, Option<strata::ArchiveMark>)>> {
+        if let Some(m) = self.engine.get(id)? {
+            return Ok(self.grant.allows_scope(&m.scope).then_some((m, None)));
+        }
+        let Some(a) = self.engine.get_archived(id)? else {
+            return Ok(None);
+        };
+        if !self.grant.allows_scope(&a.memory.scope) {
+            return Ok(None);
+        }
+        let mark = strata::ArchiveMark {
+            at: a.archived_at,
+            reason: a.reason,
+        };
+        Ok(Some((a.memory, Some(mark))))
+    }
+
+    fn new_memory(&self, b: &RememberBody, field: &str) -> Result<NewMemory> {
+        let at = |f: &str| {
+            if field.is_empty() {
+                f.to_string()
+            } else {
+                format!("{field}.{f}")
+            }
+        };
+        let Some(scope) = b.scope.as_deref() else {
+            return Err(ApiError::invalid(
+                &at("scope"),
+                "required: the scope to store the memory in (e.g. \"project/acme\")",
+            ));
+        };
+        let scope = self.scope(&at("scope"), scope)?;
+        let mut new = NewMemory::new(scope, b.content.clone());
+        new.kind = parse(b.kind.as_deref())?;
+        new.importance = b.importance;
+        new.tags = b.tags.clone();
+        new.key = b.key.clone();
+        new.payload = b.payload.clone();
+        new.role = parse(b.role.as_deref())?;
+        new.source = parse(b.source.as_deref())?;
+        if let Some(sid) = &b.session {
+            self.session_allowed(&at("session"), sid)?;
+        }
+        new.session = b.session.clone();
+        new.pinned = b.pinned;
+        new.sensitive = b.sensitive;
+        new.ttl = b.ttl.as_deref().map(strata::parse_ttl).transpose()?;
+        Ok(new)
+    }
+
+    /// Stores one memory.
+    pub fn remember(&self, b: &RememberBody) -> Result<Memory> {
+        self.need_write()?;
+        let new = self.new_memory(b, "")?;
+        Ok(self.engine.remember_with(new, confirm(b.confirm))?)
+    }
+
+    /// Stores many memories in one transaction.
+    pub fn remember_batch(&self, b: &BatchBody) -> Result<Vec<Memory>> {
+        self.need_write()?;
+        if b.items.len() > self.limits.max_batch {
+            return Err(ApiError::too_large(
+                Some("items"),
+                format!(
+                    "items: {} memories, over the server's limit of {} per batch (`server.limits.max_batch`)",
+                    b.items.len(),
+                    self.limits.max_batch
+                ),
+            ));
+        }
+        let items = b
+            .items
+            .iter()
+            .enumerate()
+            .map(|(i, m)| self.new_memory(m, &format!("items[{i}]")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(self.engine.remember_batch(items, confirm(b.confirm))?)
+    }
+
+    /// One memory (active or archived), optionally with its history, as the
+    /// CLI's `get --json` prints it.
+    pub fn get(&self, id: &str, history: bool) -> Result<Value> {
+        let Some((m, archived)) = self.visible_anywhere(id)? else {
+            return Err(ApiError::memory_not_found(id));
+        };
+        let mut v = json(&m)?;
+        if let Some(a) = archived {
+            v["archived"] = json(&a)?;
+        }
+        if history {
+            v["history"] = json(&self.engine.history(id)?)?;
+        }
+        Ok(v)
+    }
+
+    /// Changes a memory (compare-and-swap on its version).
+    pub fn update(&self, id: &str, b: &PatchBody) -> Result<Memory> {
+        self.need_write()?;
+        self.visible(id)?;
+        let patch = Patch {
+            content: b.content.clone(),
+            payload: b.payload.clone(),
+            tags: b.tags.clone(),
+            importance: b.importance,
+            kind: parse(b.kind.as_deref())?,
+            key: b.key.clone(),
+            pinned: b.pinned,
+            sensitive: b.sensitive,
+            expires_at: match &b.expires_at {
+                None => None,
+                Some(None) => Some(None),
+                Some(Some(t)) => Some(Some(strata::parse_time("expires_at", t)?)),
+            },
+        };
+        Ok(self.engine.update(id, patch, b.expected_version)?)
+    }
+
+    /// Deletes one memory everywhere.
+    pub fn delete(&self, id: &str, yes: bool) -> Result<ForgetReport> {
+        self.need_write()?;
+        if self.visible_anywhere(id)?.is_none() {
+            return Err(ApiError::memory_not_found(id));
+        }
+        let opts = ForgetOptions {
+            confirm: confirm(yes),
+            force: true,
+            dry_run: false,
+        };
+        Ok(self.engine.forget(&Forget::Id(id.into()), opts)?)
+    }
+
+    /// Ranked memories for a query within a view.
+    pub fn recall(&self, b: &RecallBody) -> Result<Vec<Recalled>> {
+        let view = self.view("view", &b.view)?;
+        let mut req = Recall::new(b.query.clone(), view);
+        req.filter = parse_filter(b.filter.as_ref())?;
+        req.strategy = parse(b.strategy.as_deref())?;
+        req.limit = self.limit(b.limit, 10)?;
+        req.explain = b.explain;
+        req.touch = b.touch.unwrap_or(true);
+        req.include_archived = b.archived;
+        let mut hits = self.engine.recall(&req)?;
+        // The view lies inside the grant, so this keeps everything; it is
+        // the last line of defence should a view ever see more.
+        hits.retain(|h| self.grant.allows_scope(&h.memory.scope));
+        Ok(hits)
+    }
+
+    /// Memories of a view, filtered and ordered (or the archive's).
+    pub fn list(&self, b: &ListBody) -> Result<Value> {
+        let view = self.view("view", &b.view)?;
+        let filter = parse_filter(b.filter.as_ref())?;
+        let limit = self.limit(b.limit, 50)?;
+        if b.archived {
+            let mut rows = self.engine.list_archived(&view, &filter, limit)?;
+            rows.retain(|a| self.grant.allows_scope(&a.memory.scope));
+            let rows: Vec<Value> = rows
+                .into_iter()
+                .map(|a| {
+                    let mut v = json(&a.memory)?;
+                    v["archived"] = json(&strata::ArchiveMark {
+                        at: a.archived_at,
+                        reason: a.reason,
+                    })?;
+                    Ok(v)
+                })
+                .collect::<Result<_>>()?;
+            return Ok(serde_json::json!({ "memories": rows }));
+        }
+        let mut req = List::new(view);
+        req.filter = filter;
+        req.order = parse(b.order.as_deref())?.unwrap_or_default();
+        req.limit = limit;
+        req.offset = b.offset.unwrap_or(0);
+        let mut rows = self.engine.list(&req)?;
+        rows.retain(|m| self.grant.allows_scope(&m.scope));
+        Ok(serde_json::json!({ "memories": rows }))
+    }
+
+    /// Deletes a selection everywhere. A token limited to scopes deletes
+    /// only inside them: ids outside are skipped as if they did not exist,
+    /// and a session's memories outside are kept (the session stays open).
+    pub fn forget(&self, b: &ForgetBody) -> Result<ForgetReport> {
+        self.need_write()?;
+        let modes = [
+            b.ids.is_some(),
+            b.filter.is_some(),
+            b.session.is_some(),
+            b.scope.is_some(),
+            b.before.is_some(),
+        ];
+        if modes.iter().filter(|m| **m).count() != 1 {
+            return Err(ApiError::invalid(
+                "ids",
+                "name exactly one of ids, filter (with view), session, scope, before",
+            ));
+        }
+        let opts = ForgetOptions {
+            confirm: confirm(b.confirm),
+            force: b.force,
+            dry_run: b.dry_run,
+        };
+        let what = if let Some(ids) = &b.ids {
+            let mut mine = Vec::new();
+            for id in ids {
+                if self.visible_anywhere(id)?.is_some() {
+                    mine.push(id.clone());
+                }
+            }
+            Forget::Ids(mine)
+        } else if let Some(f) = &b.filter {
+            Forget::Filter {
+                view: self.view("view", &b.view)?,
+                filter: parse_filter(Some(f))?,
+            }
+        } else if let Some(s) = &b.scope {
+            Forget::Scope(self.scope("scope", s)?)
+        } else if let Some(t) = &b.before {
+            let before = strata::parse_time("before", t)?;
+            let view = if b.view.is_empty() && self.grant.is_unrestricted() {
+                None
+            } else {
+                Some(self.view("view", &b.view)?)
+            };
+            Forget::Before { before, view }
+        } else {
+            let session = b.session.clone().unwrap_or_default();
+            if self.grant.is_unrestricted() {
+                Forget::Session(session)
+            } else {
+                let all = self.engine.forget(
+                    &Forget::Session(session),
+                    ForgetOptions {
+                        dry_run: true,
+                        ..opts
+                    },
+                )?;
+                let mut mine = Vec::new();
+                for id in all.ids {
+                    if self.visible_anywhere(&id)?.is_some() {
+                        mine.push(id);
+                    }
+                }
+                Forget::Ids(mine)
+            }
+        };
+        Ok(self.engine.forget(&what, opts)?)
+    }
+
+    /// Copies a memory into another scope.
+    pub fn promote(&self, b: &PromoteBody) -> Result<Memory> {
+        self.need_write()?;
+        self.visible(&b.id)?;
+        let to = self.scope("to", &b.to)?;
+        Ok(self.engine.promote(&b.id, &to, confirm(b.confirm))?)
+    }
+
+    /// Moves archived memories back.
+    pub fn restore(&self, ids: &[String]) -> Result<usize> {
+        self.need_write()?;
+        for id in ids {
+            match self.engine.get_archived(id)? {
+                Some(a) if self.grant.allows_scope(&a.memory.scope) => {}
+                _ => return Err(ApiError::memory_not_found(id)),
+            }
+        }
+        Ok(self.engine.restore(ids)?)
+    }
+
+    /// Completes a task.
+    pub fn complete_task(&self, task: &str, b: &CompleteTaskBody) -> Result<TaskReport> {
+        self.need_write()?;
+        let t = Scope::task(task).map_err(|e| ApiError::invalid("task", e))?;
+        if !self.grant.allows_scope(&t) {
+            return Err(ApiError::outside("task", &t));
+        }
+        let p = Scope::project(&b.project).map_err(|e| ApiError::invalid("project", e))?;
+        if !self.grant.allows_scope(&p) {
+            return Err(ApiError::outside("project", &p));
+        }
+        let promotion = Promotion {
+            ids: b.promote.clone(),
+            min_importance: b.min_importance,
+        };
+        Ok(self.engine.complete_task(task, &b.project, &promotion)?)
+    }
+
+    /// The context request a body describes.
+    pub fn context_request(&self, b: &ContextBody) -> Result<ContextRequest> {
+        let mut req = ContextRequest::new(b.profile.clone().unwrap_or_else(|| "global".into()));
+        req.vars = b.vars.clone();
+        for (name, v) in [
+            ("task", &b.task),
+            ("project", &b.project),
+            ("sprint", &b.sprint),
+            ("stage", &b.stage),
+            ("agent", &b.agent),
+            ("session", &b.session),
+        ] {
+            if let Some(v) = v {
+                req.vars.insert(name.into(), v.clone());
+            }
+        }
+        req.query = b.query.clone();
+        req.render = parse(b.render.as_deref())?;
+        req.max_tokens = b.max_tokens;
+        req.log = b.log;
+        Ok(req)
+    }
+
+    /// A context package, with its rendering as `text`. Every source the
+    /// profile reads, filled from the request, must lie inside the grant.
+    pub fn context(&self, b: &ContextBody) -> Result<Value> {
+        let req = self.context_request(b)?;
+        if let Some(profile) = self.engine.resolve_profile(&req.profile)? {
+            for src in &profile.sources {
+                if let Some(entry) = strata::context::profile::fill(&src.scope, &req.vars)?
+                    && !self.grant.allows_entry(&entry)
+                {
+                    return Err(ApiError::outside(
+                        "profile",
+                        format!(
+                            "{} (source `{}` of profile `{}`)",
+                            entry, src.scope, profile.id
+                        ),
+                    ));
+                }
+            }
+        }
+        let pkg: ContextPackage = self.engine.context(&req)?;
+        if let Some(i) = pkg
+            .items
+            .iter()
+            .find(|i| !self.grant.allows_scope(&i.scope))
+        {
+            return Err(ApiError::outside("profile", &i.scope));
+        }
+        let render = req.render.unwrap_or(pkg.render);
+        let mut v = json(&pkg)?;
+        v["text"] = Value::String(pkg.to_text(render));
+        Ok(v)
+    }
+
+    /// Creates a session.
+    pub fn create_session(&self, b: &SessionBody) -> Result<Session> {
+        self.need_write()?;
+        let scope = match (&b.scope, &b.id) {
+            (Some(s), _) => Some(self.scope("scope", s)?),
+            (None, Some(id)) => Some(self.scope("id", &format!("session/{id}"))?),
+            (None, None) if self.grant.is_unrestricted() => None,
+            (None, None) => {
+                return Err(ApiError::invalid(
+                    "scope",
+                    "a token limited to scopes must name the session's scope or id",
+                ));
+            }
+        };
+        Ok(self
+            .engine
+            .create_session(b.id.as_deref(), scope, b.max_bytes)?)
+    }
+
+    /// A write may attach to a session whose scope is inside the grant, or
+    /// create one whose default scope (`session/<id>`) is.
+    fn session_allowed(&self, field: &str, id: &str) -> Result<()> {
+        if self.grant.is_unrestricted() {
+            return Ok(());
+        }
+        let scope = match self.engine.store().get_session(id)? {
+            Some(s) => s.scope,
+            None => {
+                Scope::parse(&format!("session/{id}")).map_err(|e| ApiError::invalid(field, e))?
+            }
+        };
+        if self.grant.allows_scope(&scope) {
+            Ok(())
+        } else {
+            Err(ApiError::outside(field, id))
+        }
+    }
+
+    fn visible_session(&self, id: &str) -> Result<Session> {
+        let s = self
+            .engine
+            .list_sessions()?
+            .into_iter()
+            .find(|s| s.id == id);
+        match s {
+            Some(s) if self.grant.allows_scope(&s.scope) => Ok(s),
+            _ => Err(ApiError::from(strata::Error::SessionNotFound(id.into()))),
+        }
+    }
+
+    /// Sessions whose scope is inside the grant.
+    pub fn sessions(&self) -> Result<Vec<Session>> {
+        let mut all = self.engine.list_sessions()?;
+        all.retain(|s| self.grant.allows_scope(&s.scope));
+        Ok(all)
+    }
+
+    /// A session's manifest.
+    pub fn session(&self, id: &str) -> Result<strata::Manifest> {
+        self.visible_session(id)?;
+        Ok(self.engine.session_manifest(id)?)
+    }
+
+    /// Archives a session.
+    pub fn archive_session(&self, id: &str) -> Result<Session> {
+        self.need_write()?;
+        self.visible_session(id)?;
+        Ok(self.engine.archive_session(id)?)
+    }
+
+    /// Scopes in use inside the grant, with counts.
+    pub fn scopes(&self) -> Result<Vec<strata::store::ScopeCount>> {
+        let mut all = self.engine.list_scopes()?;
+        all.retain(|s| self.grant.allows_scope(&s.scope));
+        Ok(all)
+    }
+
+    /// Counts inside the grant; store-wide figures only for a caller that
+    /// sees every scope.
+    pub fn stats(&self) -> Result<Stats> {
+        let scopes = self.scopes()?;
+        Ok(Stats {
+            scopes: scopes.len() as u64,
+            memories: scopes.iter().map(|s| s.memories).sum(),
+            archived: scopes.iter().map(|s| s.archived).sum(),
+            store: if self.grant.is_unrestricted() {
+                Some(self.engine.stats()?)
+            } else {
+                None
+            },
+            vectors: if self.grant.is_unrestricted() {
+                Some(self.engine.embed_status()?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// The export a query asks for; a token limited to scopes must name a
+    /// view inside them.
+    pub fn export_request(
+        &self,
+        view: &[String],
+        session: Option<String>,
+        user_data: bool,
+    ) -> Result<strata::Export> {
+        let view = if view.is_empty() && self.grant.is_unrestricted() {
+            None
+        } else {
+            Some(self.view("view", view)?)
+        };
+        Ok(if user_data {
+            strata::Export::user_data(view, session)
+        } else {
+            strata::Export {
+                view,
+                session,
+                ..Default::default()
+            }
+        })
+    }
+
+    /// Imports JSONL; every line's scope (and its history's) must lie inside
+    /// the grant, else nothing is imported.
+    pub fn import(
+        &self,
+        body: &[u8],
+        on_conflict: strata::OnConflict,
+    ) -> Result<strata::ImportCounts> {
+        self.need_write()?;
+        let text = std::str::from_utf8(body)
+            .map_err(|e| ApiError::invalid("body", format!("not UTF-8: {e}")))?;
+        if !self.grant.is_unrestricted() {
+            for (n, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let item = strata::parse_line(line.trim()).map_err(|reason| {
+                    ApiError::from(strata::Error::InvalidImport {
+                        line: n + 1,
+                        reason,
+                    })
+                })?;
+                for m in std::iter::once(&item.memory).chain(&item.history) {
+                    if !self.grant.allows_scope(&m.scope) {
+                        return Err(ApiError::outside(&format!("line {}", n + 1), &m.scope));
+                    }
+                }
+            }
+        }
+        Ok(self
+            .engine
+            .import(&mut text.as_bytes(), on_conflict, &mut |_| {})?)
+    }
+}
+
+/// `GET /v1/stats`.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct Stats {
+    /// Scopes with memories inside the caller's grant.
+    pub scopes: u64,
+    /// Active memories inside the grant.
+    pub memories: u64,
+    /// Archived memories inside the grant.
+    pub archived: u64,
+    /// Store-wide figures (tiers, kinds, file size), for a caller that sees
+    /// every scope.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub store: Option<strata::StoreStats>,
+    /// Which embedder serves relevance, with vector counts (store-wide, so
+    /// for a caller that sees every scope).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub vectors: Option<strata::EmbedStatus>,
+}
+
+fn json<T: Serialize>(v: &T) -> Result<Value> {
+    serde_json::to_value(v).map_err(|e| ApiError::internal(format!("serializing: {e}")))
+}

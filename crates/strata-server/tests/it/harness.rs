@@ -1,0 +1,204 @@
+//! The harness: a server on a random port, tokens, an HTTP client, and a
+//! snapshot of the whole store for "nothing changed" checks.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use strata_server::{Access, AuthMode, ServerConfig, Shared, TokenConfig};
+
+pub struct Server {
+    pub base: String,
+    pub shared: Arc<Shared>,
+    agent: ureq::Agent,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    rt: Option<tokio::runtime::Runtime>,
+    _dir: tempfile::TempDir,
+}
+
+/// A token's secret and its config entry.
+pub fn token(name: &str, scopes: &[&str], access: Access) -> (String, TokenConfig) {
+    let secret = strata_server::new_token();
+    let cfg = TokenConfig {
+        name: name.into(),
+        secret_sha256: strata_server::sha256_hex(&secret),
+        scopes: scopes.iter().map(|s| s.to_string()).collect(),
+        access,
+    };
+    (secret, cfg)
+}
+
+impl Server {
+    /// A server with these tokens and limits.
+    pub fn start(cfg: ServerConfig) -> Server {
+        Server::start_with(cfg, AuthMode::Tokens)
+    }
+
+    pub fn start_with(cfg: ServerConfig, auth: AuthMode) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = strata::Engine::open(strata::Config::sqlite(dir.path().join("t.db"))).unwrap();
+        let shared = Shared::new(engine, &cfg, auth).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        rt.spawn(strata_server::serve(listener, shared.clone(), async {
+            let _ = rx.await;
+        }));
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Server {
+            base: format!("http://{addr}"),
+            shared,
+            agent,
+            stop: Some(tx),
+            rt: Some(rt),
+            _dir: dir,
+        }
+    }
+
+    /// Sends a request; returns the status and the body (JSON when it parses,
+    /// else a string).
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+    ) -> (u16, Value) {
+        let (status, text) = self.raw(
+            method,
+            path,
+            token,
+            body.map(|b| b.as_bytes().to_vec()),
+            &[],
+        );
+        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, v)
+    }
+
+    pub fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> (u16, String) {
+        let uri = format!("{}{path}", self.base);
+        let mut b = ureq::http::Request::builder().method(method).uri(&uri);
+        if let Some(t) = token {
+            b = b.header("authorization", format!("Bearer {t}"));
+        }
+        if body.is_some() {
+            b = b.header("content-type", "application/json");
+        }
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let mut resp = match body {
+            Some(bytes) => self.agent.run(b.body(bytes).unwrap()),
+            None => self.agent.run(b.body(()).unwrap()),
+        }
+        .unwrap();
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(1 << 30)
+            .read_to_string()
+            .unwrap();
+        (status, text)
+    }
+
+    /// Status and body, asserting the status.
+    pub fn expect(
+        &self,
+        status: u16,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Value,
+    ) -> Value {
+        let text = if body.is_null() {
+            None
+        } else {
+            Some(body.to_string())
+        };
+        let (s, v) = self.call(method, path, token, text.as_deref());
+        assert_eq!(s, status, "{method} {path}: {v}");
+        v
+    }
+
+    /// Everything in the store (every scope, archive, history) and its stats.
+    pub fn snapshot(&self) -> String {
+        let mut out = Vec::new();
+        let e = &self.shared.engine;
+        e.export(
+            &strata::Export::user_data(None, None),
+            &mut out,
+            &mut |_| {},
+        )
+        .unwrap();
+        let mut stats = e.stats().unwrap();
+        stats.file_bytes = 0;
+        format!("{}\n{stats:?}", String::from_utf8(out).unwrap())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(std::time::Duration::from_secs(5));
+        }
+    }
+}
+
+/// Asserts an error body: status, code, and that the message or field
+/// mentions `what`.
+pub fn assert_error(v: &Value, code: &str, what: &str) {
+    let e = &v["error"];
+    assert_eq!(e["code"], code, "{v}");
+    let msg = e["message"].as_str().unwrap_or_default();
+    let field = e["field"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains(what) || field.contains(what),
+        "expected `{what}` in {v}"
+    );
+}
+
+/// A small deterministic generator (xorshift64*), enough for randomized tests.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+}

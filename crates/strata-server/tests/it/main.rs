@@ -1,0 +1,12 @@
+//! Integration tests: a real server on 127.0.0.1 (port 0) over a temporary
+//! SQLite file, driven over real HTTP. One binary, themed modules, a shared
+//! harness.
+
+mod harness;
+
+mod auth;
+mod isolation;
+mod limits;
+mod mcp_http;
+mod openapi;
+mod routes;

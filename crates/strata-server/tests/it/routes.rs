@@ -1,0 +1,338 @@
+//! Every route does what the library does, over HTTP.
+
+use serde_json::{Value, json};
+use strata_server::{Access, ServerConfig};
+
+use crate::harness::{Server, assert_error, token};
+
+fn server() -> (Server, String) {
+    let (t, cfg) = token(
+        "rw",
+        &["project/acme", "task", "session"],
+        Access::ReadWrite,
+    );
+    let s = Server::start(ServerConfig {
+        tokens: vec![cfg],
+        ..Default::default()
+    });
+    (s, t)
+}
+
+#[test]
+fn memories_remember_get_patch_delete() {
+    let (s, t) = server();
+    let t = Some(t.as_str());
+    let m = s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        t,
+        json!({
+            "content": "We chose PostgreSQL for billing", "scope": "project/acme",
+            "kind": "decision", "tags": ["db"], "key": "billing-db"
+        }),
+    );
+    let id = m["id"].as_str().unwrap();
+    assert_eq!(m["version"], 1);
+    let got = s.expect(200, "GET", &format!("/v1/memories/{id}"), t, Value::Null);
+    assert_eq!(got["content"], "We chose PostgreSQL for billing");
+
+    let patched = s.expect(
+        200,
+        "PATCH",
+        &format!("/v1/memories/{id}"),
+        t,
+        json!({"expected_version": 1, "importance": 0.95, "key": null}),
+    );
+    assert_eq!(patched["version"], 2);
+    assert!(patched.get("key").is_none(), "{patched}");
+    // A stale version is a conflict and changes nothing.
+    let before = s.snapshot();
+    let v = s.expect(
+        409,
+        "PATCH",
+        &format!("/v1/memories/{id}"),
+        t,
+        json!({"expected_version": 1, "content": "MySQL"}),
+    );
+    assert_error(&v, "conflict", "expected_version");
+    assert_eq!(s.snapshot(), before);
+
+    let h = s.expect(
+        200,
+        "GET",
+        &format!("/v1/memories/{id}?history=true"),
+        t,
+        Value::Null,
+    );
+    assert_eq!(h["history"].as_array().unwrap().len(), 1);
+
+    let r = s.expect(200, "DELETE", &format!("/v1/memories/{id}"), t, Value::Null);
+    assert_eq!(r["deleted"], 1);
+    let v = s.expect(404, "GET", &format!("/v1/memories/{id}"), t, Value::Null);
+    assert_error(&v, "not_found", id);
+}
+
+#[test]
+fn batch_recall_list_promote_forget() {
+    let (s, t) = server();
+    let t = Some(t.as_str());
+    let items: Vec<Value> = (0..20)
+        .map(|i| json!({"content": format!("note {i} about the billing queue"), "scope": "project/acme/sprint/s1", "importance": 0.5}))
+        .collect();
+    let b = s.expect(
+        201,
+        "POST",
+        "/v1/memories/batch",
+        t,
+        json!({"items": items}),
+    );
+    assert_eq!(b["memories"].as_array().unwrap().len(), 20);
+
+    let r = s.expect(
+        200,
+        "POST",
+        "/v1/recall",
+        t,
+        json!({
+            "query": "billing queue", "view": ["project/acme/**"], "limit": 5, "explain": true,
+            "strategy": "relevance", "filter": {"importance": {"$gte": 0.5}}
+        }),
+    );
+    let hits = r["results"].as_array().unwrap();
+    assert_eq!(hits.len(), 5);
+    assert!(hits[0]["explain"].is_object());
+
+    let l = s.expect(
+        200,
+        "POST",
+        "/v1/list",
+        t,
+        json!({"view": ["project/acme/sprint/s1"], "order": "oldest", "limit": 3, "offset": 1}),
+    );
+    let l = l["memories"].as_array().unwrap();
+    assert_eq!(l[0]["content"], "note 1 about the billing queue");
+
+    let id = l[0]["id"].as_str().unwrap();
+    let p = s.expect(
+        201,
+        "POST",
+        "/v1/promote",
+        t,
+        json!({"id": id, "to": "project/acme"}),
+    );
+    assert_eq!(p["scope"], "project/acme");
+    assert_eq!(p["provenance"]["from_id"], id);
+
+    let dry = s.expect(
+        200,
+        "POST",
+        "/v1/forget",
+        t,
+        json!({"view": ["project/acme/sprint/s1"], "filter": {}, "dry_run": true}),
+    );
+    assert_eq!(dry["ids"].as_array().unwrap().len(), 20);
+    assert_eq!(s.shared.engine.stats().unwrap().memories, 21);
+    let f = s.expect(
+        200,
+        "POST",
+        "/v1/forget",
+        t,
+        json!({"scope": "project/acme/sprint/s1"}),
+    );
+    assert_eq!(f["deleted"], 20);
+    let f = s.expect(200, "POST", "/v1/forget", t, json!({"ids": [p["id"]]}));
+    assert_eq!(f["deleted"], 1);
+    assert_eq!(s.shared.engine.stats().unwrap().memories, 0);
+}
+
+#[test]
+fn tasks_context_sessions_restore() {
+    let (s, t) = server();
+    let t = Some(t.as_str());
+    let keep = s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        t,
+        json!({"content": "Retries need idempotency keys", "scope": "task/t-1", "kind": "finding"}),
+    );
+    s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        t,
+        json!({"content": "scratch", "scope": "task/t-1"}),
+    );
+    let r = s.expect(
+        200,
+        "POST",
+        "/v1/tasks/t-1/complete",
+        t,
+        json!({"project": "acme", "promote": [keep["id"]]}),
+    );
+    assert_eq!(r["archived"], 2);
+    assert_eq!(r["promoted"].as_array().unwrap().len(), 1);
+
+    let c = s.expect(200, "POST", "/v1/context", t, json!({"profile": "none"}));
+    assert_eq!(c["items"].as_array().unwrap().len(), 0);
+    // The built-in profile reads `global`, which this token may not see.
+    let v = s.expect(
+        403,
+        "POST",
+        "/v1/context",
+        t,
+        json!({"project": "acme", "query": "retries"}),
+    );
+    assert_error(&v, "forbidden", "global");
+
+    let archived = s.expect(
+        200,
+        "POST",
+        "/v1/list",
+        t,
+        json!({"view": ["task/t-1"], "archived": true}),
+    );
+    let ids: Vec<Value> = archived["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].clone())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    let r = s.expect(200, "POST", "/v1/restore", t, json!({"ids": ids}));
+    assert_eq!(r["restored"], 2);
+
+    let sess = s.expect(201, "POST", "/v1/sessions", t, json!({"id": "s1"}));
+    assert_eq!(sess["scope"], "session/s1");
+    s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        t,
+        json!({"content": "hello", "scope": "session/s1", "session": "s1", "role": "user"}),
+    );
+    let m = s.expect(200, "GET", "/v1/sessions/s1", t, Value::Null);
+    assert_eq!(m["memories"], 1);
+    let l = s.expect(200, "GET", "/v1/sessions", t, Value::Null);
+    assert_eq!(l["sessions"].as_array().unwrap().len(), 1);
+    let a = s.expect(200, "POST", "/v1/sessions/s1/archive", t, Value::Null);
+    assert!(a["archived_at"].is_string());
+
+    let sc = s.expect(200, "GET", "/v1/scopes", t, Value::Null);
+    assert!(!sc["scopes"].as_array().unwrap().is_empty());
+    let st = s.expect(200, "GET", "/v1/stats", t, Value::Null);
+    assert!(st["memories"].as_u64().unwrap() >= 3, "{st}");
+    assert!(
+        st.get("store").is_none(),
+        "store-wide figures are for unrestricted callers: {st}"
+    );
+}
+
+#[test]
+fn context_inside_the_token() {
+    let (t, cfg) = token("rw", &["project/acme", "global"], Access::ReadWrite);
+    let s = Server::start(ServerConfig {
+        tokens: vec![cfg],
+        ..Default::default()
+    });
+    let t = Some(t.as_str());
+    s.expect(201, "POST", "/v1/memories", t, json!({"content": "Deploys go out on Tuesdays", "scope": "project/acme", "kind": "convention"}));
+    let c = s.expect(
+        200,
+        "POST",
+        "/v1/context",
+        t,
+        json!({"project": "acme", "query": "deploys"}),
+    );
+    assert!(c["text"].as_str().unwrap().contains("Tuesdays"), "{c}");
+    assert_eq!(c["items"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn export_streams_and_import_round_trips() {
+    let (s, t) = server();
+    let tk = Some(t.as_str());
+    let items: Vec<Value> = (0..300)
+        .map(|i| json!({"content": format!("memory {i} {}", "x".repeat(300)), "scope": "project/acme"}))
+        .collect();
+    s.expect(
+        201,
+        "POST",
+        "/v1/memories/batch",
+        tk,
+        json!({"items": items}),
+    );
+    let (status, jsonl) = s.raw("GET", "/v1/export?view=project/acme", tk, None, &[]);
+    assert_eq!(status, 200);
+    assert_eq!(jsonl.lines().count(), 300);
+    // Without a view a token limited to scopes may not export.
+    let (status, body) = s.call("GET", "/v1/export", tk, None);
+    assert_eq!(status, 400, "{body}");
+
+    let (t2, cfg) = token("rw", &["project/acme"], Access::ReadWrite);
+    let other = Server::start(ServerConfig {
+        tokens: vec![cfg],
+        ..Default::default()
+    });
+    let (status, body) = other.raw(
+        "POST",
+        "/v1/import",
+        Some(&t2),
+        Some(jsonl.clone().into_bytes()),
+        &[],
+    );
+    assert_eq!(status, 200, "{body}");
+    let counts: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(counts["imported"], 300);
+    let (_, again) = other.raw("GET", "/v1/export?view=project/acme", Some(&t2), None, &[]);
+    assert_eq!(again, jsonl);
+    // A second import conflicts and changes nothing; `skip` skips.
+    let before = other.snapshot();
+    let (status, body) = other.raw(
+        "POST",
+        "/v1/import",
+        Some(&t2),
+        Some(jsonl.clone().into_bytes()),
+        &[],
+    );
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(other.snapshot(), before);
+    let (status, body) = other.raw(
+        "POST",
+        "/v1/import?on_conflict=skip",
+        Some(&t2),
+        Some(jsonl.into_bytes()),
+        &[],
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn health_and_metrics() {
+    let (s, t) = server();
+    let (status, v) = s.call("GET", "/healthz", None, None);
+    assert_eq!((status, v["status"].as_str()), (200, Some("ok")));
+    s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        Some(&t),
+        json!({"content": "x", "scope": "project/acme"}),
+    );
+    s.expect(400, "POST", "/v1/recall", Some(&t), json!({"view": []}));
+    let (status, _) = s.raw("GET", "/metrics", None, None, &[]);
+    assert_eq!(status, 401);
+    let (status, text) = s.raw("GET", "/metrics", Some(&t), None, &[]);
+    assert_eq!(status, 200);
+    for want in [
+        "strata_http_requests_total{method=\"POST\",route=\"/v1/memories\",status=\"201\"} 1",
+        "strata_http_requests_total{method=\"POST\",route=\"/v1/recall\",status=\"400\"} 1",
+        "strata_http_request_duration_seconds_bucket{method=\"POST\",route=\"/v1/memories\",le=\"+Inf\"} 1",
+        "strata_store_memories 1",
+        "strata_store_memories_by_tier{tier=\"project\"} 1",
+        "strata_store_file_bytes ",
+    ] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+}
