@@ -459,8 +459,10 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         return crate::app::usage("bench: --memories and --scopes must be positive");
     }
     for o in &a.only {
-        if !["insert", "remember", "recall", "cold", "context", "vectors", "http"]
-            .contains(&o.as_str())
+        if ![
+            "insert", "remember", "recall", "cold", "context", "vectors", "http",
+        ]
+        .contains(&o.as_str())
         {
             return crate::app::usage(format!(
                 "bench --only: `{o}` is not one of insert, remember, recall, cold, context, vectors, http"

@@ -898,9 +898,12 @@ impl Engine {
                 // None when forgotten between the two phases.
                 loaded.remove(&sig.id).map(|m| (m, None))
             };
-            let Some((memory, mark)) = found else {
+            let Some((mut memory, mark)) = found else {
                 continue;
             };
+            // A caller reads what was recalled; the vector is for ranking
+            // (and stays in `get` and exports).
+            memory.embedding = None;
             out.push(Recalled {
                 score: parts.total,
                 explain: req.explain.then_some(parts),

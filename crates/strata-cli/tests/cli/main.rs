@@ -9,6 +9,6 @@ mod commands;
 mod concurrency;
 mod context;
 mod crash;
-mod vectors;
 #[cfg(feature = "server")]
 mod server;
+mod vectors;

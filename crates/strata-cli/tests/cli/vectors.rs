@@ -247,3 +247,72 @@ fn eval_retrieval_with_the_real_model() {
     assert_eq!(v["by_category"]["-"]["recall"]["3"], 1.0);
     assert_eq!(v["overall"]["recall"]["3"], 1.0);
 }
+
+/// `strata serve` embeds what it stores in the background, and recall over
+/// HTTP ranks with the vectors.
+#[cfg(feature = "server")]
+#[test]
+fn the_server_embeds_in_the_background() {
+    use std::io::BufRead;
+    let e = Env::new();
+    let model = tiny_model(&e);
+    let mut child = e
+        .cmd()
+        .env("STRATA_MODEL_DIR", &model)
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let base = loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "serve exited");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    for text in ["we moved to berlin", "billing uses postgresql", "lunch"] {
+        let r = agent
+            .post(&format!("{base}/v1/memories"))
+            .header("content-type", "application/json")
+            .send(serde_json::json!({"content": text, "scope": "project/a"}).to_string())
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201);
+    }
+    let start = std::time::Instant::now();
+    loop {
+        let mut r = agent.get(&format!("{base}/v1/stats")).call().unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+        if v["vectors"]["pending"] == 0 {
+            assert_eq!(v["vectors"]["vectors"], 3, "{v}");
+            assert_eq!(v["vectors"]["model"], "tiny-model");
+            break;
+        }
+        assert!(start.elapsed().as_secs() < 30, "the server never embedded: {v}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut r = agent
+        .post(&format!("{base}/v1/recall"))
+        .header("content-type", "application/json")
+        .send(
+            serde_json::json!({"query": "berlin", "view": ["project/a"], "explain": true, "strategy": "relevance"})
+                .to_string(),
+        )
+        .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+    let hits = v["results"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert!(hits.iter().all(|h| h.get("embedding").is_none()), "recall leaves vectors out: {v}");
+    assert_eq!(hits.len(), 3, "{v}");
+    assert!(hits.iter().all(|h| h["explain"]["similarity"].is_number()), "{v}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
