@@ -296,7 +296,10 @@ fn the_server_embeds_in_the_background() {
             assert_eq!(v["vectors"]["model"], "tiny-model");
             break;
         }
-        assert!(start.elapsed().as_secs() < 30, "the server never embedded: {v}");
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "the server never embedded: {v}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let mut r = agent
@@ -310,9 +313,15 @@ fn the_server_embeds_in_the_background() {
     let v: serde_json::Value =
         serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
     let hits = v["results"].as_array().unwrap_or_else(|| panic!("{v}"));
-    assert!(hits.iter().all(|h| h.get("embedding").is_none()), "recall leaves vectors out: {v}");
+    assert!(
+        hits.iter().all(|h| h.get("embedding").is_none()),
+        "recall leaves vectors out: {v}"
+    );
     assert_eq!(hits.len(), 3, "{v}");
-    assert!(hits.iter().all(|h| h["explain"]["similarity"].is_number()), "{v}");
+    assert!(
+        hits.iter().all(|h| h["explain"]["similarity"].is_number()),
+        "{v}"
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

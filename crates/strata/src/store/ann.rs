@@ -11,12 +11,18 @@
 //!   against the row itself (view, filter, expiry, model) and re-scores it
 //!   with the stored vector: a stale entry can only cost recall, never leak
 //!   a memory or a wrong score.
-//! - `forget` rebuilds the file from the store's live vectors at once and
-//!   bumps the model's `epoch`; a process holding an older copy reloads the
-//!   file, and a save is refused when the epoch moved since the copy was
-//!   loaded, so a forgotten vector is never written back.
+//! - `forget` deletes the side file at once and bumps the model's `epoch`
+//!   (usearch's removal keeps a vector's bytes, even after `compact`); a
+//!   process holding a copy drops it on the new epoch, and a save is refused
+//!   when the epoch moved since the build began, so a forgotten vector is
+//!   never written back.
+//! - Building is slow (minutes for 100,000 vectors on two cores), so a
+//!   missing or badly stale index is built on a background thread while
+//!   searches scan exactly.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
@@ -24,15 +30,28 @@ use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 use crate::Result;
 use crate::error::Error;
 
+/// More new vectors than this are not added in the foreground: the index
+/// is rebuilt in the background instead.
+const FOREGROUND_ADDS: usize = 5_000;
+
 /// One model's index, as loaded in this process.
 pub(super) struct Ann {
     pub(super) index: Index,
     /// The model's `version` this copy reflects.
     pub(super) version: i64,
-    /// The model's `epoch` when this copy was loaded.
+    /// The model's `epoch` this copy belongs to.
     pub(super) epoch: i64,
+    /// Vectors added since the side file was last written.
+    unsaved: usize,
     dim: usize,
     path: PathBuf,
+}
+
+/// The indexes of one store: loaded copies and builds under way.
+#[derive(Default)]
+pub(super) struct Indexes {
+    pub(super) loaded: Mutex<HashMap<String, Ann>>,
+    building: Mutex<HashSet<String>>,
 }
 
 fn err(what: &str, e: impl std::fmt::Display) -> Error {
@@ -64,94 +83,160 @@ fn new_index(dim: usize) -> Result<Index> {
         metric: MetricKind::IP,
         quantization: ScalarKind::F32,
         connectivity: 16,
-        expansion_add: 128,
+        expansion_add: 64,
         expansion_search: 96,
         multi: false,
     };
     Index::new(&opts).map_err(|e| err("creating", e))
 }
 
-/// The model's (version, epoch, index_version), if it has vectors.
-pub(super) fn counters(c: &Connection, model: &str) -> Result<Option<(i64, i64, i64)>> {
-    Ok(
-        c.prepare_cached(
-            "SELECT version, epoch, index_version FROM vector_models WHERE model = ?",
-        )?
-        .query_row([model], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?,
-    )
+/// The model's (version, epoch, index_version, dim), if it has vectors.
+pub(super) fn counters(c: &Connection, model: &str) -> Result<Option<(i64, i64, i64, usize)>> {
+    Ok(c.prepare_cached(
+        "SELECT version, epoch, index_version, dim FROM vector_models WHERE model = ?",
+    )?
+    .query_row([model], |r| {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get::<_, i64>(3)? as usize,
+        ))
+    })
+    .optional()?)
 }
 
 impl Ann {
-    /// The index in the side file (empty when there is none, or it does not
-    /// fit `dim`), marked with what the database says the file reflects.
-    pub(super) fn load(c: &Connection, db: &Path, model: &str, dim: usize) -> Result<Ann> {
+    /// The index in the side file, marked with what the database says the
+    /// file reflects; `None` when there is no usable file.
+    pub(super) fn load(c: &Connection, db: &Path, model: &str) -> Result<Option<Ann>> {
         let path = side_file(db, model);
-        let (_, epoch, index_version) = counters(c, model)?.unwrap_or((0, 0, 0));
-        let index = new_index(dim)?;
-        let mut version = 0;
-        if path.is_file() {
-            let loaded = index
-                .load(&path.to_string_lossy())
-                .is_ok_and(|()| index.dimensions() == dim);
-            if loaded {
-                version = index_version;
-            } else {
-                // Unreadable or of another shape: start again.
-                index.reset().map_err(|e| err("resetting", e))?;
-            }
+        let Some((_, epoch, index_version, dim)) = counters(c, model)? else {
+            return Ok(None);
+        };
+        if !path.is_file() {
+            return Ok(None);
         }
-        Ok(Ann {
+        let index = new_index(dim)?;
+        let loaded = index
+            .load(&path.to_string_lossy())
+            .is_ok_and(|()| index.dimensions() == dim);
+        Ok(loaded.then_some(Ann {
             index,
-            version,
+            version: index_version,
             epoch,
+            unsaved: 0,
             dim,
             path,
+        }))
+    }
+
+    /// An empty index for `model`.
+    fn empty(db: &Path, model: &str, dim: usize, epoch: i64) -> Result<Ann> {
+        Ok(Ann {
+            index: new_index(dim)?,
+            version: 0,
+            epoch,
+            unsaved: 0,
+            dim,
+            path: side_file(db, model),
         })
     }
 
-    /// Adds every vector stamped after `self.version` (replacing what its
-    /// key held); rebuilds when stale entries outnumber live ones by half.
-    /// Returns whether anything changed.
-    pub(super) fn sync(&mut self, c: &Connection, model: &str, version: i64) -> Result<bool> {
-        let live: i64 = c
-            .prepare_cached("SELECT COUNT(*) FROM memories WHERE embedding_model = ?")?
-            .query_row([model], |r| r.get(0))?;
-        if self.index.size() as f64 > live as f64 * 1.5 + 1000.0 {
-            self.index.reset().map_err(|e| err("resetting", e))?;
-            self.version = 0;
-        }
-        if version <= self.version {
-            return Ok(false);
+    /// The vectors stamped after `self.version`, at most `max` of them
+    /// (`None`: more than `max`).
+    fn fresh(
+        &self,
+        c: &Connection,
+        model: &str,
+        max: usize,
+    ) -> Result<Option<Vec<(u64, Vec<f32>)>>> {
+        let n: i64 = c
+            .prepare_cached(
+                "SELECT COUNT(*) FROM memories WHERE embedding_model = ? AND vector_seq > ?",
+            )?
+            .query_row(params![model, self.version], |r| r.get(0))?;
+        if n as usize > max {
+            return Ok(None);
         }
         let mut st = c.prepare_cached(
             "SELECT rowid, embedding FROM memories WHERE embedding_model = ? AND vector_seq > ?",
         )?;
         let mut rows = st.query(params![model, self.version])?;
-        let mut fresh: Vec<(u64, Vec<f32>)> = Vec::new();
+        let mut out = Vec::new();
         while let Some(r) = rows.next()? {
             let rowid: i64 = r.get(0)?;
             if let rusqlite::types::ValueRef::Blob(b) = r.get_ref(1)?
                 && let Some(v) = crate::embed::from_bytes(b)
                 && v.len() == self.dim
             {
-                fresh.push((rowid as u64, v));
+                out.push((rowid as u64, v));
             }
         }
-        let need = self.index.size() + fresh.len();
-        if need > self.index.capacity() {
-            self.index
-                .reserve(need.max(1024).next_power_of_two())
-                .map_err(|e| err("reserving", e))?;
-        }
-        for (key, v) in &fresh {
+        Ok(Some(out))
+    }
+
+    /// Adds vectors (replacing what their keys held), on two threads.
+    fn add(&mut self, fresh: &[(u64, Vec<f32>)]) -> Result<()> {
+        for (key, _) in fresh {
             if self.index.contains(*key) {
                 self.index.remove(*key).map_err(|e| err("removing", e))?;
             }
-            self.index.add(*key, v).map_err(|e| err("adding", e))?;
         }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let need = self.index.size() + fresh.len();
+        if need > self.index.capacity() {
+            self.index
+                .reserve_capacity_and_threads(need.max(1024).next_power_of_two(), threads)
+                .map_err(|e| err("reserving", e))?;
+        }
+        let index = &self.index;
+        let chunk = fresh.len().div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            let jobs: Vec<_> = fresh
+                .chunks(chunk)
+                .map(|part| {
+                    s.spawn(move || {
+                        for (key, v) in part {
+                            index.add(*key, v).map_err(|e| err("adding", e))?;
+                        }
+                        Ok::<(), Error>(())
+                    })
+                })
+                .collect();
+            for j in jobs {
+                j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+            }
+            Ok::<(), Error>(())
+        })?;
+        self.unsaved += fresh.len();
+        Ok(())
+    }
+
+    /// Brings this copy up to `version` in the foreground when few vectors
+    /// are new; `Ok(false)` when a rebuild is due instead (too many new
+    /// vectors, or stale entries outnumbering live ones by half).
+    pub(super) fn sync(&mut self, c: &Connection, model: &str, version: i64) -> Result<bool> {
+        if version <= self.version {
+            return Ok(true);
+        }
+        let live: i64 = c
+            .prepare_cached("SELECT COUNT(*) FROM memories WHERE embedding_model = ?")?
+            .query_row([model], |r| r.get(0))?;
+        if self.index.size() as f64 > live as f64 * 1.5 + 1000.0 {
+            return Ok(false);
+        }
+        let Some(fresh) = self.fresh(c, model, FOREGROUND_ADDS)? else {
+            return Ok(false);
+        };
+        self.add(&fresh)?;
         self.version = version;
         Ok(true)
+    }
+
+    /// Whether enough was added since the last save to write the file again.
+    pub(super) fn worth_saving(&self) -> bool {
+        self.unsaved > 0 && self.unsaved >= (self.index.size() / 20).max(1000)
     }
 
     /// The `k` nearest keys with their (approximate) similarity.
@@ -170,20 +255,10 @@ impl Ann {
             .collect())
     }
 
-    /// Builds the index again from the store's live vectors: how a forget
-    /// reaches it (usearch's removal only marks a slot free and keeps the
-    /// vector's bytes, even after `compact`).
-    pub(super) fn rebuild(&mut self, c: &Connection, model: &str, version: i64) -> Result<()> {
-        self.index.reset().map_err(|e| err("resetting", e))?;
-        self.version = 0;
-        self.sync(c, model, version)?;
-        Ok(())
-    }
-
     /// Writes the side file (a temporary file renamed over it) and records
     /// the version it reflects; refused, and `Ok(false)`, when the model's
-    /// epoch moved since this copy was loaded (a forget happened).
-    pub(super) fn save(&self, c: &mut Connection, model: &str) -> Result<bool> {
+    /// epoch moved since this copy's epoch (a forget happened).
+    pub(super) fn save(&mut self, c: &mut Connection, model: &str) -> Result<bool> {
         let tmp = self
             .path
             .with_extension(format!("hnsw.tmp{}", std::process::id()));
@@ -204,6 +279,65 @@ impl Ann {
             params![self.version, model],
         )?;
         tx.commit()?;
+        self.unsaved = 0;
         Ok(true)
     }
+}
+
+/// Builds `model`'s index from every live vector on a background thread,
+/// writes the side file and hands the copy to `indexes`; at most one build
+/// per model at a time. `open` gives the thread its own connection.
+pub(super) fn build_in_background(
+    indexes: &Arc<Indexes>,
+    db: &Path,
+    model: &str,
+    open: impl FnOnce() -> Result<Connection> + Send + 'static,
+) {
+    {
+        let mut b = indexes.building.lock().unwrap_or_else(|p| p.into_inner());
+        if !b.insert(model.to_string()) {
+            return;
+        }
+    }
+    let (shared, db, name) = (indexes.clone(), db.to_path_buf(), model.to_string());
+    let spawned = std::thread::Builder::new()
+        .name("strata-hnsw".into())
+        .spawn(move || {
+            let built = (|| -> Result<Option<Ann>> {
+                let mut c = open()?;
+                let Some((version, epoch, _, dim)) = counters(&c, &name)? else {
+                    return Ok(None);
+                };
+                let mut a = Ann::empty(&db, &name, dim, epoch)?;
+                let fresh = a.fresh(&c, &name, usize::MAX)?.unwrap_or_default();
+                a.add(&fresh)?;
+                a.version = version;
+                Ok(a.save(&mut c, &name)?.then_some(a))
+            })();
+            if let Ok(Some(a)) = built {
+                let mut g = shared.loaded.lock().unwrap_or_else(|p| p.into_inner());
+                g.insert(name.clone(), a);
+            }
+            shared
+                .building
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&name);
+        });
+    if spawned.is_err() {
+        indexes
+            .building
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(model);
+    }
+}
+
+/// Whether a build of `model` is under way.
+pub(super) fn building(indexes: &Indexes, model: &str) -> bool {
+    indexes
+        .building
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(model)
 }

@@ -97,7 +97,7 @@ pub struct SqliteStore {
     opts: SqliteOptions,
     pool: Mutex<Vec<Connection>>,
     #[cfg(feature = "ann")]
-    ann: Mutex<std::collections::HashMap<String, ann::Ann>>,
+    ann: std::sync::Arc<ann::Indexes>,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -248,7 +248,7 @@ impl SqliteStore {
             opts,
             pool: Mutex::new(Vec::new()),
             #[cfg(feature = "ann")]
-            ann: Mutex::new(Default::default()),
+            ann: Default::default(),
         };
         let mut c = store.conn()?;
         store.migrate(&mut c)?;
@@ -848,8 +848,8 @@ impl SqliteStore {
 
     /// Vector search through the HNSW index: over-fetch, then check each
     /// hit against its row (view, filter, expiry, model) and score it with
-    /// the stored vector. `None` when the index cannot serve the query (the
-    /// caller scans instead).
+    /// the stored vector. `None` when the index cannot serve the query now
+    /// (missing, or being built in the background): the caller scans.
     fn search_ann(
         &self,
         c: &mut Connection,
@@ -858,27 +858,39 @@ impl SqliteStore {
         query: &[f32],
         limit: usize,
     ) -> Result<Option<Vec<(Signals, f32)>>> {
-        let Some((version, epoch, _)) = ann::counters(c, model)? else {
+        let Some((version, epoch, _, dim)) = ann::counters(c, model)? else {
             return Ok(Some(Vec::new()));
         };
-        let dim: i64 = c
-            .prepare_cached("SELECT dim FROM vector_models WHERE model = ?")?
-            .query_row([model], |r| r.get(0))?;
-        if dim as usize != query.len() {
+        if dim != query.len() {
             return Ok(Some(Vec::new()));
         }
-        let mut g = self.ann.lock().unwrap_or_else(|p| p.into_inner());
-        let stale = g.get(model).is_none_or(|a| a.epoch != epoch);
-        if stale {
-            g.insert(
-                model.to_string(),
-                ann::Ann::load(c, &self.path, model, query.len())?,
-            );
+        let mut g = self.ann.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        if g.get(model).is_none_or(|a| a.epoch != epoch) {
+            g.remove(model);
+            if ann::building(&self.ann, model) {
+                return Ok(None);
+            }
+            match ann::Ann::load(c, &self.path, model)? {
+                Some(a) if a.epoch == epoch => {
+                    g.insert(model.to_string(), a);
+                }
+                _ => {
+                    drop(g);
+                    self.build_index(model);
+                    return Ok(None);
+                }
+            }
         }
-        let a = g.get_mut(model).expect("just inserted");
-        if a.sync(c, model, version)? {
-            // Best effort: another process may have forgotten meanwhile
-            // (then this copy is not written; the next search reloads).
+        let a = g.get_mut(model).expect("present");
+        if !a.sync(c, model, version)? {
+            g.remove(model);
+            drop(g);
+            self.build_index(model);
+            return Ok(None);
+        }
+        if a.worth_saving() {
+            // Best effort: a refused save means a forget happened; the next
+            // search drops this copy.
             let _ = a.save(c, model);
         }
         let total = a.index.size();
@@ -896,6 +908,27 @@ impl SqliteStore {
             k *= 4;
         }
         Ok(None)
+    }
+
+    /// How many vectors this process's copy of `model`'s HNSW index holds
+    /// (`None` when none is loaded).
+    pub fn vector_index_size(&self, model: &str) -> Option<usize> {
+        let g = self.ann.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        g.get(model).map(|a| a.index.size())
+    }
+
+    /// Starts building `model`'s index from the store in the background.
+    fn build_index(&self, model: &str) {
+        let (path, opts) = (self.path.clone(), self.opts.clone());
+        ann::build_in_background(&self.ann, &self.path, model, move || {
+            let probe = SqliteStore {
+                path,
+                opts,
+                pool: Mutex::new(Vec::new()),
+                ann: Default::default(),
+            };
+            probe.connect()
+        });
     }
 
     /// The rows of `found` that `q` selects, with their exact similarity.
@@ -937,35 +970,19 @@ impl SqliteStore {
         Ok(out)
     }
 
-    /// Rebuilds the index side files of the models whose vectors were
-    /// just forgotten, so no forgotten vector stays on disk.
+    /// Deletes the index side files of the models whose vectors were just
+    /// forgotten (the rows are gone; the next large search builds the index
+    /// again, in the background), so no forgotten vector stays on disk.
     fn forget_in_index(&self, vectors: &[(String, i64)]) -> Result<()> {
-        let mut models: Vec<&str> = vectors.iter().map(|v| v.0.as_str()).collect();
-        models.sort_unstable();
-        models.dedup();
-        let mut g = self.ann.lock().unwrap_or_else(|p| p.into_inner());
-        for model in models {
+        let mut g = self.ann.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        for (model, _) in vectors {
+            g.remove(model);
             let path = ann::side_file(&self.path, model);
-            if !path.is_file() {
-                // Nothing on disk; a copy in memory reloads on the new epoch.
-                g.remove(model);
-                continue;
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(format!("removing {}", path.display()), e)),
             }
-            let mut c = self.conn()?;
-            let Some((version, _, _)) = ann::counters(&c, model)? else {
-                continue;
-            };
-            let dim: i64 = c
-                .prepare_cached("SELECT dim FROM vector_models WHERE model = ?")?
-                .query_row([model], |r| r.get(0))?;
-            let mut a = ann::Ann::load(&c, &self.path, model, dim as usize)?;
-            a.rebuild(&c, model, version)?;
-            if !a.save(&mut c, model)? {
-                // Another forget moved the epoch meanwhile: drop the file,
-                // the next large search builds it again from the store.
-                let _ = std::fs::remove_file(&path);
-            }
-            g.insert(model.to_string(), a);
         }
         Ok(())
     }
@@ -1651,7 +1668,7 @@ impl Store for SqliteStore {
         let w = where_sql(q, false, &mut p);
         p.push(SqlValue::Text(model.to_string()));
         let sql = format!(
-            "SELECT m.rowid, m.embedding FROM memories m WHERE {w} AND m.embedding_model = ?"
+            "SELECT m.rowid, m.embedding FROM memories m WHERE {w} AND +m.embedding_model = ?"
         );
         // The best `limit` by similarity: a min-heap of (similarity, rowid).
         let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF32, i64)>> =
@@ -1717,7 +1734,7 @@ impl Store for SqliteStore {
         // Their indexes go too.
         #[cfg(feature = "ann")]
         {
-            let mut g = self.ann.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = self.ann.loaded.lock().unwrap_or_else(|p| p.into_inner());
             for m in &dropped {
                 g.remove(m);
                 let _ = std::fs::remove_file(ann::side_file(&self.path, m));

@@ -563,7 +563,7 @@ mod openai {
 #[cfg(feature = "ann")]
 mod ann {
     use super::*;
-    use strata::store::{Query, SqliteOptions, SqliteStore};
+    use strata::store::{Query, SqliteOptions, SqliteStore, Store};
 
     /// Unit vectors drawn from a text's hash: well spread, deterministic.
     #[derive(Debug)]
@@ -627,6 +627,19 @@ mod ann {
             .collect()
     }
 
+    /// Searches until the background build has put an index in place.
+    fn wait_for_index(e: &Engine, side: &std::path::Path) {
+        let start = Instant::now();
+        while !side.is_file() {
+            nearest(e, "warm up", &["project/a"], None);
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "no index was built"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     #[test]
     fn the_index_agrees_with_the_scan_respects_views_and_forgets() {
         let dir = tempfile::tempdir().unwrap();
@@ -646,6 +659,29 @@ mod ann {
         indexed.remember_batch(batch, strata::Confirm::No).unwrap();
         indexed.embed_pending(None, usize::MAX).unwrap();
         let side = dir.path().join("a.db.hashed-16.hnsw");
+        // The first large search scans and starts a build in the background.
+        wait_for_index(&indexed, &side);
+        // A store handle of its own shows the index is what serves it.
+        let ix = SqliteStore::open(
+            &path,
+            SqliteOptions {
+                ann_min_view: 1,
+                ..SqliteOptions::default()
+            },
+        )
+        .unwrap();
+        let qv = Hashed
+            .embed(&["memory number 7"], Purpose::Query)
+            .unwrap()
+            .remove(0);
+        let q = Query::view(view(&["project/a"]), jiff::Timestamp::now());
+        let via_index = ix.search_vectors(&q, "hashed-16", &qv, 10).unwrap();
+        assert_eq!(ix.vector_index_size("hashed-16"), Some(600));
+        let ids: Vec<String> = via_index.into_iter().map(|(s, _)| s.id).collect();
+        assert_eq!(
+            ids,
+            nearest(&scanned, "memory number 7", &["project/a"], None)
+        );
         for q in ["memory number 7", "something else", "number 42 memory", "x"] {
             let a = nearest(&indexed, q, &["project/a"], None);
             assert_eq!(a, nearest(&scanned, q, &["project/a"], None), "{q}");
@@ -657,7 +693,6 @@ mod ann {
                 "{q}"
             );
         }
-        assert!(side.is_file(), "the side file is written");
         // Every hit is in the view, even though the index holds both projects.
         for id in nearest(&indexed, "memory number 8", &["project/a"], None) {
             assert_eq!(indexed.get(&id).unwrap().unwrap().scope, scope("project/a"));
@@ -671,13 +706,18 @@ mod ann {
             nearest(&indexed, "a late memory", &["project/a"], None)[0],
             late.id
         );
-        // Forget removes the vector from the side file, not only the row.
+        // Forget leaves no copy of the vector on disk: the side file goes,
+        // and the next build is made from the store without it.
         let m = indexed.get(&late.id).unwrap().unwrap();
         let bytes = strata::embed::to_bytes(&m.embedding.unwrap().vector);
         let has = |hay: &[u8]| hay.windows(bytes.len()).any(|w| w == bytes.as_slice());
+        // Written into the file by a save (the late vector is in a rebuilt file).
+        std::fs::remove_file(&side).unwrap();
+        let fresh = engine(&path, 1);
+        wait_for_index(&fresh, &side);
         assert!(
             has(&std::fs::read(&side).unwrap()),
-            "the vector is in the index"
+            "the vector is in the index file"
         );
         scanned
             .forget(
@@ -685,20 +725,17 @@ mod ann {
                 strata::ForgetOptions::default(),
             )
             .unwrap();
+        assert!(!side.exists(), "forget removes the side file");
+        assert!(!nearest(&fresh, "a late memory", &["project/a"], None).contains(&late.id));
+        wait_for_index(&fresh, &side);
         assert!(
             !has(&std::fs::read(&side).unwrap()),
-            "the forgotten vector left the index file"
+            "the rebuilt index lacks it"
         );
-        assert!(!nearest(&indexed, "a late memory", &["project/a"], None).contains(&late.id));
-        // A missing side file is rebuilt from the store.
-        drop(indexed);
-        std::fs::remove_file(&side).unwrap();
-        let again = engine(&path, 1);
-        let a = nearest(&again, "memory number 7", &["project/a"], None);
+        let a = nearest(&fresh, "memory number 7", &["project/a"], None);
         assert_eq!(
             a,
             nearest(&scanned, "memory number 7", &["project/a"], None)
         );
-        assert!(side.is_file());
     }
 }
