@@ -34,6 +34,9 @@ use crate::error::Error;
 /// is rebuilt in the background instead.
 const FOREGROUND_ADDS: usize = 5_000;
 
+/// Keyed vectors to add.
+type Fresh = Vec<(u64, Vec<f32>)>;
+
 /// One model's index, as loaded in this process.
 pub(super) struct Ann {
     pub(super) index: Index,
@@ -145,12 +148,7 @@ impl Ann {
 
     /// The vectors stamped after `self.version`, at most `max` of them
     /// (`None`: more than `max`).
-    fn fresh(
-        &self,
-        c: &Connection,
-        model: &str,
-        max: usize,
-    ) -> Result<Option<Vec<(u64, Vec<f32>)>>> {
+    fn fresh(&self, c: &Connection, model: &str, max: usize) -> Result<Option<Fresh>> {
         let n: i64 = c
             .prepare_cached(
                 "SELECT COUNT(*) FROM memories WHERE embedding_model = ? AND vector_seq > ?",
