@@ -126,8 +126,13 @@ struct VectorBench {
     /// Hybrid recall, BM25 + exact vector search + fusion, one project view
     /// (query vectors precomputed: embedding excluded).
     recall_project: Latency,
-    /// Relevance recall over every memory (`project/**`).
+    /// Relevance recall over every memory (`project/**`), through the HNSW
+    /// index.
     recall_all: Latency,
+    /// The same, scanning every vector.
+    exact_all: Latency,
+    /// Building the HNSW index over every vector (background thread).
+    index_build_seconds: f64,
     /// Setting every memory's vector (one transaction per 1,000).
     set_per_sec: f64,
     /// The local model, when installed: one query's embedding.
@@ -689,10 +694,11 @@ fn print_report(g: &Global, rep: &Report) -> Result<()> {
     }
     if let Some(v) = &rep.vectors {
         output::line(lat_line("recall (hybrid+vec)", &v.recall_project))?;
-        output::line(lat_line("recall vec, all", &v.recall_all))?;
+        output::line(lat_line("recall vec, all, HNSW", &v.recall_all))?;
+        output::line(lat_line("recall vec, all, exact", &v.exact_all))?;
         output::line(format!(
-            "                   {} dims, synthetic unit vectors (query embedding excluded); vectors stored {:.0}/s",
-            v.dim, v.set_per_sec
+            "                   {} dims, synthetic unit vectors (query embedding excluded); vectors stored {:.0}/s; HNSW built in {:.1} s",
+            v.dim, v.set_per_sec, v.index_build_seconds
         ))?;
         match (&v.embed_query, v.embed_docs_per_sec, &v.model) {
             (Some(q), Some(d), Some(m)) => {
@@ -1026,15 +1032,59 @@ fn vector_bench(
         datagen,
     )?;
     let n_all = (a.queries / 10).max(10);
+    let all = |_: usize| Ok(strata::View::parse(&["project/**"])?);
+    // Exact: the same store with the index threshold out of reach.
+    say(format!(
+        "timing {} exact relevance recalls with vectors over every memory…",
+        n_all / 4
+    ));
+    let exact_all = {
+        let opts = strata::store::SqliteOptions {
+            ann_min_view: usize::MAX,
+            ..strata::store::SqliteOptions::default()
+        };
+        let exact = strata::Engine::with_store(
+            bench_config(db),
+            Box::new(strata::store::SqliteStore::open(db, opts)?),
+        )?;
+        exact.set_embedder(Some(std::sync::Arc::new(Synthetic(DIM))))?;
+        let mut lat = Vec::new();
+        for _ in 0..(n_all / 4).max(5) {
+            let mut req = strata::Recall::new(datagen.query(), all(0)?);
+            req.strategy = Some(strata::Strategy::Relevance);
+            req.touch = false;
+            exact.query_vector(&req.query)?;
+            let t = Instant::now();
+            std::hint::black_box(exact.recall(&req)?);
+            lat.push(t.elapsed());
+        }
+        latency(lat)
+    };
+    // The first large search starts the HNSW build in the background (and
+    // scans meanwhile); time the build, then the searches it serves.
+    say("building the HNSW index…".into());
+    let side = db.with_file_name(format!(
+        "{}.bench-synthetic.hnsw",
+        db.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+    ));
+    let _ = std::fs::remove_file(&side);
+    let t = Instant::now();
+    let mut probe = strata::Recall::new("warm up", all(0)?);
+    probe.strategy = Some(strata::Strategy::Relevance);
+    probe.touch = false;
+    engine.recall(&probe)?;
+    while !side.is_file() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if t.elapsed().as_secs() > 3600 {
+            anyhow::bail!("the HNSW index was not built within an hour");
+        }
+    }
+    let index_build_seconds = t.elapsed().as_secs_f64();
+    engine.recall(&probe)?;
     say(format!(
         "timing {n_all} relevance recalls with vectors over every memory…"
     ));
-    let recall_all = time(
-        &|_| Ok(strata::View::parse(&["project/**"])?),
-        strata::Strategy::Relevance,
-        n_all,
-        datagen,
-    )?;
+    let recall_all = time(&all, strata::Strategy::Relevance, n_all, datagen)?;
     drop(engine);
     // The real model, when installed.
     let (mut embed_query, mut embed_docs_per_sec, mut model) = (None, None, None);
@@ -1064,6 +1114,8 @@ fn vector_bench(
         dim: DIM,
         recall_project,
         recall_all,
+        exact_all,
+        index_build_seconds,
         set_per_sec,
         embed_query,
         embed_docs_per_sec,
