@@ -1065,7 +1065,9 @@ fn vector_bench(
     say("building the HNSW index…".into());
     let side = db.with_file_name(format!(
         "{}.bench-synthetic.hnsw",
-        db.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+        db.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
     ));
     let _ = std::fs::remove_file(&side);
     let t = Instant::now();

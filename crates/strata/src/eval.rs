@@ -127,20 +127,9 @@ pub struct LocomoReport {
     pub no_evidence: usize,
     /// Evidence ids that name no turn (counted as misses).
     pub unknown_evidence: Vec<String>,
-    /// Seconds to store every turn.
-    pub index_seconds: f64,
-    /// The embedder's model (`None`: BM25 alone).
-    pub embedder: Option<String>,
-    /// Seconds to embed every turn.
-    pub embed_seconds: f64,
-    /// Query embedding latency.
-    pub embed_p50_ms: f64,
-    /// Query embedding latency.
-    pub embed_p95_ms: f64,
-    /// Query latency, query embedding excluded (its vector is cached).
-    pub query_p50_ms: f64,
-    /// Query latency.
-    pub query_p95_ms: f64,
+    /// Indexing, embedding and query times.
+    #[serde(flatten)]
+    pub timing: Timing,
     /// By category number.
     pub by_category: BTreeMap<u8, Metrics>,
     /// Categories 1–5 (the paper's "Overall").
@@ -149,6 +138,52 @@ pub struct LocomoReport {
     pub overall_1_4: Metrics,
     /// The context variant, by budget.
     pub context: Vec<ContextMetrics>,
+}
+
+/// What a benchmark run cost.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// The embedder's model (`None`: BM25 alone).
+    pub embedder: Option<String>,
+    /// Seconds to store every memory.
+    pub index_seconds: f64,
+    /// Seconds to embed them.
+    pub embed_seconds: f64,
+    /// Query latency, the query's embedding excluded (its vector is
+    /// computed, and cached, before the timed recall).
+    pub query_p50_ms: f64,
+    /// Query latency, the query's embedding excluded.
+    pub query_p95_ms: f64,
+    /// Query embedding latency.
+    pub embed_p50_ms: f64,
+    /// Query embedding latency.
+    pub embed_p95_ms: f64,
+}
+
+impl Timing {
+    /// Fills the latency figures.
+    fn latencies(&mut self, query: &mut [Duration], embed: &mut [Duration]) {
+        self.query_p50_ms = percentile(query, 0.5);
+        self.query_p95_ms = percentile(query, 0.95);
+        self.embed_p50_ms = percentile(embed, 0.5);
+        self.embed_p95_ms = percentile(embed, 0.95);
+    }
+}
+
+impl std::fmt::Display for Timing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "index {:.2} s · embedder {} (embedding {:.1} s) · query p50 {:.2} ms, p95 {:.2} ms without query embedding; query embedding p50 {:.2} ms, p95 {:.2} ms",
+            self.index_seconds,
+            self.embedder.as_deref().unwrap_or("none: BM25 only"),
+            self.embed_seconds,
+            self.query_p50_ms,
+            self.query_p95_ms,
+            self.embed_p50_ms,
+            self.embed_p95_ms
+        )
+    }
 }
 
 /// One question's hits, for averaging.
@@ -351,11 +386,11 @@ pub fn locomo(
         rep.turns += ids.len();
         convs.push((scope, ids));
     }
-    rep.index_seconds = t.elapsed().as_secs_f64();
+    rep.timing.index_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
     engine.embed_all(&mut |_, _| {})?;
-    rep.embed_seconds = t.elapsed().as_secs_f64();
-    rep.embedder = engine.embed_status()?.model;
+    rep.timing.embed_seconds = t.elapsed().as_secs_f64();
+    rep.timing.embedder = engine.embed_status()?.model;
     let mut embed_latencies = Vec::new();
 
     let counter = engine.token_counter();
@@ -489,10 +524,7 @@ pub fn locomo(
         }
     }
     rep.questions = scored.len();
-    rep.query_p50_ms = percentile(&mut latencies, 0.5);
-    rep.query_p95_ms = percentile(&mut latencies, 0.95);
-    rep.embed_p50_ms = percentile(&mut embed_latencies, 0.5);
-    rep.embed_p95_ms = percentile(&mut embed_latencies, 0.95);
+    rep.timing.latencies(&mut latencies, &mut embed_latencies);
     for (c, _) in CATEGORIES {
         let qs: Vec<&Scored> = scored.iter().filter(|q| q.category == c).collect();
         if !qs.is_empty() {
@@ -603,26 +635,15 @@ impl Default for RetrievalOptions {
 pub struct RetrievalReport {
     /// Ranking used.
     pub strategy: String,
-    /// The embedder's model (`None`: BM25 alone).
-    pub embedder: Option<String>,
     /// Corpora.
     pub corpora: usize,
     /// Memories stored.
     pub memories: usize,
     /// Queries asked.
     pub queries: usize,
-    /// Seconds to store every memory.
-    pub index_seconds: f64,
-    /// Seconds to embed them.
-    pub embed_seconds: f64,
-    /// Query latency, query embedding excluded.
-    pub query_p50_ms: f64,
-    /// Query latency, query embedding excluded.
-    pub query_p95_ms: f64,
-    /// Query embedding latency.
-    pub embed_p50_ms: f64,
-    /// Query embedding latency.
-    pub embed_p95_ms: f64,
+    /// Indexing, embedding and query times.
+    #[serde(flatten)]
+    pub timing: Timing,
     /// By the queries' `category` (queries without one are `-`).
     pub by_category: BTreeMap<String, Metrics>,
     /// Every query.
@@ -740,11 +761,11 @@ pub fn retrieval(
     if !opts.reuse {
         engine.remember_batch(batch, Confirm::No)?;
     }
-    rep.index_seconds = t.elapsed().as_secs_f64();
+    rep.timing.index_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
     engine.embed_all(&mut |_, _| {})?;
-    rep.embed_seconds = t.elapsed().as_secs_f64();
-    rep.embedder = engine.embed_status()?.model;
+    rep.timing.embed_seconds = t.elapsed().as_secs_f64();
+    rep.timing.embedder = engine.embed_status()?.model;
     let kmax = *opts.ks.iter().max().unwrap_or(&10);
     let (mut lat, mut emb) = (Vec::new(), Vec::new());
     let mut scored: Vec<(String, Scored)> = Vec::new();
@@ -768,10 +789,7 @@ pub fn retrieval(
         scored.push((category, measure(&keys, &ev, &opts.ks, 0)));
     }
     rep.queries = scored.len();
-    rep.query_p50_ms = percentile(&mut lat, 0.5);
-    rep.query_p95_ms = percentile(&mut lat, 0.95);
-    rep.embed_p50_ms = percentile(&mut emb, 0.5);
-    rep.embed_p95_ms = percentile(&mut emb, 0.95);
+    rep.timing.latencies(&mut lat, &mut emb);
     let cats: HashSet<&str> = scored.iter().map(|(c, _)| c.as_str()).collect();
     for c in cats {
         let qs: Vec<&Scored> = scored

@@ -69,31 +69,19 @@ pub fn run_embed(g: &Global, a: EmbedArgs) -> Result<()> {
     }
     let n = match a.limit {
         Some(l) => e.embed_pending(None, l)? as u64,
-        None => {
-            let bar = (!g.json).then(|| output::total_bar(st.pending));
-            let n = e.embed_all(&mut |done, total| {
-                if let Some(b) = &bar {
-                    b.set_length(total);
-                    b.set_position(done);
-                }
-            })?;
-            if let Some(b) = bar {
-                b.finish_and_clear();
-            }
-            n
-        }
+        None => with_bar(g, |progress| e.embed_all(progress))?,
     };
-    let after = e.embed_status()?;
-    if g.json {
-        return output::json(&serde_json::json!({"embedded": n, "status": after}));
-    }
-    output::line(format!("embedded {n} memories; {}", status_line(&after)))
+    report_embedded(g, &e, "embedded", n)
 }
 
-pub fn run_reindex(g: &Global, a: ReindexArgs) -> Result<()> {
-    let e = app::open(g)?;
+/// Runs `work` with a progress bar (none under `--json`) it reports
+/// `(done, total)` to.
+fn with_bar(
+    g: &Global,
+    work: impl FnOnce(&mut dyn FnMut(u64, u64)) -> strata::Result<u64>,
+) -> Result<u64> {
     let bar = (!g.json).then(|| output::total_bar(0));
-    let n = e.reindex(a.all, |done, total| {
+    let n = work(&mut |done, total| {
         if let Some(b) = &bar {
             b.set_length(total);
             b.set_position(done);
@@ -102,11 +90,21 @@ pub fn run_reindex(g: &Global, a: ReindexArgs) -> Result<()> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    Ok(n)
+}
+
+fn report_embedded(g: &Global, e: &strata::Engine, what: &str, n: u64) -> Result<()> {
     let after = e.embed_status()?;
     if g.json {
         return output::json(&serde_json::json!({"embedded": n, "status": after}));
     }
-    output::line(format!("re-embedded {n} memories; {}", status_line(&after)))
+    output::line(format!("{what} {n} memories; {}", status_line(&after)))
+}
+
+pub fn run_reindex(g: &Global, a: ReindexArgs) -> Result<()> {
+    let e = app::open(g)?;
+    let n = with_bar(g, |progress| e.reindex(a.all, progress))?;
+    report_embedded(g, &e, "re-embedded", n)
 }
 
 pub fn run_model(g: &Global, c: ModelCmd) -> Result<()> {

@@ -183,16 +183,7 @@ fn run_retrieval(g: &Global, a: RetrievalArgs) -> Result<()> {
         "retrieval — strategy {} — {} corpora, {} memories, {} queries",
         rep.strategy, rep.corpora, rep.memories, rep.queries
     ))?;
-    output::line(format!(
-        "index {:.2} s · embedder {} (embedding {:.1} s) · query p50 {:.2} ms, p95 {:.2} ms without query embedding; query embedding p50 {:.2} ms, p95 {:.2} ms",
-        rep.index_seconds,
-        rep.embedder.as_deref().unwrap_or("none: BM25 only"),
-        rep.embed_seconds,
-        rep.query_p50_ms,
-        rep.query_p95_ms,
-        rep.embed_p50_ms,
-        rep.embed_p95_ms
-    ))?;
+    output::line(&rep.timing)?;
     output::line(table_head(&opts.ks))?;
     for (c, m) in &rep.by_category {
         output::line(table_row(c, m, &opts.ks))?;
@@ -243,16 +234,7 @@ fn print_report(
         rep.no_evidence,
         rep.unknown_evidence.len()
     ))?;
-    output::line(format!(
-        "index {:.2} s · embedder {} (embedding {:.1} s) · query p50 {:.2} ms, p95 {:.2} ms without query embedding; query embedding p50 {:.2} ms, p95 {:.2} ms",
-        rep.index_seconds,
-        rep.embedder.as_deref().unwrap_or("none: BM25 only"),
-        rep.embed_seconds,
-        rep.query_p50_ms,
-        rep.query_p95_ms,
-        rep.embed_p50_ms,
-        rep.embed_p95_ms
-    ))?;
+    output::line(&rep.timing)?;
     output::line(
         "categories as in LoCoMo: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial",
     )?;

@@ -12,18 +12,21 @@ use serde_json::{Value, json};
 use crate::util::{Env, write};
 
 /// A running `strata serve`, with the address it printed.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Serve {
     fn start(e: &Env, extra: &[&str]) -> Serve {
-        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
-        args.extend_from_slice(extra);
-        let mut child = e
-            .cmd()
-            .args(&args)
+        let mut cmd = e.cmd();
+        cmd.args(["serve", "--listen", "127.0.0.1:0"]).args(extra);
+        Serve::spawn(cmd)
+    }
+
+    /// Starts `cmd` (a `strata serve …`) and waits for its address.
+    pub(crate) fn spawn(mut cmd: std::process::Command) -> Serve {
+        let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -253,27 +253,13 @@ fn eval_retrieval_with_the_real_model() {
 #[cfg(feature = "server")]
 #[test]
 fn the_server_embeds_in_the_background() {
-    use std::io::BufRead;
     let e = Env::new();
     let model = tiny_model(&e);
-    let mut child = e
-        .cmd()
-        .env("STRATA_MODEL_DIR", &model)
-        .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let base = loop {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "serve exited");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let mut cmd = e.cmd();
+    cmd.env("STRATA_MODEL_DIR", &model)
+        .args(["serve", "--listen", "127.0.0.1:0", "--no-auth"]);
+    let server = crate::server::Serve::spawn(cmd);
+    let base = server.base.clone();
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -322,6 +308,5 @@ fn the_server_embeds_in_the_background() {
         hits.iter().all(|h| h["explain"]["similarity"].is_number()),
         "{v}"
     );
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
 }
