@@ -997,7 +997,8 @@ fn vector_bench(
         stored += engine.store().set_vectors("bench-synthetic", DIM, &items)?;
     }
     let set_per_sec = stored as f64 / t.elapsed().as_secs_f64();
-    let time = |view: &dyn Fn(usize) -> Result<strata::View>,
+    let time = |engine: &strata::Engine,
+                view: &dyn Fn(usize) -> Result<strata::View>,
                 strategy: strata::Strategy,
                 n: usize,
                 datagen: &mut Gen|
@@ -1021,6 +1022,7 @@ fn vector_bench(
     ));
     let scopes = a.scopes;
     let recall_project = time(
+        &engine,
         &|i| {
             Ok(strata::View::scope(strata::Scope::parse(&format!(
                 "project/p{:02}",
@@ -1031,38 +1033,38 @@ fn vector_bench(
         a.queries,
         datagen,
     )?;
-    let n_all = (a.queries / 10).max(10);
-    let all = |_: usize| Ok(strata::View::parse(&["project/**"])?);
-    // Exact: the same store with the index threshold out of reach.
-    say(format!(
-        "timing {} exact relevance recalls with vectors over every memory…",
-        n_all / 4
-    ));
-    let exact_all = {
+    drop(engine);
+    // Every memory at once, scanned and through the HNSW index: engines
+    // over the same file with the index threshold out of reach, and at 1.
+    let with_threshold = |ann_min_view: usize| -> Result<strata::Engine> {
         let opts = strata::store::SqliteOptions {
-            ann_min_view: usize::MAX,
+            ann_min_view,
             ..strata::store::SqliteOptions::default()
         };
-        let exact = strata::Engine::with_store(
+        let e = strata::Engine::with_store(
             bench_config(db),
             Box::new(strata::store::SqliteStore::open(db, opts)?),
         )?;
-        exact.set_embedder(Some(std::sync::Arc::new(Synthetic(DIM))))?;
-        let mut lat = Vec::new();
-        for _ in 0..(n_all / 4).max(5) {
-            let mut req = strata::Recall::new(datagen.query(), all(0)?);
-            req.strategy = Some(strata::Strategy::Relevance);
-            req.touch = false;
-            exact.query_vector(&req.query)?;
-            let t = Instant::now();
-            std::hint::black_box(exact.recall(&req)?);
-            lat.push(t.elapsed());
-        }
-        latency(lat)
+        e.set_embedder(Some(std::sync::Arc::new(Synthetic(DIM))))?;
+        Ok(e)
     };
-    // The first large search starts the HNSW build in the background (and
-    // scans meanwhile); time the build, then the searches it serves.
+    let n_all = (a.queries / 10).max(10);
+    let all = |_: usize| Ok(strata::View::parse(&["project/**"])?);
+    say(format!(
+        "timing {} exact relevance recalls with vectors over every memory…",
+        (n_all / 4).max(5)
+    ));
+    let exact_all = time(
+        &with_threshold(usize::MAX)?,
+        &all,
+        strata::Strategy::Relevance,
+        (n_all / 4).max(5),
+        datagen,
+    )?;
+    // The first search starts the HNSW build in the background (and scans
+    // meanwhile); time the build, then the searches it serves.
     say("building the HNSW index…".into());
+    let indexed = with_threshold(1)?;
     let side = db.with_file_name(format!(
         "{}.bench-synthetic.hnsw",
         db.file_name()
@@ -1074,20 +1076,20 @@ fn vector_bench(
     let mut probe = strata::Recall::new("warm up", all(0)?);
     probe.strategy = Some(strata::Strategy::Relevance);
     probe.touch = false;
-    engine.recall(&probe)?;
+    indexed.recall(&probe)?;
     while !side.is_file() {
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(20));
         if t.elapsed().as_secs() > 3600 {
             anyhow::bail!("the HNSW index was not built within an hour");
         }
     }
     let index_build_seconds = t.elapsed().as_secs_f64();
-    engine.recall(&probe)?;
+    indexed.recall(&probe)?;
     say(format!(
         "timing {n_all} relevance recalls with vectors over every memory…"
     ));
-    let recall_all = time(&all, strata::Strategy::Relevance, n_all, datagen)?;
-    drop(engine);
+    let recall_all = time(&indexed, &all, strata::Strategy::Relevance, n_all, datagen)?;
+    drop(indexed);
     // The real model, when installed.
     let (mut embed_query, mut embed_docs_per_sec, mut model) = (None, None, None);
     let local = strata::EmbedderConfig::default();
