@@ -116,6 +116,21 @@ fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<PathBuf>)> {
     Ok((engine, c.dir.is_none().then_some(tmp)))
 }
 
+/// Runs `f` on the evaluation engine, then closes it and removes its
+/// temporary directory (if any), whatever `f` returned.
+fn finish<T>(
+    engine: strata::Engine,
+    tmp: Option<PathBuf>,
+    f: impl FnOnce(&strata::Engine) -> strata::Result<T>,
+) -> Result<T> {
+    let out = f(&engine);
+    drop(engine);
+    if let Some(t) = tmp {
+        let _ = std::fs::remove_dir_all(t);
+    }
+    Ok(out?)
+}
+
 fn read_json(file: &std::path::Path) -> Result<serde_json::Value> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
@@ -150,12 +165,7 @@ pub fn run(g: &Global, c: EvalCmd) -> Result<()> {
             opts.strategy.as_str()
         );
     }
-    let rep = strata::eval::locomo(&engine, &data, &opts);
-    drop(engine);
-    if let Some(t) = tmp {
-        let _ = std::fs::remove_dir_all(t);
-    }
-    let rep = rep?;
+    let rep = finish(engine, tmp, |e| strata::eval::locomo(e, &data, &opts))?;
     if g.json {
         return output::json(&rep);
     }
@@ -170,12 +180,7 @@ fn run_retrieval(g: &Global, a: RetrievalArgs) -> Result<()> {
         reuse: a.common.reuse,
     };
     let (engine, tmp) = open(g, &a.common)?;
-    let rep = strata::eval::retrieval(&engine, &data, &opts);
-    drop(engine);
-    if let Some(t) = tmp {
-        let _ = std::fs::remove_dir_all(t);
-    }
-    let rep = rep?;
+    let rep = finish(engine, tmp, |e| strata::eval::retrieval(e, &data, &opts))?;
     if g.json {
         return output::json(&rep);
     }
