@@ -741,8 +741,10 @@ fn print_report(g: &Global, rep: &Report) -> Result<()> {
             lat_line(&format!("{} clients", h.clients), &h.http.latency)
         ))?;
         output::line(format!(
-            "                   HTTP / best in process = {:.2}; errors {} in process, {} over HTTP",
+            "                   HTTP / best in process = {:.2}, / in process on {} threads = {:.2}; errors {} in process, {} over HTTP",
             h.ratio,
+            h.clients,
+            h.ratio_same_concurrency,
             h.in_process.iter().map(|p| p.phase.errors).sum::<usize>(),
             h.http.errors
         ))?;

@@ -378,7 +378,12 @@ async fn delete(
     responses((status = 200, description = "`{results: [memory + score (+ explain)]}`", body = Object), (status = "4XX", body = ErrorBody)))]
 async fn recall(State(st): St, g: G, JsonBody(b): JsonBody<RecallBody>) -> Result<Response> {
     let hits = run(&st, g.0, move |c| c.recall(&b)).await?;
-    Ok(ok(StatusCode::OK, json!({ "results": hits })))
+    // Written straight from the results: no JSON tree built in between.
+    #[derive(serde::Serialize)]
+    struct Results {
+        results: Vec<strata::Recalled>,
+    }
+    Ok(ok(StatusCode::OK, Results { results: hits }))
 }
 
 /// Memories in a view, filtered and ordered.

@@ -65,7 +65,7 @@ pub struct Shared {
     /// Cancelled on shutdown (ends MCP streams).
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Bounds engine calls in flight (`limits.max_concurrent`).
-    pub permits: tokio::sync::Semaphore,
+    pub permits: Arc<tokio::sync::Semaphore>,
     /// Gives new memories their vectors in the background (idle without
     /// an embedder); stops when the server does.
     pub embed_worker: strata::EmbedWorker,
@@ -92,7 +92,7 @@ impl Shared {
             allowed_hosts: cfg.allowed_hosts.clone(),
             metrics: Metrics::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
-            permits: tokio::sync::Semaphore::new(cfg.limits.max_concurrent),
+            permits: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_concurrent)),
         }))
     }
 }
@@ -105,18 +105,23 @@ impl Shared {
         T: Send + 'static,
         F: FnOnce(ops::Ctx<'_>) -> Result<T, ApiError> + Send + 'static,
     {
-        let _permit = self
+        let permit = self
             .permits
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| ApiError::internal("the server is shutting down"))?;
         let st = self.clone();
         tokio::task::spawn_blocking(move || {
-            f(ops::Ctx {
+            let out = f(ops::Ctx {
                 engine: &st.engine,
                 grant: &grant,
                 limits: &st.limits,
-            })
+            });
+            // The next request may start now, not only once this task's
+            // answer has travelled back to the async side.
+            drop(permit);
+            out
         })
         .await
         .map_err(|e| ApiError::internal(format!("operation failed: {e}")))?

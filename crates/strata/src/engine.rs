@@ -26,6 +26,7 @@ use crate::store::{
 use crate::text;
 use crate::tokens::TokenCounter;
 
+mod access;
 mod vectors;
 pub use self::vectors::{EmbedStatus, EmbedWorker, QueryVector};
 
@@ -292,7 +293,7 @@ type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 /// The memory engine.
 pub struct Engine {
-    store: Box<dyn Store>,
+    store: Arc<dyn Store>,
     cfg: Config,
     tokens: TokenCounter,
     clock: Clock,
@@ -300,6 +301,13 @@ pub struct Engine {
     embedder: OnceLock<std::result::Result<Option<Arc<dyn Embedder>>, String>>,
     embed_signal: vectors::Signal,
     query_cache: vectors::QueryCache,
+    access: Arc<access::AccessLog>,
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.close_access_log();
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -329,7 +337,7 @@ impl Engine {
         cfg.validate()?;
         let tokens = TokenCounter::new(&cfg.tokenizer)?;
         Ok(Engine {
-            store,
+            store: Arc::from(store),
             cfg,
             tokens,
             clock: Arc::new(Timestamp::now),
@@ -337,6 +345,7 @@ impl Engine {
             embedder: OnceLock::new(),
             embed_signal: Default::default(),
             query_cache: Default::default(),
+            access: Default::default(),
         })
     }
 
@@ -703,6 +712,7 @@ impl Engine {
 
     /// An active memory by id.
     pub fn get(&self, id: &str) -> Result<Option<Memory>> {
+        self.settle_accesses();
         self.store.get(id)
     }
 
@@ -912,7 +922,7 @@ impl Engine {
             });
         }
         if req.touch {
-            self.store.touch(&active_ids, now)?;
+            self.record_access(&active_ids, now)?;
         }
         Ok(out)
     }
@@ -941,6 +951,7 @@ impl Engine {
         if req.view.is_empty() {
             return Err(Error::field("view", "no scope named"));
         }
+        self.settle_accesses();
         let now = self.now();
         let mut q = Query::view(req.view.clone(), now).filter(req.filter.clone());
         match req.order {

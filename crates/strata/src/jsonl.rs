@@ -123,6 +123,7 @@ impl Engine {
         out: &mut dyn Write,
         progress: &mut dyn FnMut(usize),
     ) -> Result<ExportReport> {
+        self.settle_accesses();
         let now = self.now_for_export();
         let mut q = match &req.view {
             Some(v) => Query::view(v.clone(), now),

@@ -58,7 +58,7 @@ pub use model::{
 };
 pub use rank::{Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Weights};
 pub use scope::{Scope, Tier, View, ViewEntry};
-pub use store::{Archived, ImportCounts, OnConflict, PendingVector, Session, StoreStats};
+pub use store::{Access, Archived, ImportCounts, OnConflict, PendingVector, Session, StoreStats};
 pub use sync::{FILE_TAG, SyncReport};
 pub use text::{query_terms, scope_terms};
 pub use tokens::{TOKENIZERS, TokenCounter};

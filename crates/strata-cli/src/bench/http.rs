@@ -2,16 +2,24 @@
 //! process, on the same store in the same run, and a mixed workload.
 //!
 //! The server runs in this process (a `strata serve` on 127.0.0.1, port 0,
-//! with a bearer token); the clients are `--clients` threads, each with its
-//! own keep-alive connection, sending `POST /v1/recall` bodies built
-//! beforehand. In process, the same number of threads call
+//! with a bearer token). The load comes from `--clients` keep-alive
+//! connections, all driven from one client thread (hyper on a
+//! current-thread runtime, as wrk drives its connections from one event
+//! loop), sending `POST /v1/recall` bodies built beforehand: a client of
+//! one thread per connection spends as much CPU switching threads as the
+//! server does, on the same two cores. In process, threads call
 //! `Engine::recall` with the same requests. Throughput is requests over
 //! wall time; latency is per request, as the client sees it.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -31,6 +39,9 @@ pub struct HttpBench {
     pub http: Phase,
     /// HTTP requests/s over the best in-process figure.
     pub ratio: f64,
+    /// HTTP requests/s over the in-process figure on as many threads as
+    /// there are HTTP clients.
+    pub ratio_same_concurrency: f64,
     /// `--clients` HTTP clients at a fixed total rate.
     pub paced: Paced,
     pub mixed: Mixed,
@@ -90,29 +101,90 @@ fn queries(a: &BenchArgs, g: &mut Gen, n: usize) -> Result<Vec<Query>> {
         .collect()
 }
 
-/// Runs `work(i)` for i in 0..n on `clients` threads; returns the wall time,
-/// each call's latency (recalls, then writes: request i is a write when
-/// `is_write(i)`), and the errors. With a `rate` (requests/s), request i
-/// is due at i / rate from the start and its latency counts from then, so a
-/// slow answer also charges the requests queued behind it.
+/// Runs `work(i)` for i in 0..n on `threads` threads; returns the wall
+/// time, each call's latency, and the errors.
 fn drive(
-    clients: usize,
+    threads: usize,
     n: usize,
-    rate: Option<f64>,
-    is_write: impl Fn(usize) -> bool + Sync,
-    work: impl Fn(usize, &mut Option<ureq::Agent>) -> Result<()> + Sync,
-) -> (Duration, Vec<Duration>, Vec<Duration>, usize) {
+    work: impl Fn(usize) -> Result<()> + Sync,
+) -> (Duration, Vec<Duration>, usize) {
     let next = AtomicUsize::new(0);
     let lat = Mutex::new(Vec::with_capacity(n));
-    let wlat = Mutex::new(Vec::new());
     let errors = AtomicUsize::new(0);
     let started = Instant::now();
     std::thread::scope(|s| {
-        for _ in 0..clients {
+        for _ in 0..threads {
             s.spawn(|| {
-                let mut mine = Vec::with_capacity(n / clients + 1);
-                let mut mine_w = Vec::new();
-                let mut agent = None;
+                let mut mine = Vec::with_capacity(n / threads + 1);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let t = Instant::now();
+                    if let Err(e) = work(i)
+                        && errors.fetch_add(1, Ordering::Relaxed) < 5
+                    {
+                        eprintln!("bench http: call {i} failed: {e:#}");
+                    }
+                    mine.push(t.elapsed());
+                }
+                lat.lock().unwrap().extend(mine);
+            });
+        }
+    });
+    (
+        started.elapsed(),
+        lat.into_inner().unwrap(),
+        errors.into_inner(),
+    )
+}
+
+/// One request of an HTTP phase: path, JSON body, the status that means
+/// success.
+type Call<'a> = (&'a str, &'a str, u16);
+
+/// What an HTTP phase measured: wall time, latencies of reads and of
+/// writes (request i is a write when `is_write(i)`), errors.
+struct Measured {
+    wall: Duration,
+    reads: Vec<Duration>,
+    writes: Vec<Duration>,
+    errors: usize,
+}
+
+/// Sends requests 0..n over `clients` keep-alive connections to `addr`,
+/// all from one client thread; `answer(i, body)` checks each success.
+/// With a `rate` (requests/s), request i is due at i / rate from the start
+/// and its latency counts from then, so a slow answer also charges the
+/// requests queued behind it.
+#[allow(clippy::too_many_arguments)]
+fn drive_http<'a>(
+    addr: SocketAddr,
+    token: &str,
+    clients: usize,
+    n: usize,
+    rate: Option<f64>,
+    is_write: &(dyn Fn(usize) -> bool + Sync),
+    call: &(dyn Fn(usize) -> Call<'a> + Sync),
+    answer: &(dyn Fn(usize, &[u8]) -> Result<()> + Sync),
+) -> Result<Measured> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let auth = format!("Bearer {token}");
+    let next = AtomicUsize::new(0);
+    let errors = AtomicUsize::new(0);
+    rt.block_on(async {
+        let mut senders = Vec::with_capacity(clients);
+        for _ in 0..clients {
+            senders.push(connect(addr).await?);
+        }
+        let started = Instant::now();
+        let loops = senders.into_iter().map(|mut sender| {
+            let (next, errors, auth) = (&next, &errors, &auth);
+            async move {
+                let (mut reads, mut writes) = (Vec::new(), Vec::new());
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= n {
@@ -121,61 +193,74 @@ fn drive(
                     let t = match rate {
                         Some(r) => {
                             let due = started + Duration::from_secs_f64(i as f64 / r);
-                            if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                                std::thread::sleep(wait);
-                            }
+                            tokio::time::sleep_until(due.into()).await;
                             due
                         }
                         None => Instant::now(),
                     };
-                    if let Err(e) = work(i, &mut agent)
-                        && errors.fetch_add(1, Ordering::Relaxed) < 5
-                    {
-                        eprintln!("bench http: request {i} failed: {e:#}");
+                    let r = send(&mut sender, addr, auth, call(i)).await;
+                    if let Err(e) = r.and_then(|body| answer(i, &body)) {
+                        if errors.fetch_add(1, Ordering::Relaxed) < 5 {
+                            eprintln!("bench http: request {i} failed: {e:#}");
+                        }
+                        // The connection may be gone: start a new one.
+                        if let Ok(s) = connect(addr).await {
+                            sender = s;
+                        }
                     }
                     if is_write(i) {
-                        mine_w.push(t.elapsed());
+                        writes.push(t.elapsed());
                     } else {
-                        mine.push(t.elapsed());
+                        reads.push(t.elapsed());
                     }
                 }
-                lat.lock().unwrap().extend(mine);
-                wlat.lock().unwrap().extend(mine_w);
-            });
+                (reads, writes)
+            }
+        });
+        let done = futures_util::future::join_all(loops).await;
+        let wall = started.elapsed();
+        let (mut reads, mut writes) = (Vec::with_capacity(n), Vec::new());
+        for (r, w) in done {
+            reads.extend(r);
+            writes.extend(w);
         }
-    });
-    let wall = started.elapsed();
-    (
-        wall,
-        lat.into_inner().unwrap(),
-        wlat.into_inner().unwrap(),
-        errors.into_inner(),
-    )
-}
-
-fn agent(slot: &mut Option<ureq::Agent>) -> &ureq::Agent {
-    slot.get_or_insert_with(|| {
-        ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .build()
-            .into()
+        Ok(Measured {
+            wall,
+            reads,
+            writes,
+            errors: errors.load(Ordering::Relaxed),
+        })
     })
 }
 
-fn post(agent: &ureq::Agent, url: &str, token: &str, body: &str, want: u16) -> Result<String> {
-    let mut r = agent
-        .post(url)
-        .header("authorization", &format!("Bearer {token}"))
+/// A keep-alive HTTP/1.1 connection; its driver runs on the runtime.
+async fn connect(addr: SocketAddr) -> Result<SendRequest<Full<Bytes>>> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+/// One request; the answer's body when its status is the one wanted.
+async fn send(
+    sender: &mut SendRequest<Full<Bytes>>,
+    addr: SocketAddr,
+    auth: &str,
+    (path, body, want): Call<'_>,
+) -> Result<Bytes> {
+    sender.ready().await?;
+    let req = hyper::Request::post(path)
+        .header("host", addr.to_string())
+        .header("authorization", auth)
         .header("content-type", "application/json")
-        .send(body)?;
-    let status = r.status().as_u16();
-    let text = r
-        .body_mut()
-        .with_config()
-        .limit(64 << 20)
-        .read_to_string()?;
+        .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))?;
+    let res = sender.send_request(req).await?;
+    let status = res.status().as_u16();
+    let text = res.into_body().collect().await?.to_bytes();
     if status != want {
-        anyhow::bail!("{status}: {text}");
+        anyhow::bail!("{status}: {}", String::from_utf8_lossy(&text));
     }
     Ok(text)
 }
@@ -203,24 +288,23 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         .enable_all()
         .build()?;
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-    let base = format!("http://{}", listener.local_addr()?);
+    let addr = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = rt.spawn(strata_server::serve(listener, shared.clone(), async {
         let _ = stopped.await;
     }));
     let engine = shared.engine.clone();
     let qs = queries(a, g, n)?;
-    let recall_url = format!("{base}/v1/recall");
+    let recall = |i: usize| -> Call<'_> { ("/v1/recall", qs[i].body.as_str(), 200) };
+    let never = |_: usize| false;
+    let fine = |_: usize, _: &[u8]| Ok(());
 
     // Warm the page cache and both paths before timing.
     let warm = n.min(500);
-    let never = |_| false;
-    drive(clients, warm, None, never, |i, _| {
+    drive(clients, warm, |i| {
         engine.recall(&qs[i].req).map(drop).map_err(Into::into)
     });
-    drive(clients, warm, None, never, |i, slot| {
-        post(agent(slot), &recall_url, &token, &qs[i].body, 200).map(drop)
-    });
+    drive_http(addr, &token, clients, warm, None, &never, &recall, &fine)?;
 
     let pool = shared.limits.max_concurrent;
     let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -232,7 +316,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         say(format!(
             "timing {n} recalls in process on {threads} threads…"
         ));
-        let (wall, lat, _, errors) = drive(threads, n, None, never, |i, _| {
+        let (wall, lat, errors) = drive(threads, n, |i| {
             engine.recall(&qs[i].req).map(drop).map_err(Into::into)
         });
         in_process.push(InProcess {
@@ -247,13 +331,11 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     say(format!(
         "timing {n} recalls over HTTP from {clients} clients…"
     ));
-    let (wall, lat, _, errors) = drive(clients, n, None, never, |i, slot| {
-        post(agent(slot), &recall_url, &token, &qs[i].body, 200).map(drop)
-    });
+    let m = drive_http(addr, &token, clients, n, None, &never, &recall, &fine)?;
     let http = Phase {
-        per_sec: n as f64 / wall.as_secs_f64(),
-        latency: latency(lat),
-        errors,
+        per_sec: n as f64 / m.wall.as_secs_f64(),
+        latency: latency(m.reads),
+        errors: m.errors,
     };
     let rate = if a.rate > 0.0 {
         a.rate
@@ -264,24 +346,31 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     say(format!(
         "timing {paced_n} recalls over HTTP from {clients} clients at {rate:.0}/s…"
     ));
-    let (wall, lat, _, errors) = drive(clients, paced_n, Some(rate), never, |i, slot| {
-        post(agent(slot), &recall_url, &token, &qs[i].body, 200).map(drop)
-    });
+    let m = drive_http(
+        addr,
+        &token,
+        clients,
+        paced_n,
+        Some(rate),
+        &never,
+        &recall,
+        &fine,
+    )?;
     let paced = Paced {
         rate,
         phase: Phase {
-            per_sec: paced_n as f64 / wall.as_secs_f64(),
-            latency: latency(lat),
-            errors,
+            per_sec: paced_n as f64 / m.wall.as_secs_f64(),
+            latency: latency(m.reads),
+            errors: m.errors,
         },
     };
 
-    let m = a.mixed_requests.max(clients);
+    let mixed_n = a.mixed_requests.max(clients);
     say(format!(
-        "timing {m} mixed requests (90 % recall, 10 % remember) from {clients} clients…"
+        "timing {mixed_n} mixed requests (90 % recall, 10 % remember) from {clients} clients…"
     ));
-    let mqs = queries(a, g, m)?;
-    let writes: Vec<String> = (0..m)
+    let mqs = queries(a, g, mixed_n)?;
+    let writes: Vec<String> = (0..mixed_n)
         .map(|i| {
             serde_json::json!({
                 "content": g.sentence(),
@@ -291,20 +380,26 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             .to_string()
         })
         .collect();
-    let remember_url = format!("{base}/v1/memories");
     let acked = Mutex::new(Vec::new());
     let is_write = |i: usize| i % 10 == 9;
-    let (wall, recall_lat, write_lat, errors) = drive(clients, m, None, is_write, |i, slot| {
+    let mixed = |i: usize| -> Call<'_> {
         if is_write(i) {
-            let text = post(agent(slot), &remember_url, &token, &writes[i], 201)?;
-            let v: serde_json::Value = serde_json::from_str(&text)?;
+            ("/v1/memories", writes[i].as_str(), 201)
+        } else {
+            ("/v1/recall", mqs[i].body.as_str(), 200)
+        }
+    };
+    let record = |i: usize, body: &[u8]| -> Result<()> {
+        if is_write(i) {
+            let v: serde_json::Value = serde_json::from_slice(body)?;
             let id = v["id"].as_str().context("no id in the answer")?.to_string();
             acked.lock().unwrap().push(id);
-            Ok(())
-        } else {
-            post(agent(slot), &recall_url, &token, &mqs[i].body, 200).map(drop)
         }
-    });
+        Ok(())
+    };
+    let m = drive_http(
+        addr, &token, clients, mixed_n, None, &is_write, &mixed, &record,
+    )?;
     let acked = acked.into_inner().unwrap();
     let _ = stop.send(());
     rt.block_on(server)??;
@@ -318,8 +413,13 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             lost += 1;
         }
     }
+    let same = in_process
+        .iter()
+        .find(|p| p.threads == clients)
+        .map_or(f64::MIN_POSITIVE, |p| p.phase.per_sec);
     Ok(HttpBench {
         clients,
+        ratio_same_concurrency: http.per_sec / same,
         ratio: http.per_sec
             / in_process
                 .iter()
@@ -330,10 +430,10 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         http,
         paced,
         mixed: Mixed {
-            per_sec: m as f64 / wall.as_secs_f64(),
-            recall: latency(recall_lat),
-            remember: latency(write_lat),
-            errors,
+            per_sec: mixed_n as f64 / m.wall.as_secs_f64(),
+            recall: latency(m.reads),
+            remember: latency(m.writes),
+            errors: m.errors,
             acknowledged_writes: acked.len(),
             lost_writes: lost,
         },

@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use jiff::Timestamp;
 
 use super::{
-    Archived, ImportCounts, ImportItem, OnConflict, Order, PendingVector, Put, Query, ScopeCount,
-    Session, Store, StoreStats,
+    Access, Archived, ImportCounts, ImportItem, OnConflict, Order, PendingVector, Put, Query,
+    ScopeCount, Session, Store, StoreStats,
 };
 use crate::Result;
 use crate::error::Error;
@@ -590,12 +590,12 @@ impl Store for MemoryStore {
         Ok(s)
     }
 
-    fn touch(&self, ids: &[String], at: Timestamp) -> Result<()> {
+    fn touch(&self, accesses: &[Access]) -> Result<()> {
         let mut g = self.lock();
-        for id in ids {
-            if let Some(m) = g.active.get_mut(id) {
-                m.access_count += 1;
-                m.last_accessed_at = Some(at);
+        for a in accesses {
+            if let Some(m) = g.active.get_mut(&a.id) {
+                m.access_count += a.count;
+                m.last_accessed_at = Some(m.last_accessed_at.map_or(a.at, |t| t.max(a.at)));
             }
         }
         Ok(())

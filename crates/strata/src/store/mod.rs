@@ -248,6 +248,27 @@ pub struct StoreStats {
 }
 
 /// A memory waiting for a vector: what the embedder reads.
+/// Reads of one memory, recorded together (see [`Store::touch`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Access {
+    pub id: String,
+    /// How many reads.
+    pub count: u64,
+    /// When the last of them happened.
+    pub at: Timestamp,
+}
+
+impl Access {
+    /// One read of `id` at `at`.
+    pub fn one(id: impl Into<String>, at: Timestamp) -> Access {
+        Access {
+            id: id.into(),
+            count: 1,
+            at,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct PendingVector {
     /// The memory id.
@@ -325,8 +346,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn list_scopes(&self) -> Result<Vec<ScopeCount>>;
     /// Store-wide figures.
     fn stats(&self) -> Result<StoreStats>;
-    /// Records that reads returned these memories at `at`.
-    fn touch(&self, ids: &[String], at: Timestamp) -> Result<()>;
+    /// Records that reads returned these memories: each access adds its
+    /// count and moves `last_accessed_at` forward to its time (never back).
+    /// Ids no longer active are skipped.
+    fn touch(&self, accesses: &[Access]) -> Result<()>;
     /// Moves active memories to the archive; returns how many moved.
     fn archive(&self, ids: &[String], reason: &str, at: Timestamp) -> Result<usize>;
     /// Archived memories selected by `q` (expiry is ignored), newest first.

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use strata::store::{Order, Put, Query, Session};
-use strata::{Embedding, Error, Filter, Provenance, Role};
+use strata::{Access, Embedding, Error, Filter, Provenance, Role};
 
 use crate::harness::{MakeStore, mem, now, scope, view};
 
@@ -482,12 +482,24 @@ fn touch_records_access(make: MakeStore) {
     let m = mem("project/a", "read me");
     b.store.put(&m).unwrap();
     let t = now();
-    b.store.touch(&[m.id.clone(), m.id.clone()], t).unwrap();
+    let earlier = t - jiff::SignedDuration::from_secs(60);
+    b.store
+        .touch(&[
+            Access::one(m.id.clone(), t),
+            Access {
+                id: m.id.clone(),
+                count: 2,
+                at: earlier,
+            },
+            Access::one("no-such-id", t),
+        ])
+        .unwrap();
     let g = b.store.get(&m.id).unwrap().unwrap();
-    assert_eq!(g.access_count, 2);
+    assert_eq!(g.access_count, 3);
     assert_eq!(
         g.last_accessed_at.map(|x| x.as_millisecond()),
-        Some(t.as_millisecond())
+        Some(t.as_millisecond()),
+        "an earlier access never moves the time back"
     );
     assert_eq!(g.version, 1, "reads do not change the version");
 }

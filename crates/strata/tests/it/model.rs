@@ -142,7 +142,7 @@ proptest! {
                 Op::Touch { target } => {
                     let id = pick(*target);
                     let at = now();
-                    let f = |s: &dyn Store| s.touch(std::slice::from_ref(&id), at).map(|_| String::new()).map_err(|e| e.to_string());
+                    let f = |s: &dyn Store| s.touch(&[strata::Access::one(id.clone(), at)]).map(|_| String::new()).map_err(|e| e.to_string());
                     (f(&*model.store), f(&*sqlite.store))
                 }
             };

@@ -4,7 +4,7 @@ use strata::{Kind, NewMemory, Recall, Strategy};
 
 use crate::harness::{MakeEngine, scope, view};
 
-backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, decay_lowers_old_memories);
+backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories);
 
 fn strategies_order_as_documented(make: MakeEngine) {
     let e = make(&|_| {});
@@ -115,6 +115,74 @@ fn recall_records_access_unless_told_not_to(make: MakeEngine) {
     let g = e.get(&m.id).unwrap().unwrap();
     assert_eq!(g.access_count, 2);
     assert!(g.last_accessed_at.is_some());
+}
+
+/// Recalls from many threads at once leave their reads to the engine's
+/// writer thread; every one of them is counted in the end.
+fn concurrent_recalls_lose_no_access(make: MakeEngine) {
+    let e = make(&|_| {});
+    let ids: Vec<String> = (0..5)
+        .map(|i| {
+            e.remember(NewMemory::new(
+                scope("project/a"),
+                format!("shared topic note {i}"),
+            ))
+            .unwrap()
+            .id
+        })
+        .collect();
+    let r = Recall::new("shared topic", view(&["project/a"]));
+    let (threads, rounds) = (8, 25);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..rounds {
+                    assert_eq!(e.recall(&r).unwrap().len(), 5);
+                }
+            });
+        }
+    });
+    // `get` writes what the log still holds before it reads.
+    for id in &ids {
+        let m = e.get(id).unwrap().unwrap();
+        assert_eq!(m.access_count, (threads * rounds) as u64, "{id}");
+        assert!(m.last_accessed_at.is_some());
+        assert_eq!(m.version, 1, "reads do not change the version");
+    }
+}
+
+#[test]
+fn access_reaches_the_file_when_the_engine_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || {
+        let mut c = strata::Config::sqlite(dir.path().join("t.db"));
+        c.embedder = strata::EmbedderConfig::none();
+        c
+    };
+    let first = strata::Engine::open(cfg()).unwrap();
+    let m = first
+        .remember(NewMemory::new(
+            scope("project/a"),
+            "counted across processes",
+        ))
+        .unwrap();
+    let r = Recall::new("counted", view(&["project/a"]));
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| first.recall(&r).unwrap());
+        }
+    });
+    first.flush_accesses().unwrap();
+    let other = strata::Engine::open(cfg()).unwrap();
+    assert_eq!(other.get(&m.id).unwrap().unwrap().access_count, 4);
+    first.recall(&r).unwrap();
+    first.recall(&r).unwrap();
+    drop(first);
+    assert_eq!(
+        other.get(&m.id).unwrap().unwrap().access_count,
+        6,
+        "dropping the engine writes what its log held"
+    );
 }
 
 fn decay_lowers_old_memories(make: MakeEngine) {

@@ -1,0 +1,211 @@
+//! Recording what recalls returned (`access_count`, `last_accessed_at`)
+//! without a write transaction per recall.
+//!
+//! A recall adds its memories to an in-memory log and returns. A writer
+//! thread, started by the first recall, writes the log every few seconds
+//! (see [`AccessLog::run`]): one transaction then carries the reads of
+//! thousands of recalls, and each commit (which makes every other
+//! connection drop its page cache and memory map, and dirties pages a
+//! checkpoint copies back) is paid for once a pause instead of once per
+//! recall. Writing them from the recall itself cost more than half of a
+//! recall's time under load.
+//!
+//! [`Engine::flush_accesses`] writes the log at once; `get`, `list` and
+//! exports call it first, so a caller always reads its own recalls'
+//! statistics, and dropping the engine writes what is left. Other
+//! processes see them within [`MAX_INTERVAL`]. Access statistics steer
+//! ranking; they are not acknowledged writes, so a crash may drop the
+//! reads since the last write.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+
+use super::Engine;
+use crate::Result;
+use crate::store::{Access, Store};
+
+/// The shortest pause between the writer thread's writes of the log.
+const INTERVAL: Duration = Duration::from_secs(2);
+
+/// The longest pause: how stale other processes may find the statistics.
+const MAX_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Pause after a write, in multiples of the write's own time.
+const DUTY: u32 = 20;
+
+/// Memories one transaction of the log's write updates: the write lock is
+/// released between transactions, so acknowledged writes wait at most one.
+const CHUNK: usize = 2048;
+
+#[derive(Debug, Default)]
+pub(crate) struct AccessLog {
+    /// Reads not yet written: id → (count, latest time).
+    pending: Mutex<HashMap<String, (u64, Timestamp)>>,
+    /// Held by the thread writing the log.
+    writing: Mutex<()>,
+    /// Set when the engine closes; `wake` tells the writer.
+    stop: AtomicBool,
+    wake: Condvar,
+    /// The writer thread, once recalls have overlapped (`None` inside when
+    /// it could not be started: recalls then write the log themselves).
+    writer: OnceLock<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl AccessLog {
+    fn add(&self, ids: &[String], at: Timestamp) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for id in ids {
+            let e = p.entry(id.clone()).or_insert((0, at));
+            e.0 += 1;
+            e.1 = e.1.max(at);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// Writes everything in the log, [`CHUNK`] memories a transaction; the
+    /// caller holds `writing`. On failure the reads not yet written go back
+    /// into the log for the next attempt.
+    fn write(&self, store: &dyn Store) -> Result<()> {
+        let taken = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        // In id order: ids are time-ordered like rowids, so the updates
+        // walk the table instead of jumping about it.
+        let mut batch: Vec<Access> = taken
+            .into_iter()
+            .map(|(id, (count, at))| Access { id, count, at })
+            .collect();
+        batch.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+        let mut rest = batch.as_slice();
+        while !rest.is_empty() {
+            let (chunk, after) = rest.split_at(rest.len().min(CHUNK));
+            if let Err(e) = store.touch(chunk) {
+                let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                for a in rest {
+                    let e = p.entry(a.id.clone()).or_insert((0, a.at));
+                    e.0 += a.count;
+                    e.1 = e.1.max(a.at);
+                }
+                return Err(e);
+            }
+            rest = after;
+        }
+        Ok(())
+    }
+
+    /// Writes the log now, after a write under way finishes.
+    fn flush(&self, store: &dyn Store) -> Result<()> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        self.write(store)
+    }
+
+    /// The writer thread's loop until `stop`: a write, then a pause of
+    /// [`DUTY`] times as long as the write took, at least [`INTERVAL`] and
+    /// at most [`MAX_INTERVAL`]. A write costs about the same per memory
+    /// whether it carries one read of it or many, so under heavy load the
+    /// pauses grow and the log keeps the writing to about 1/DUTY of a core.
+    fn run(&self, store: &dyn Store) {
+        let mut pause = INTERVAL;
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let due = Instant::now() + pause;
+            while !self.stop.load(Ordering::Acquire) {
+                let Some(left) = due.checked_duration_since(Instant::now()) else {
+                    break;
+                };
+                pending = self
+                    .wake
+                    .wait_timeout(pending, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            if pending.is_empty() {
+                pause = INTERVAL;
+                continue;
+            }
+            drop(pending);
+            let started = Instant::now();
+            // A failed write keeps its reads for the next round.
+            let _ = self.flush(store);
+            pause = (started.elapsed() * DUTY).clamp(INTERVAL, MAX_INTERVAL);
+            pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Engine {
+    /// Records that a recall returned `ids` at `at`, for the writer thread
+    /// to write (see the module comment).
+    pub(crate) fn record_access(&self, ids: &[String], at: Timestamp) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.access.add(ids, at);
+        if self.access_writer() {
+            return Ok(());
+        }
+        // No thread to write it: the recall writes the log itself.
+        self.flush_accesses()
+    }
+
+    /// Writes every read recalls have recorded but not yet written.
+    pub fn flush_accesses(&self) -> Result<()> {
+        self.access.flush(&*self.store)
+    }
+
+    /// [`Engine::flush_accesses`] before a read that shows access
+    /// statistics. A failure leaves the reads in the log for a later
+    /// write: statistics never fail the read itself.
+    pub(crate) fn settle_accesses(&self) {
+        let _ = self.flush_accesses();
+    }
+
+    /// Starts the writer thread if it is not running; false if it cannot
+    /// be started.
+    fn access_writer(&self) -> bool {
+        let slot = self.access.writer.get_or_init(|| {
+            let (log, store) = (self.access.clone(), self.store.clone());
+            let thread = std::thread::Builder::new()
+                .name("strata-access".into())
+                .spawn(move || log.run(&*store))
+                .ok();
+            Mutex::new(thread)
+        });
+        slot.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// Stops the writer thread and writes what is left (engine drop).
+    pub(crate) fn close_access_log(&self) {
+        self.access.stop.store(true, Ordering::Release);
+        {
+            // Taking the lock orders the store before the writer's wait.
+            let _p = self
+                .access
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            self.access.wake.notify_all();
+        }
+        if let Some(slot) = self.access.writer.get()
+            && let Some(t) = slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+        {
+            let _ = t.join();
+        }
+        self.settle_accesses();
+    }
+}
