@@ -99,6 +99,8 @@ pub struct FileStore {
     pub durability: Option<Durability>,
     /// Writer wait, in milliseconds.
     pub busy_timeout_ms: Option<u64>,
+    /// MiB of the file read through a memory map (0: none).
+    pub mmap_mib: Option<u64>,
 }
 
 /// The `[memory]` table of `strata.toml`.
@@ -253,7 +255,8 @@ impl Config {
     ) -> Result<(), Error> {
         let store_set = file.store.path.is_some()
             || file.store.durability.is_some()
-            || file.store.busy_timeout_ms.is_some();
+            || file.store.busy_timeout_ms.is_some()
+            || file.store.mmap_mib.is_some();
         let backend = match file.store.backend.as_deref() {
             // No backend named: keep the current one unless SQLite settings
             // are given.
@@ -278,6 +281,11 @@ impl Config {
                 }
                 if let Some(ms) = file.store.busy_timeout_ms {
                     options.busy_timeout = Duration::from_millis(ms);
+                }
+                if let Some(mib) = file.store.mmap_mib {
+                    options.mmap_bytes = mib.checked_mul(1 << 20).ok_or_else(|| {
+                        Error::InvalidConfig(format!("store.mmap_mib: {mib} MiB is too large"))
+                    })?;
                 }
                 self.store = StoreConfig::Sqlite { path, options };
             }
@@ -425,5 +433,39 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("half_life_days"), "{e}");
+    }
+
+    #[test]
+    fn mmap_size_is_set_in_mib_and_bad_values_are_named() {
+        let mut c = Config::default();
+        c.apply_toml(
+            "[store]
+mmap_mib = 0
+",
+            None,
+        )
+        .unwrap();
+        assert!(matches!(&c.store, StoreConfig::Sqlite { options, .. } if options.mmap_bytes == 0));
+        c.apply_toml(
+            "[store]
+mmap_mib = 64
+",
+            None,
+        )
+        .unwrap();
+        assert!(
+            matches!(&c.store, StoreConfig::Sqlite { options, .. } if options.mmap_bytes == 64 << 20)
+        );
+        for bad in [
+            "mmap_mib = -1",
+            "mmap_mib = \"big\"",
+            "mmap_mib = 18446744073709551615",
+        ] {
+            let e = Config::default()
+                .apply_toml(&format!("[store]\n{bad}\n"), None)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("mmap_mib"), "{bad}: {e}");
+        }
     }
 }
