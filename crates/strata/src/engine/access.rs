@@ -51,8 +51,9 @@ pub(crate) struct AccessLog {
     /// Set when the engine closes; `wake` tells the writer.
     stop: AtomicBool,
     wake: Condvar,
-    /// The writer thread, once recalls have overlapped (`None` inside when
-    /// it could not be started: recalls then write the log themselves).
+    /// The writer thread, started by the first recall (`None` inside when
+    /// it could not be started, or after the engine closed: recalls then
+    /// write the log themselves).
     writer: OnceLock<Mutex<Option<JoinHandle<()>>>>,
 }
 
@@ -91,9 +92,9 @@ impl AccessLog {
             if let Err(e) = store.touch(chunk) {
                 let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
                 for a in rest {
-                    let e = p.entry(a.id.clone()).or_insert((0, a.at));
-                    e.0 += a.count;
-                    e.1 = e.1.max(a.at);
+                    let slot = p.entry(a.id.clone()).or_insert((0, a.at));
+                    slot.0 += a.count;
+                    slot.1 = slot.1.max(a.at);
                 }
                 return Err(e);
             }

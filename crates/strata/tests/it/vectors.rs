@@ -627,6 +627,22 @@ mod ann {
             .collect()
     }
 
+    /// HNSW is approximate: its ten nearest must hold at least eight of the
+    /// exact scan's, and as many hits. Random 16-dimension vectors are a
+    /// hard case: at the index's settings about one search in thirty misses
+    /// one of the ten, one in a few hundred misses two (measured over
+    /// repeated runs of this test); a view or sync bug misses far more.
+    #[track_caller]
+    fn assert_agree(approx: &[String], exact: &[String], what: &str) {
+        assert_eq!(approx.len(), exact.len(), "{what}: {approx:?} / {exact:?}");
+        let found = exact.iter().filter(|id| approx.contains(id)).count();
+        assert!(
+            found + 2 >= exact.len(),
+            "{what}: the index found {found} of {}: {approx:?} / {exact:?}",
+            exact.len()
+        );
+    }
+
     /// Searches until the background build has put an index in place.
     fn wait_for_index(e: &Engine, side: &std::path::Path) {
         let start = Instant::now();
@@ -678,20 +694,17 @@ mod ann {
         let via_index = ix.search_vectors(&q, "hashed-16", &qv, 10).unwrap();
         assert_eq!(ix.vector_index_size("hashed-16"), Some(600));
         let ids: Vec<String> = via_index.into_iter().map(|(s, _)| s.id).collect();
-        assert_eq!(
-            ids,
-            nearest(&scanned, "memory number 7", &["project/a"], None)
+        assert_agree(
+            &ids,
+            &nearest(&scanned, "memory number 7", &["project/a"], None),
+            "own store handle",
         );
         for q in ["memory number 7", "something else", "number 42 memory", "x"] {
             let a = nearest(&indexed, q, &["project/a"], None);
-            assert_eq!(a, nearest(&scanned, q, &["project/a"], None), "{q}");
+            assert_agree(&a, &nearest(&scanned, q, &["project/a"], None), q);
             let f = Some(serde_json::json!({"kind": "decision"}));
             let b = nearest(&indexed, q, &["project/a", "project/b"], f.clone());
-            assert_eq!(
-                b,
-                nearest(&scanned, q, &["project/a", "project/b"], f),
-                "{q}"
-            );
+            assert_agree(&b, &nearest(&scanned, q, &["project/a", "project/b"], f), q);
         }
         // Every hit is in the view, even though the index holds both projects.
         for id in nearest(&indexed, "memory number 8", &["project/a"], None) {
@@ -733,9 +746,10 @@ mod ann {
             "the rebuilt index lacks it"
         );
         let a = nearest(&fresh, "memory number 7", &["project/a"], None);
-        assert_eq!(
-            a,
-            nearest(&scanned, "memory number 7", &["project/a"], None)
+        assert_agree(
+            &a,
+            &nearest(&scanned, "memory number 7", &["project/a"], None),
+            "rebuilt",
         );
     }
 }
