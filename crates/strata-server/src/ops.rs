@@ -166,7 +166,9 @@ impl Ctx<'_> {
     pub fn remember(&self, b: &RememberBody) -> Result<Memory> {
         self.need_write()?;
         let new = self.new_memory(b, "")?;
-        Ok(self.engine.remember_with(new, confirm(b.confirm))?)
+        Ok(without_vector(
+            self.engine.remember_with(new, confirm(b.confirm))?,
+        ))
     }
 
     /// Stores many memories in one transaction.
@@ -188,7 +190,12 @@ impl Ctx<'_> {
             .enumerate()
             .map(|(i, m)| self.new_memory(m, &format!("items[{i}]")))
             .collect::<Result<Vec<_>>>()?;
-        Ok(self.engine.remember_batch(items, confirm(b.confirm))?)
+        Ok(self
+            .engine
+            .remember_batch(items, confirm(b.confirm))?
+            .into_iter()
+            .map(without_vector)
+            .collect())
     }
 
     /// One memory (active or archived), optionally with its history, as the
@@ -197,12 +204,18 @@ impl Ctx<'_> {
         let Some((m, archived)) = self.visible_anywhere(id)? else {
             return Err(ApiError::memory_not_found(id));
         };
-        let mut v = json(&m)?;
+        let mut v = json(&without_vector(m))?;
         if let Some(a) = archived {
             v["archived"] = json(&a)?;
         }
         if history {
-            v["history"] = json(&self.engine.history(id)?)?;
+            let versions: Vec<Memory> = self
+                .engine
+                .history(id)?
+                .into_iter()
+                .map(without_vector)
+                .collect();
+            v["history"] = json(&versions)?;
         }
         Ok(v)
     }
@@ -226,7 +239,11 @@ impl Ctx<'_> {
                 Some(Some(t)) => Some(Some(strata::parse_time("expires_at", t)?)),
             },
         };
-        Ok(self.engine.update(id, patch, b.expected_version)?)
+        Ok(without_vector(self.engine.update(
+            id,
+            patch,
+            b.expected_version,
+        )?))
     }
 
     /// Deletes one memory everywhere.
@@ -271,7 +288,7 @@ impl Ctx<'_> {
             let rows: Vec<Value> = rows
                 .into_iter()
                 .map(|a| {
-                    let mut v = json(&a.memory)?;
+                    let mut v = json(&without_vector(a.memory))?;
                     v["archived"] = json(&strata::ArchiveMark {
                         at: a.archived_at,
                         reason: a.reason,
@@ -288,6 +305,7 @@ impl Ctx<'_> {
         req.offset = b.offset.unwrap_or(0);
         let mut rows = self.engine.list(&req)?;
         rows.retain(|m| self.grant.allows_scope(&m.scope));
+        let rows: Vec<Memory> = rows.into_iter().map(without_vector).collect();
         Ok(serde_json::json!({ "memories": rows }))
     }
 
@@ -366,7 +384,11 @@ impl Ctx<'_> {
         self.need_write()?;
         self.visible(&b.id)?;
         let to = self.scope("to", &b.to)?;
-        Ok(self.engine.promote(&b.id, &to, confirm(b.confirm))?)
+        Ok(without_vector(self.engine.promote(
+            &b.id,
+            &to,
+            confirm(b.confirm),
+        )?))
     }
 
     /// Moves archived memories back.
@@ -634,4 +656,12 @@ pub struct Stats {
 
 fn json<T: Serialize>(v: &T) -> Result<Value> {
     serde_json::to_value(v).map_err(|e| ApiError::internal(format!("serializing: {e}")))
+}
+
+/// A memory as answers show it: the stored vector is the engine's, for
+/// ranking, and would be most of the answer (384 numbers for the default
+/// model); exports still carry it.
+fn without_vector(mut m: Memory) -> Memory {
+    m.embedding = None;
+    m
 }

@@ -336,3 +336,67 @@ fn health_and_metrics() {
         assert!(text.contains(want), "missing {want} in\n{text}");
     }
 }
+
+/// The stored vector stays out of answers (it would be most of each one)
+/// and in exports.
+#[test]
+fn answers_leave_the_vector_out_and_exports_keep_it() {
+    let (s, t) = server();
+    let tk = Some(t.as_str());
+    let m = s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        tk,
+        json!({"content": "a memory with a vector", "scope": "project/acme"}),
+    );
+    assert!(m.get("embedding").is_none(), "{m}");
+    let (_, line) = s.raw("GET", "/v1/export?view=project/acme", tk, None, &[]);
+    let mut v: Value = serde_json::from_str(line.trim()).unwrap();
+    v["embedding"] = json!({"model": "tiny-2", "vector": [0.6, 0.8]});
+    v["id"] = json!("01900000-0000-7000-8000-000000000001");
+    let (status, body) = s.raw(
+        "POST",
+        "/v1/import?on_conflict=skip",
+        tk,
+        Some(format!("{v}\n").into_bytes()),
+        &[],
+    );
+    assert_eq!(status, 200, "{body}");
+    let with = "01900000-0000-7000-8000-000000000001";
+    let got = s.expect(
+        200,
+        "GET",
+        &format!("/v1/memories/{with}?history=true"),
+        tk,
+        Value::Null,
+    );
+    assert_eq!(got["content"], "a memory with a vector");
+    assert!(got.get("embedding").is_none(), "{got}");
+    let listed = s.expect(
+        200,
+        "POST",
+        "/v1/list",
+        tk,
+        json!({"view": ["project/acme"]}),
+    );
+    let rows = listed["memories"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{listed}");
+    assert!(
+        rows.iter().all(|r| r.get("embedding").is_none()),
+        "{listed}"
+    );
+    let patched = s.expect(
+        200,
+        "PATCH",
+        &format!("/v1/memories/{with}"),
+        tk,
+        json!({"tags": ["kept"], "expected_version": 1}),
+    );
+    assert!(patched.get("embedding").is_none(), "{patched}");
+    let (_, jsonl) = s.raw("GET", "/v1/export?view=project/acme", tk, None, &[]);
+    assert!(
+        jsonl.contains("\"tiny-2\""),
+        "the export still carries the vector: {jsonl}"
+    );
+}
