@@ -57,13 +57,24 @@ pub(crate) struct AccessLog {
     writer: OnceLock<Mutex<Option<JoinHandle<()>>>>,
 }
 
+/// Adds `count` reads of `id`, the last at `at`, to the log's entry.
+fn note(p: &mut HashMap<String, (u64, Timestamp)>, id: &str, count: u64, at: Timestamp) {
+    match p.get_mut(id) {
+        Some(e) => {
+            e.0 += count;
+            e.1 = e.1.max(at);
+        }
+        None => {
+            p.insert(id.to_string(), (count, at));
+        }
+    }
+}
+
 impl AccessLog {
     fn add(&self, ids: &[String], at: Timestamp) {
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         for id in ids {
-            let e = p.entry(id.clone()).or_insert((0, at));
-            e.0 += 1;
-            e.1 = e.1.max(at);
+            note(&mut p, id, 1, at);
         }
     }
 
@@ -92,9 +103,7 @@ impl AccessLog {
             if let Err(e) = store.touch(chunk) {
                 let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
                 for a in rest {
-                    let slot = p.entry(a.id.clone()).or_insert((0, a.at));
-                    slot.0 += a.count;
-                    slot.1 = slot.1.max(a.at);
+                    note(&mut p, &a.id, a.count, a.at);
                 }
                 return Err(e);
             }
