@@ -79,6 +79,12 @@ pub struct BenchArgs {
     /// Recalls of each phase (in process, over HTTP) of the http benchmark.
     #[arg(long, default_value_t = 20_000)]
     pub http_requests: usize,
+    /// Rounds the http benchmark splits those recalls into, each timing
+    /// every in-process phase and then HTTP, so a machine that slows down
+    /// or speeds up mid-run (a shared VM, the access log's write) weighs
+    /// on both sides alike.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub http_rounds: u32,
     /// The http benchmark server's `limits.max_concurrent` (0: its default,
     /// 4 × CPUs).
     #[arg(long, default_value_t = 0)]
@@ -164,6 +170,9 @@ impl strata::Embedder for Synthetic {
     }
     fn dim(&self) -> usize {
         self.0
+    }
+    fn is_local(&self) -> bool {
+        true
     }
     fn embed(
         &self,
@@ -748,6 +757,24 @@ fn print_report(g: &Global, rep: &Report) -> Result<()> {
             h.in_process.iter().map(|p| p.phase.errors).sum::<usize>(),
             h.http.errors
         ))?;
+        let cpu = |p: &http::Phase| p.cpu_us.map_or("n/a".into(), |c| format!("{c:.0} µs"));
+        if let Some(cost) = h.server_cost {
+            output::line(format!(
+                "                   CPU per recall: in process {} ({} threads), over HTTP {} (server, client excluded): the server adds {:.0} %",
+                h.in_process
+                    .iter()
+                    .map(|p| cpu(&p.phase))
+                    .collect::<Vec<_>>()
+                    .join(" / "),
+                h.in_process
+                    .iter()
+                    .map(|p| p.threads.to_string())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+                cpu(&h.http),
+                cost * 100.0
+            ))?;
+        }
         output::line(format!(
             "recall over HTTP  {:>8.0}/s  {}  (paced at {:.0}/s, errors {})",
             h.paced.phase.per_sec,

@@ -14,6 +14,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc: a server's buffers are often freed on another thread than
+/// the one that allocated them, which made glibc's allocator lock its
+/// arenas against each other under load.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = match app::Cli::try_parse() {
         Ok(c) => c,

@@ -377,7 +377,7 @@ async fn delete(
 #[utoipa::path(post, path = "/v1/recall", request_body = RecallBody,
     responses((status = 200, description = "`{results: [memory + score (+ explain)]}`", body = Object), (status = "4XX", body = ErrorBody)))]
 async fn recall(State(st): St, g: G, JsonBody(b): JsonBody<RecallBody>) -> Result<Response> {
-    let hits = run(&st, g.0, move |c| c.recall(&b)).await?;
+    let hits = st.run_recall(g.0, move |c| c.recall(&b)).await?;
     // Written straight from the results: no JSON tree built in between.
     #[derive(serde::Serialize)]
     struct Results {

@@ -103,17 +103,7 @@ impl StrataMcp {
         T: Serialize + Send + 'static,
         F: FnOnce(Ctx<'_>) -> Result<T, ApiError> + Send + 'static,
     {
-        let out = self.shared.run(grant, f).await;
-        // Errors are tool results, not protocol errors, so the model reads
-        // what was wrong and can correct the call.
-        Ok(match out {
-            Ok(v) => CallToolResult::success(vec![ContentBlock::text(
-                serde_json::to_string_pretty(&v).unwrap_or_default(),
-            )]),
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(
-                serde_json::to_string(&e.body()).unwrap_or_default(),
-            )]),
-        })
+        Ok(tool_result(self.shared.run(grant, f).await))
     }
 
     fn default_view(&self) -> Vec<String> {
@@ -129,6 +119,20 @@ impl StrataMcp {
             v.push("global".into());
         }
         v
+    }
+}
+
+/// An operation's answer as a tool result. Errors are tool results, not
+/// protocol errors, so the model reads what was wrong and can correct the
+/// call.
+fn tool_result<T: Serialize>(out: Result<T, ApiError>) -> CallToolResult {
+    match out {
+        Ok(v) => CallToolResult::success(vec![ContentBlock::text(
+            serde_json::to_string_pretty(&v).unwrap_or_default(),
+        )]),
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(
+            serde_json::to_string(&e.body()).unwrap_or_default(),
+        )]),
     }
 }
 
@@ -169,11 +173,14 @@ impl StrataMcp {
         if b.view.is_empty() {
             b.view = self.default_view();
         }
-        self.call(grant, move |c| {
-            c.recall(&b)
-                .map(|hits| serde_json::json!({ "results": hits }))
-        })
-        .await
+        let out = self
+            .shared
+            .run_recall(grant, move |c| {
+                c.recall(&b)
+                    .map(|hits| serde_json::json!({ "results": hits }))
+            })
+            .await;
+        Ok(tool_result(out))
     }
 
     #[tool(

@@ -42,6 +42,10 @@ pub struct HttpBench {
     /// HTTP requests/s over the in-process figure on as many threads as
     /// there are HTTP clients.
     pub ratio_same_concurrency: f64,
+    /// What the server adds to a recall: the server's CPU time per HTTP
+    /// request (the process's, less the client thread's) over the least
+    /// CPU time per recall in process, minus one (Linux only).
+    pub server_cost: Option<f64>,
     /// `--clients` HTTP clients at a fixed total rate.
     pub paced: Paced,
     pub mixed: Mixed,
@@ -52,6 +56,9 @@ pub struct Phase {
     pub per_sec: f64,
     pub latency: Latency,
     pub errors: usize,
+    /// CPU time per request, µs: the process's in process, the server's
+    /// (the process's less the client thread's) over HTTP (Linux only).
+    pub cpu_us: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -74,6 +81,75 @@ pub struct Mixed {
     pub errors: usize,
     pub acknowledged_writes: usize,
     pub lost_writes: usize,
+}
+
+/// A phase's rounds added up.
+#[derive(Default)]
+struct Sum {
+    wall: Duration,
+    lat: Vec<Duration>,
+    errors: usize,
+    /// None once a round could not read it.
+    cpu: Option<Duration>,
+}
+
+impl Sum {
+    fn add(&mut self, wall: Duration, lat: Vec<Duration>, errors: usize, cpu: Option<Duration>) {
+        self.cpu = match (self.lat.is_empty(), self.cpu, cpu) {
+            (true, _, c) => c,
+            (false, Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        self.wall += wall;
+        self.lat.extend(lat);
+        self.errors += errors;
+    }
+
+    fn phase(self) -> Phase {
+        let n = self.lat.len() as f64;
+        Phase {
+            per_sec: n / self.wall.as_secs_f64(),
+            cpu_us: self.cpu.map(|c| c.as_secs_f64() * 1e6 / n),
+            latency: latency(self.lat),
+            errors: self.errors,
+        }
+    }
+}
+
+/// CPU time used so far by this process (`thread` false) or the calling
+/// thread, from `/proc` (Linux; None elsewhere). Counted in the kernel's
+/// 10 ms ticks, which is why phases last seconds.
+fn cpu_time(thread: bool) -> Option<Duration> {
+    let path = if thread {
+        "/proc/thread-self/stat"
+    } else {
+        "/proc/self/stat"
+    };
+    let stat = std::fs::read_to_string(path).ok()?;
+    // The fields after the command, which is in parentheses and may
+    // hold spaces: state is field 3 of proc_pid_stat(5), utime 14, stime 15.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let mut fields = rest.split(' ').skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // /proc counts in USER_HZ, 100 a second on Linux.
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
+/// The CPU time `f` takes: the process's, less the calling thread's when
+/// `less_this_thread`.
+fn cpu_of<T>(less_this_thread: bool, f: impl FnOnce() -> T) -> (T, Option<Duration>) {
+    let before = (cpu_time(false), cpu_time(true));
+    let out = f();
+    let after = (cpu_time(false), cpu_time(true));
+    let process = after.0.zip(before.0).map(|(a, b)| a.saturating_sub(b));
+    let cpu = if less_this_thread {
+        let thread = after.1.zip(before.1).map(|(a, b)| a.saturating_sub(b));
+        process.zip(thread).map(|(p, t)| p.saturating_sub(t))
+    } else {
+        process
+    };
+    (out, cpu)
 }
 
 /// One recall, as the library takes it and as the HTTP body says it.
@@ -311,32 +387,57 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     let mut counts = vec![cpus, pool, clients];
     counts.sort_unstable();
     counts.dedup();
-    let mut in_process = Vec::new();
-    for threads in counts {
-        say(format!(
-            "timing {n} recalls in process on {threads} threads…"
-        ));
-        let (wall, lat, errors) = drive(threads, n, |i| {
-            engine.recall(&qs[i].req).map(drop).map_err(Into::into)
-        });
-        in_process.push(InProcess {
-            threads,
-            phase: Phase {
-                per_sec: n as f64 / wall.as_secs_f64(),
-                latency: latency(lat),
-                errors,
-            },
-        });
-    }
+    // Each round times the same slice of the recalls on every in-process
+    // thread count, then over HTTP.
+    let rounds = (a.http_rounds.max(1) as usize).min(n / clients).max(1);
+    let mut sides: Vec<Sum> = (0..=counts.len()).map(|_| Sum::default()).collect();
     say(format!(
-        "timing {n} recalls over HTTP from {clients} clients…"
+        "timing {n} recalls in process on {} threads and over HTTP from {clients} clients, in {rounds} rounds…",
+        counts
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     ));
-    let m = drive_http(addr, &token, clients, n, None, &never, &recall, &fine)?;
-    let http = Phase {
-        per_sec: n as f64 / m.wall.as_secs_f64(),
-        latency: latency(m.reads),
-        errors: m.errors,
-    };
+    for round in 0..rounds {
+        let (from, to) = (round * n / rounds, (round + 1) * n / rounds);
+        for (side, &threads) in sides.iter_mut().zip(&counts) {
+            let ((wall, lat, errors), cpu) = cpu_of(false, || {
+                drive(threads, to - from, |i| {
+                    engine
+                        .recall(&qs[from + i].req)
+                        .map(drop)
+                        .map_err(Into::into)
+                })
+            });
+            side.add(wall, lat, errors, cpu);
+        }
+        // The client runs on this thread: its CPU is not the server's.
+        let slice = |i: usize| recall(from + i);
+        let (m, cpu) = cpu_of(true, || {
+            drive_http(
+                addr,
+                &token,
+                clients,
+                to - from,
+                None,
+                &never,
+                &slice,
+                &fine,
+            )
+        });
+        let m = m?;
+        sides[counts.len()].add(m.wall, m.reads, m.errors, cpu);
+    }
+    let http = sides.pop().unwrap_or_default().phase();
+    let in_process: Vec<InProcess> = counts
+        .iter()
+        .zip(sides)
+        .map(|(&threads, s)| InProcess {
+            threads,
+            phase: s.phase(),
+        })
+        .collect();
     let rate = if a.rate > 0.0 {
         a.rate
     } else {
@@ -362,6 +463,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             per_sec: paced_n as f64 / m.wall.as_secs_f64(),
             latency: latency(m.reads),
             errors: m.errors,
+            cpu_us: None,
         },
     };
 
@@ -417,7 +519,15 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         .iter()
         .find(|p| p.threads == clients)
         .map_or(f64::MIN_POSITIVE, |p| p.phase.per_sec);
+    let least_cpu = in_process
+        .iter()
+        .filter_map(|p| p.phase.cpu_us)
+        .fold(f64::INFINITY, f64::min);
     Ok(HttpBench {
+        server_cost: http
+            .cpu_us
+            .filter(|_| least_cpu.is_finite())
+            .map(|c| c / least_cpu - 1.0),
         clients,
         ratio_same_concurrency: http.per_sec / same,
         ratio: http.per_sec

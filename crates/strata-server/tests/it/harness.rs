@@ -34,8 +34,18 @@ impl Server {
     }
 
     pub fn start_with(cfg: ServerConfig, auth: AuthMode) -> Server {
+        Server::start_prepared(cfg, auth, |_| {})
+    }
+
+    /// A server whose engine `prepare` sets up first (an embedder, …).
+    pub fn start_prepared(
+        cfg: ServerConfig,
+        auth: AuthMode,
+        prepare: impl FnOnce(&strata::Engine),
+    ) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let engine = strata::Engine::open(strata::Config::sqlite(dir.path().join("t.db"))).unwrap();
+        prepare(&engine);
         let shared = Shared::new(engine, &cfg, auth).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

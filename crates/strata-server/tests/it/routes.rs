@@ -400,3 +400,94 @@ fn answers_leave_the_vector_out_and_exports_keep_it() {
         "the export still carries the vector: {jsonl}"
     );
 }
+
+/// An embedder that does not say it runs here, as a remote one would not:
+/// the server then runs recalls on its blocking pool.
+#[derive(Debug)]
+struct Remote;
+
+impl strata::Embedder for Remote {
+    fn model(&self) -> &str {
+        "remote-test"
+    }
+    fn dim(&self) -> usize {
+        3
+    }
+    fn embed(
+        &self,
+        texts: &[&str],
+        _: strata::embed::Purpose,
+    ) -> Result<Vec<Vec<f32>>, strata::Error> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![
+                    t.matches("billing").count() as f32,
+                    t.matches("lunch").count() as f32,
+                    0.1,
+                ];
+                strata::embed::normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn recalls_answer_alike_on_the_event_loop_and_on_the_blocking_pool() {
+    for remote in [false, true] {
+        let (t, cfg) = token("rw", &["project/acme"], Access::ReadWrite);
+        let s = Server::start_prepared(
+            ServerConfig {
+                tokens: vec![cfg],
+                ..Default::default()
+            },
+            strata_server::AuthMode::Tokens,
+            |e| {
+                if remote {
+                    e.set_embedder(Some(std::sync::Arc::new(Remote))).unwrap();
+                }
+            },
+        );
+        assert_eq!(s.shared.inline_recall, !remote, "remote embedder: {remote}");
+        let tk = Some(t.as_str());
+        for text in ["the billing queue retries three times", "lunch is at noon"] {
+            s.expect(
+                201,
+                "POST",
+                "/v1/memories",
+                tk,
+                json!({"content": text, "scope": "project/acme"}),
+            );
+        }
+        // Many at once, from several connections: each answer is whole.
+        std::thread::scope(|sc| {
+            for _ in 0..4 {
+                sc.spawn(|| {
+                    for _ in 0..25 {
+                        let r = s.expect(
+                            200,
+                            "POST",
+                            "/v1/recall",
+                            tk,
+                            json!({"query": "billing queue", "view": ["project/acme"], "limit": 1}),
+                        );
+                        assert_eq!(
+                            r["results"][0]["content"], "the billing queue retries three times",
+                            "{r}"
+                        );
+                    }
+                });
+            }
+        });
+        // Errors come back the same way on both paths.
+        let e = s.expect(
+            403,
+            "POST",
+            "/v1/recall",
+            tk,
+            json!({"query": "billing", "view": ["project/other"]}),
+        );
+        assert_error(&e, "forbidden", "project/other");
+    }
+}

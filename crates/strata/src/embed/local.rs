@@ -185,6 +185,10 @@ impl Embedder for LocalEmbedder {
         self.dim
     }
 
+    fn is_local(&self) -> bool {
+        true
+    }
+
     fn embed(&self, texts: &[&str], purpose: Purpose) -> Result<Vec<Vec<f32>>, Error> {
         // Longest first, so each batch pads to a similar length.
         let mut order: Vec<usize> = (0..texts.len()).collect();

@@ -40,6 +40,13 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     fn dim(&self) -> usize;
     /// One normalised vector per text, in order.
     fn embed(&self, texts: &[&str], purpose: Purpose) -> Result<Vec<Vec<f32>>, Error>;
+    /// Whether `embed` runs on this machine's CPU alone, with no network
+    /// round trip. A server runs a recall that cannot wait on anything
+    /// on the thread that read the request, and the rest on a thread
+    /// pool. Unless an embedder says so, it may wait.
+    fn is_local(&self) -> bool {
+        false
+    }
 }
 
 /// Which embedder, from `[embedder]` in `strata.toml`.

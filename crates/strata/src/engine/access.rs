@@ -42,12 +42,19 @@ const DUTY: u32 = 20;
 /// released between transactions, so acknowledged writes wait at most one.
 const CHUNK: usize = 2048;
 
+/// The writer thread rests this many times as long as each transaction
+/// took before the next, so a large log is written at no more than a
+/// quarter of a core: a burst of a whole core for most of a second slowed
+/// the requests running beside it.
+const REST: u32 = 3;
+
 #[derive(Debug, Default)]
 pub(crate) struct AccessLog {
     /// Reads not yet written: id → (count, latest time).
     pending: Mutex<HashMap<String, (u64, Timestamp)>>,
-    /// Held by the thread writing the log.
-    writing: Mutex<()>,
+    /// Reads taken from `pending` and not yet written, in id order; held
+    /// while a transaction writes a chunk of them.
+    writing: Mutex<Vec<Access>>,
     /// Set when the engine closes; `wake` tells the writer.
     stop: AtomicBool,
     wake: Condvar,
@@ -85,76 +92,102 @@ impl AccessLog {
             .is_empty()
     }
 
-    /// Writes everything in the log, [`CHUNK`] memories a transaction; the
-    /// caller holds `writing`. On failure the reads not yet written go back
-    /// into the log for the next attempt.
-    fn write(&self, store: &dyn Store) -> Result<()> {
+    /// Moves everything in `pending` behind what `writing` holds, in id
+    /// order: ids are time-ordered like rowids, so the updates walk the
+    /// table instead of jumping about it, and each page is written once.
+    fn take(&self, writing: &mut Vec<Access>) {
         let taken = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        // In id order: ids are time-ordered like rowids, so the updates
-        // walk the table instead of jumping about it.
-        let mut batch: Vec<Access> = taken
-            .into_iter()
-            .map(|(id, (count, at))| Access { id, count, at })
-            .collect();
-        batch.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-        let mut rest = batch.as_slice();
-        while !rest.is_empty() {
-            let (chunk, after) = rest.split_at(rest.len().min(CHUNK));
-            if let Err(e) = store.touch(chunk) {
-                let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-                for a in rest {
-                    note(&mut p, &a.id, a.count, a.at);
-                }
-                return Err(e);
-            }
-            rest = after;
+        let start = writing.len();
+        writing.extend(
+            taken
+                .into_iter()
+                .map(|(id, (count, at))| Access { id, count, at }),
+        );
+        writing[start..].sort_unstable_by(|a, b| a.id.cmp(&b.id));
+    }
+
+    /// Writes the first [`CHUNK`] reads of `writing` in one transaction;
+    /// they stay there when it fails.
+    fn write_chunk(store: &dyn Store, writing: &mut Vec<Access>) -> Result<()> {
+        let n = writing.len().min(CHUNK);
+        store.touch(&writing[..n])?;
+        writing.drain(..n);
+        Ok(())
+    }
+
+    /// Writes the log now: what a write under way has left, then
+    /// everything recorded so far. On failure the reads not yet written
+    /// stay for the next attempt.
+    fn flush(&self, store: &dyn Store) -> Result<()> {
+        let mut writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        if writing.is_empty() && self.is_empty() {
+            return Ok(());
+        }
+        self.take(&mut writing);
+        while !writing.is_empty() {
+            Self::write_chunk(store, &mut writing)?;
         }
         Ok(())
     }
 
-    /// Writes the log now, after a write under way finishes.
-    fn flush(&self, store: &dyn Store) -> Result<()> {
-        if self.is_empty() {
-            return Ok(());
-        }
-        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
-        self.write(store)
-    }
-
     /// The writer thread's loop until `stop`: a write, then a pause of
-    /// [`DUTY`] times as long as the write took, at least [`INTERVAL`] and
-    /// at most [`MAX_INTERVAL`]. A write costs about the same per memory
-    /// whether it carries one read of it or many, so under heavy load the
-    /// pauses grow and the log keeps the writing to about 1/DUTY of a core.
+    /// [`DUTY`] times as long as the write's transactions took, at least
+    /// [`INTERVAL`] and at most [`MAX_INTERVAL`]. A write costs about the
+    /// same per memory whether it carries one read of it or many, so under
+    /// heavy load the pauses grow and the log keeps the writing to about
+    /// 1/DUTY of a core. Within a write, each transaction is followed by a
+    /// rest ([`REST`]); `writing` is free meanwhile, so a `flush` finishes
+    /// the write at once instead of waiting for it.
     fn run(&self, store: &dyn Store) {
         let mut pause = INTERVAL;
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            let due = Instant::now() + pause;
-            while !self.stop.load(Ordering::Acquire) {
-                let Some(left) = due.checked_duration_since(Instant::now()) else {
-                    break;
-                };
-                pending = self
-                    .wake
-                    .wait_timeout(pending, left)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-            if self.stop.load(Ordering::Acquire) {
+            if !self.rest(pause) {
                 return;
             }
-            if pending.is_empty() {
-                pause = INTERVAL;
-                continue;
+            {
+                let mut writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+                if writing.is_empty() && self.is_empty() {
+                    pause = INTERVAL;
+                    continue;
+                }
+                self.take(&mut writing);
             }
-            drop(pending);
-            let started = Instant::now();
-            // A failed write keeps its reads for the next round.
-            let _ = self.flush(store);
-            pause = (started.elapsed() * DUTY).clamp(INTERVAL, MAX_INTERVAL);
-            pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            let mut busy = Duration::ZERO;
+            loop {
+                let started = Instant::now();
+                let more = {
+                    let mut writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+                    // A failed write keeps its reads for the next round.
+                    Self::write_chunk(store, &mut writing).is_ok() && !writing.is_empty()
+                };
+                let took = started.elapsed();
+                busy += took;
+                if !more {
+                    break;
+                }
+                if !self.rest(took * REST) {
+                    return;
+                }
+            }
+            pause = (busy * DUTY).clamp(INTERVAL, MAX_INTERVAL);
         }
+    }
+
+    /// Waits `d`, or until the engine closes: false then.
+    fn rest(&self, d: Duration) -> bool {
+        let due = Instant::now() + d;
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        while !self.stop.load(Ordering::Acquire) {
+            let Some(left) = due.checked_duration_since(Instant::now()) else {
+                return true;
+            };
+            pending = self
+                .wake
+                .wait_timeout(pending, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        false
     }
 }
 

@@ -93,6 +93,18 @@ impl Engine {
             .map_err(|_| Error::Embedding("an embedder is already in use".into()))
     }
 
+    /// Whether [`Engine::recall`] only computes: its store's reads and
+    /// its embedder run on this machine, with no network round trip and
+    /// no wait on another process (see [`crate::Store::reads_are_local`],
+    /// [`Embedder::is_local`]). Opens the embedder; false if it cannot
+    /// be opened.
+    pub fn recall_is_local(&self) -> bool {
+        self.store.reads_are_local()
+            && self
+                .embedder()
+                .is_ok_and(|e| e.is_none_or(|e| e.is_local()))
+    }
+
     /// Which embedder serves retrieval, and how many memories have vectors.
     pub fn embed_status(&self) -> Result<EmbedStatus> {
         let Some(e) = self.embedder()? else {

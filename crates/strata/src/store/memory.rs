@@ -752,6 +752,10 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    fn reads_are_local(&self) -> bool {
+        true
+    }
+
     fn context_log(&self, id: &str) -> Result<Option<String>> {
         Ok(self.lock().context_log.get(id).cloned())
     }

@@ -1812,6 +1812,12 @@ impl Store for SqliteStore {
         })
     }
 
+    fn reads_are_local(&self) -> bool {
+        // WAL: a reader never waits for a writer, and the pool opens a
+        // connection rather than wait for one.
+        true
+    }
+
     fn context_log(&self, id: &str) -> Result<Option<String>> {
         let c = self.conn()?;
         Ok(

@@ -185,6 +185,48 @@ fn access_reaches_the_file_when_the_engine_closes() {
     );
 }
 
+#[test]
+fn a_log_larger_than_one_transaction_is_written_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || {
+        let mut c = strata::Config::sqlite(dir.path().join("t.db"));
+        c.embedder = strata::EmbedderConfig::none();
+        c
+    };
+    let e = strata::Engine::open(cfg()).unwrap();
+    // More memories than the log writes in one transaction (2,048), in
+    // scopes of 1,000 (a recall's most results).
+    let (scopes, per) = (5, 1_000);
+    let items: Vec<NewMemory> = (0..scopes * per)
+        .map(|i| {
+            NewMemory::new(
+                scope(&format!("project/p{}", i % scopes)),
+                format!("note {i}"),
+            )
+        })
+        .collect();
+    e.remember_batch(items, strata::Confirm::No).unwrap();
+    for _ in 0..2 {
+        for p in 0..scopes {
+            let mut r = Recall::new("", view(&[&format!("project/p{p}")]));
+            r.strategy = Some(Strategy::Recency);
+            r.limit = per;
+            assert_eq!(e.recall(&r).unwrap().len(), per);
+        }
+    }
+    e.flush_accesses().unwrap();
+    let other = strata::Engine::open(cfg()).unwrap();
+    let mut l = strata::List::new(view(&["project/**"]));
+    l.limit = scopes * per;
+    let all = other.list(&l).unwrap();
+    assert_eq!(all.len(), scopes * per);
+    assert!(
+        all.iter().all(|m| m.access_count == 2),
+        "every memory read twice: {:?}",
+        all.iter().find(|m| m.access_count != 2)
+    );
+}
+
 fn decay_lowers_old_memories(make: MakeEngine) {
     let mut e = make(&|_| {});
     let t0 = jiff::Timestamp::now();

@@ -381,6 +381,62 @@ fn bad_embedder_config_is_named() {
     assert!(err.to_string().contains("strata model fetch"), "{err}");
 }
 
+/// Says its `embed` runs here, as the built-in local model does.
+#[derive(Debug)]
+struct LocalConcepts(Concepts);
+
+impl Embedder for LocalConcepts {
+    fn model(&self) -> &str {
+        self.0.model()
+    }
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn embed(&self, texts: &[&str], purpose: Purpose) -> Result<Vec<Vec<f32>>, Error> {
+        self.0.embed(texts, purpose)
+    }
+    fn is_local(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn recall_is_local_only_when_store_and_embedder_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = |embedder: Option<Arc<dyn Embedder>>| {
+        let mut c = strata::Config::sqlite(dir.path().join("m.db"));
+        c.embedder = strata::EmbedderConfig::none();
+        let e = Engine::open(c).unwrap();
+        if embedder.is_some() {
+            e.set_embedder(embedder).unwrap();
+        }
+        e
+    };
+    // No embedder: SQLite reads alone.
+    assert!(open(None).recall_is_local());
+    // The memory store, with the default embedder: the local model when
+    // it is installed (it runs here too), else none.
+    assert!(
+        Engine::open(strata::Config::in_memory())
+            .unwrap()
+            .recall_is_local()
+    );
+    // An embedder that does not say it is local may wait on a network.
+    assert!(!open(concepts()).recall_is_local());
+    let local = LocalConcepts(Concepts {
+        model: "concepts-v1",
+        dim: 4,
+    });
+    assert!(open(Some(Arc::new(local))).recall_is_local());
+    // One that cannot be opened: not local (the server then keeps
+    // recalls off its event loop, where the error comes back as usual).
+    let c = strata::Config {
+        embedder: strata::EmbedderConfig::local("/nonexistent/model"),
+        ..strata::Config::in_memory()
+    };
+    assert!(!Engine::open(c).unwrap().recall_is_local());
+}
+
 #[cfg(feature = "local-embed")]
 mod local {
     use super::*;
