@@ -776,6 +776,13 @@ fn print_report(g: &Global, rep: &Report) -> Result<()> {
             ))?;
         }
         output::line(format!(
+            "GET /healthz      {:>8.0}/s  {}  (the transport's floor: server CPU {} a request, errors {})",
+            h.floor.per_sec,
+            lat_line(&format!("{} clients", h.clients), &h.floor.latency),
+            cpu(&h.floor),
+            h.floor.errors
+        ))?;
+        output::line(format!(
             "recall over HTTP  {:>8.0}/s  {}  (paced at {:.0}/s, errors {})",
             h.paced.phase.per_sec,
             lat_line(&format!("{} clients", h.clients), &h.paced.phase.latency),

@@ -3,11 +3,14 @@
 //!
 //! The server runs in this process (a `strata serve` on 127.0.0.1, port 0,
 //! with a bearer token). The load comes from `--clients` keep-alive
-//! connections, all driven from one client thread (hyper on a
-//! current-thread runtime, as wrk drives its connections from one event
-//! loop), sending `POST /v1/recall` bodies built beforehand: a client of
-//! one thread per connection spends as much CPU switching threads as the
-//! server does, on the same two cores. In process, threads call
+//! connections, all driven from one client thread (a current-thread
+//! runtime, as wrk drives its connections from one event loop), sending
+//! `POST /v1/recall` bodies built beforehand. The client is as lean as
+//! wrk: it writes each request's bytes and parses only the answer's head
+//! (`httparse`, hyper's parser) and reads `Content-Length` bytes of body,
+//! because on two cores every microsecond it spends is taken from the
+//! server; a client of one thread per connection spent as much CPU
+//! switching threads as the server did. In process, threads call
 //! `Engine::recall` with the same requests. Throughput is requests over
 //! wall time; latency is per request, as the client sees it.
 
@@ -17,9 +20,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper::client::conn::http1::SendRequest;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
@@ -46,6 +48,10 @@ pub struct HttpBench {
     /// request (the process's, less the client thread's) over the least
     /// CPU time per recall in process, minus one (Linux only).
     pub server_cost: Option<f64>,
+    /// `GET /healthz` from `--clients` clients: what the transport alone
+    /// costs (TCP on loopback, hyper, routing, the middleware), the floor
+    /// under every request's cost.
+    pub floor: Phase,
     /// `--clients` HTTP clients at a fixed total rate.
     pub paced: Paced,
     pub mixed: Mixed,
@@ -216,8 +222,8 @@ fn drive(
     )
 }
 
-/// One request of an HTTP phase: path, JSON body, the status that means
-/// success.
+/// One request of an HTTP phase: path, JSON body (a GET when empty), the
+/// status that means success.
 type Call<'a> = (&'a str, &'a str, u16);
 
 /// What an HTTP phase measured: wall time, latencies of reads and of
@@ -252,12 +258,12 @@ fn drive_http<'a>(
     let next = AtomicUsize::new(0);
     let errors = AtomicUsize::new(0);
     rt.block_on(async {
-        let mut senders = Vec::with_capacity(clients);
+        let mut conns = Vec::with_capacity(clients);
         for _ in 0..clients {
-            senders.push(connect(addr).await?);
+            conns.push(Conn::open(addr).await?);
         }
         let started = Instant::now();
-        let loops = senders.into_iter().map(|mut sender| {
+        let loops = conns.into_iter().map(|mut conn| {
             let (next, errors, auth) = (&next, &errors, &auth);
             async move {
                 let (mut reads, mut writes) = (Vec::new(), Vec::new());
@@ -274,14 +280,14 @@ fn drive_http<'a>(
                         }
                         None => Instant::now(),
                     };
-                    let r = send(&mut sender, addr, auth, call(i)).await;
-                    if let Err(e) = r.and_then(|body| answer(i, &body)) {
+                    let r = conn.send(addr, auth, call(i)).await;
+                    if let Err(e) = r.and_then(|body| answer(i, body)) {
                         if errors.fetch_add(1, Ordering::Relaxed) < 5 {
                             eprintln!("bench http: request {i} failed: {e:#}");
                         }
                         // The connection may be gone: start a new one.
-                        if let Ok(s) = connect(addr).await {
-                            sender = s;
+                        if let Ok(c) = Conn::open(addr).await {
+                            conn = c;
                         }
                     }
                     if is_write(i) {
@@ -309,36 +315,81 @@ fn drive_http<'a>(
     })
 }
 
-/// A keep-alive HTTP/1.1 connection; its driver runs on the runtime.
-async fn connect(addr: SocketAddr) -> Result<SendRequest<Full<Bytes>>> {
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let (sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    Ok(sender)
+/// A keep-alive HTTP/1.1 connection and its buffers.
+struct Conn {
+    stream: TcpStream,
+    out: Vec<u8>,
+    inb: Vec<u8>,
 }
 
-/// One request; the answer's body when its status is the one wanted.
-async fn send(
-    sender: &mut SendRequest<Full<Bytes>>,
-    addr: SocketAddr,
-    auth: &str,
-    (path, body, want): Call<'_>,
-) -> Result<Bytes> {
-    sender.ready().await?;
-    let req = hyper::Request::post(path)
-        .header("host", addr.to_string())
-        .header("authorization", auth)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::copy_from_slice(body.as_bytes())))?;
-    let res = sender.send_request(req).await?;
-    let status = res.status().as_u16();
-    let text = res.into_body().collect().await?.to_bytes();
-    if status != want {
-        anyhow::bail!("{status}: {}", String::from_utf8_lossy(&text));
+impl Conn {
+    async fn open(addr: SocketAddr) -> Result<Conn> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(Conn {
+            stream,
+            out: Vec::with_capacity(1024),
+            inb: Vec::with_capacity(16 * 1024),
+        })
     }
-    Ok(text)
+
+    /// One request (a GET when the body is empty); the answer's body when
+    /// its status is the one wanted.
+    async fn send(
+        &mut self,
+        addr: SocketAddr,
+        auth: &str,
+        (path, body, want): Call<'_>,
+    ) -> Result<&[u8]> {
+        use std::io::Write as _;
+        self.out.clear();
+        if body.is_empty() {
+            write!(self.out, "GET {path} HTTP/1.1\r\n")?;
+        } else {
+            write!(
+                self.out,
+                "POST {path} HTTP/1.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+                body.len()
+            )?;
+        }
+        write!(self.out, "host: {addr}\r\nauthorization: {auth}\r\n\r\n")?;
+        self.out.extend_from_slice(body.as_bytes());
+        self.stream.write_all(&self.out).await?;
+        // Read until the head parses, then until the body is all there.
+        self.inb.clear();
+        let (status, head, len) = loop {
+            if self.stream.read_buf(&mut self.inb).await? == 0 {
+                anyhow::bail!("the server closed the connection");
+            }
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut res = httparse::Response::new(&mut headers);
+            if let httparse::Status::Complete(head) = res.parse(&self.inb)? {
+                let len = res
+                    .headers
+                    .iter()
+                    .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                    .and_then(|h| {
+                        std::str::from_utf8(h.value)
+                            .ok()?
+                            .trim()
+                            .parse::<usize>()
+                            .ok()
+                    })
+                    .context("an answer without Content-Length")?;
+                break (res.code.unwrap_or(0), head, len);
+            }
+        };
+        while self.inb.len() < head + len {
+            if self.stream.read_buf(&mut self.inb).await? == 0 {
+                anyhow::bail!("the server closed the connection mid-answer");
+            }
+        }
+        let text = &self.inb[head..head + len];
+        if status != want {
+            anyhow::bail!("{status}: {}", String::from_utf8_lossy(text));
+        }
+        Ok(text)
+    }
 }
 
 pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Result<HttpBench> {
@@ -430,6 +481,17 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         sides[counts.len()].add(m.wall, m.reads, m.errors, cpu);
     }
     let http = sides.pop().unwrap_or_default().phase();
+    say(format!(
+        "timing {n} GET /healthz over HTTP from {clients} clients (the transport's floor)…"
+    ));
+    let health = |_: usize| -> Call<'_> { ("/healthz", "", 200) };
+    let (m, cpu) = cpu_of(true, || {
+        drive_http(addr, &token, clients, n, None, &never, &health, &fine)
+    });
+    let m = m?;
+    let mut floor = Sum::default();
+    floor.add(m.wall, m.reads, m.errors, cpu);
+    let floor = floor.phase();
     let in_process: Vec<InProcess> = counts
         .iter()
         .zip(sides)
@@ -538,6 +600,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         in_process,
         pool,
         http,
+        floor,
         paced,
         mixed: Mixed {
             per_sec: mixed_n as f64 / m.wall.as_secs_f64(),
