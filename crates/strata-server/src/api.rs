@@ -316,3 +316,19 @@ pub struct GetArgs {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
+
+// ---- answers ----
+
+/// `POST /v1/recall`: the ranked memories, best first (each a memory with
+/// its `score`, `explain` when asked, `archived` when it came from the
+/// archive).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct RecallAnswer {
+    pub results: Vec<strata::Recalled>,
+}
+
+/// `POST /v1/memories/batch`: the stored memories, in the request's order.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct BatchAnswer {
+    pub memories: Vec<strata::Memory>,
+}

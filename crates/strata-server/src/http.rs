@@ -84,7 +84,8 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     ),
     components(schemas(
         RememberBody, BatchBody, PatchBody, RecallBody, ListBody, ForgetBody, PromoteBody,
-        RestoreBody, CompleteTaskBody, ContextBody, SessionBody, Stats, ErrorBody
+        RestoreBody, CompleteTaskBody, ContextBody, SessionBody, Stats, ErrorBody,
+        RecallAnswer, BatchAnswer, strata::Memory, strata::Recalled
     )),
     modifiers(&Bearer)
 )]
@@ -314,7 +315,7 @@ fn known_params(pairs: &[(String, String)], known: &[&str]) -> Result<()> {
 
 /// Store a memory.
 #[utoipa::path(post, path = "/v1/memories", request_body = RememberBody,
-    responses((status = 201, description = "The stored memory", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 201, description = "The stored memory", body = strata::Memory), (status = "4XX", body = ErrorBody)))]
 async fn remember(State(st): St, g: G, JsonBody(b): JsonBody<RememberBody>) -> Result<Response> {
     let m = run(&st, g.0, move |c| c.remember(&b)).await?;
     Ok(ok(StatusCode::CREATED, m))
@@ -322,10 +323,10 @@ async fn remember(State(st): St, g: G, JsonBody(b): JsonBody<RememberBody>) -> R
 
 /// Store many memories in one transaction.
 #[utoipa::path(post, path = "/v1/memories/batch", request_body = BatchBody,
-    responses((status = 201, description = "`{memories: [...]}`", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 201, description = "The stored memories", body = BatchAnswer), (status = "4XX", body = ErrorBody)))]
 async fn remember_batch(State(st): St, g: G, JsonBody(b): JsonBody<BatchBody>) -> Result<Response> {
-    let ms = run(&st, g.0, move |c| c.remember_batch(&b)).await?;
-    Ok(ok(StatusCode::CREATED, json!({ "memories": ms })))
+    let memories = run(&st, g.0, move |c| c.remember_batch(&b)).await?;
+    Ok(ok(StatusCode::CREATED, BatchAnswer { memories }))
 }
 
 /// One memory (active or archived); `?history=true` adds earlier versions.
@@ -346,7 +347,7 @@ async fn get_memory(
 
 /// Change a memory (compare-and-swap on `expected_version`; 409 on conflict).
 #[utoipa::path(patch, path = "/v1/memories/{id}", request_body = PatchBody, params(("id" = String, Path, description = "Memory id")),
-    responses((status = 200, description = "The memory after the change", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "The memory after the change", body = strata::Memory), (status = "4XX", body = ErrorBody)))]
 async fn update(
     State(st): St,
     g: G,
@@ -375,15 +376,11 @@ async fn delete(
 
 /// Ranked memories for a query within a view.
 #[utoipa::path(post, path = "/v1/recall", request_body = RecallBody,
-    responses((status = 200, description = "`{results: [memory + score (+ explain)]}`", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "The ranked memories", body = RecallAnswer), (status = "4XX", body = ErrorBody)))]
 async fn recall(State(st): St, g: G, JsonBody(b): JsonBody<RecallBody>) -> Result<Response> {
-    let hits = st.run_recall(g.0, move |c| c.recall(&b)).await?;
+    let results = st.run_recall(g.0, move |c| c.recall(&b)).await?;
     // Written straight from the results: no JSON tree built in between.
-    #[derive(serde::Serialize)]
-    struct Results {
-        results: Vec<strata::Recalled>,
-    }
-    Ok(ok(StatusCode::OK, Results { results: hits }))
+    Ok(ok(StatusCode::OK, RecallAnswer { results }))
 }
 
 /// Memories in a view, filtered and ordered.
@@ -404,7 +401,7 @@ async fn forget(State(st): St, g: G, JsonBody(b): JsonBody<ForgetBody>) -> Resul
 
 /// Copy a memory into another scope (new id, provenance kept).
 #[utoipa::path(post, path = "/v1/promote", request_body = PromoteBody,
-    responses((status = 201, description = "The copy", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 201, description = "The copy", body = strata::Memory), (status = "4XX", body = ErrorBody)))]
 async fn promote(State(st): St, g: G, JsonBody(b): JsonBody<PromoteBody>) -> Result<Response> {
     let m = run(&st, g.0, move |c| c.promote(&b)).await?;
     Ok(ok(StatusCode::CREATED, m))

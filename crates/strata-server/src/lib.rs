@@ -28,8 +28,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 pub use api::{
-    BatchBody, CompleteTaskBody, ContextBody, ForgetBody, GetArgs, ListBody, PatchBody,
-    PromoteBody, RecallBody, RememberBody, RestoreBody, SessionBody,
+    BatchAnswer, BatchBody, CompleteTaskBody, ContextBody, ForgetBody, GetArgs, ListBody,
+    PatchBody, PromoteBody, RecallAnswer, RecallBody, RememberBody, RestoreBody, SessionBody,
 };
 pub use auth::{Access, Grant, Tokens, new_token, sha256_hex};
 pub use config::{DEFAULT_LISTEN, Limits, McpDefaults, ServerConfig, TokenConfig};

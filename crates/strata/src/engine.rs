@@ -81,6 +81,7 @@ impl Recall {
 
 /// One recall result.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Recalled {
     /// The memory.
     #[serde(flatten)]
@@ -98,8 +99,10 @@ pub struct Recalled {
 /// When and why a memory was archived.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ArchiveMark {
     /// When.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub at: Timestamp,
     /// Why.
     pub reason: String,

@@ -218,6 +218,7 @@ word_enum!(
 
 /// A vector for a memory, with the model that produced it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Embedding {
     /// The embedder's model id.
     pub model: String,
@@ -227,12 +228,15 @@ pub struct Embedding {
 
 /// Where a memory was copied from (promotion, task completion).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Provenance {
     /// The id of the memory this was copied from.
     pub from_id: String,
     /// The scope it was copied from.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub from_scope: Scope,
     /// When the copy was made.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub at: Timestamp,
 }
 
@@ -240,20 +244,25 @@ pub struct Provenance {
 /// writes exactly this shape.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Memory {
     /// UUIDv7 assigned by the engine (imports may carry other ids).
     pub id: String,
     /// Where the memory lives.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "project/acme"))]
     pub scope: Scope,
     /// What it is.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "decision"))]
     pub kind: Kind,
     /// Who said it, for conversational memories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub role: Option<Role>,
     /// The text that is searched and rendered.
     pub content: String,
     /// Structured JSON (always an object when present).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub payload: Option<serde_json::Value>,
     /// Writing the same (scope, key) again supersedes this memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,22 +273,27 @@ pub struct Memory {
     /// 0.0–1.0.
     pub importance: f64,
     /// Where it came from.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub source: Source,
     /// The session it belongs to, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
     /// When it was first written.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Timestamp,
     /// When its content last changed.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub updated_at: Timestamp,
     /// When a read last returned it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub last_accessed_at: Option<Timestamp>,
     /// How many reads returned it.
     #[serde(default)]
     pub access_count: u64,
     /// When it stops being visible (moved to the archive by upkeep).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub expires_at: Option<Timestamp>,
     /// Never evicted nor bulk-deleted.
     #[serde(default)]

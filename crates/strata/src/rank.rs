@@ -230,6 +230,7 @@ impl RankConfig {
 
 /// The parts of a score, returned under `explain`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ScoreParts {
     /// Final score the ranking sorted by.
     pub total: f64,

@@ -77,3 +77,89 @@ fn every_route_is_documented_and_served() {
     }
     assert!(schemas["RecallBody"]["properties"]["view"].is_object());
 }
+
+/// Property names of a schema: its own, those of an `allOf` part, those
+/// of a `$ref`erenced schema.
+fn properties(schemas: &serde_json::Value, schema: &serde_json::Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.trim_start_matches("#/components/schemas/");
+        return properties(schemas, &schemas[name]);
+    }
+    if let Some(p) = schema["properties"].as_object() {
+        out.extend(p.keys().cloned());
+    }
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        out.extend(properties(schemas, part));
+    }
+    out
+}
+
+#[test]
+fn answers_are_described_by_their_schemas() {
+    let s = Server::start_with(ServerConfig::default(), AuthMode::Off);
+    let (_, doc) = s.call("GET", "/openapi.json", None, None);
+    let schemas = &doc["components"]["schemas"];
+    let answer = |path: &str, method: &str, status: &str| {
+        doc["paths"][path][method]["responses"][status]["content"]["application/json"]["schema"]
+            ["$ref"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(
+        answer("/v1/memories", "post", "201"),
+        "#/components/schemas/Memory"
+    );
+    assert_eq!(
+        answer("/v1/recall", "post", "200"),
+        "#/components/schemas/RecallAnswer"
+    );
+    assert_eq!(
+        answer("/v1/memories/batch", "post", "201"),
+        "#/components/schemas/BatchAnswer"
+    );
+    let memory = &schemas["Memory"];
+    let props = properties(schemas, memory);
+    assert_eq!(
+        memory["properties"]["created_at"]["format"], "date-time",
+        "{memory}"
+    );
+    // A memory as the server writes it: every field it carries is in the
+    // schema, and every field the schema requires is there.
+    let (status, m) = s.call(
+        "POST",
+        "/v1/memories",
+        None,
+        Some(
+            r#"{"content": "the billing queue retries three times", "scope": "project/acme",
+                "kind": "decision", "tags": ["ops"], "key": "retries", "payload": {"n": 3}}"#,
+        ),
+    );
+    assert_eq!(status, 201, "{m}");
+    for k in m.as_object().unwrap().keys() {
+        assert!(props.contains(k), "`{k}` is not in the Memory schema");
+    }
+    for r in memory["required"].as_array().unwrap() {
+        let r = r.as_str().unwrap();
+        assert!(m.get(r).is_some(), "`{r}` is required but missing: {m}");
+    }
+    // A recall result: the memory's fields, its score and its explanation.
+    let (status, r) = s.call(
+        "POST",
+        "/v1/recall",
+        None,
+        Some(r#"{"query": "billing", "view": ["project/acme"], "explain": true}"#),
+    );
+    assert_eq!(status, 200, "{r}");
+    let hit = &r["results"][0];
+    let recalled = properties(schemas, &schemas["Recalled"]);
+    for k in hit.as_object().unwrap().keys() {
+        assert!(recalled.contains(k), "`{k}` is not in the Recalled schema");
+    }
+    assert!(recalled.contains("content") && recalled.contains("score"));
+    let explain = properties(schemas, &schemas["ScoreParts"]);
+    for k in hit["explain"].as_object().unwrap().keys() {
+        assert!(explain.contains(k), "`{k}` is not in the ScoreParts schema");
+    }
+}
