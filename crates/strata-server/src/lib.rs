@@ -67,7 +67,7 @@ pub struct Shared {
     /// Bounds engine calls in flight (`limits.max_concurrent`).
     pub permits: Arc<tokio::sync::Semaphore>,
     /// Recalls run on the thread that read the request
-    /// ([`strata::Engine::recall_is_local`]), not on the blocking pool.
+    /// ([`strata::Engine::recall_never_waits`]), not on the blocking pool.
     pub inline_recall: bool,
     /// Gives new memories their vectors in the background (idle without
     /// an embedder); stops when the server does.
@@ -84,7 +84,7 @@ impl Shared {
         cfg.validate()?;
         let engine = Arc::new(engine);
         Ok(Arc::new(Shared {
-            inline_recall: engine.recall_is_local(),
+            inline_recall: engine.recall_never_waits(),
             embed_worker: strata::EmbedWorker::spawn(engine.clone()),
             engine,
             tokens: match auth {
@@ -107,9 +107,10 @@ impl Shared {
     ///
     /// A recall on SQLite with a local embedder (or none) is a fraction of
     /// a millisecond of CPU that never waits: it runs here, on the event
-    /// loop's thread, which saves two thread hand-offs per request (a
-    /// third of the server's own cost under load). Anything that can wait
-    /// (a remote embedder, a networked store) goes to the blocking pool.
+    /// loop's thread, which saves two thread hand-offs per request (as
+    /// much as the HTTP transport costs). Anything that can wait (a remote
+    /// embedder, the HNSW index's lock, a networked store) goes to the
+    /// blocking pool.
     pub async fn run_recall<T, F>(self: &Arc<Self>, grant: Grant, f: F) -> Result<T, ApiError>
     where
         T: Send + 'static,

@@ -41,9 +41,10 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     /// One normalised vector per text, in order.
     fn embed(&self, texts: &[&str], purpose: Purpose) -> Result<Vec<Vec<f32>>, Error>;
     /// Whether `embed` runs on this machine's CPU alone, with no network
-    /// round trip. A server runs a recall that cannot wait on anything
-    /// on the thread that read the request, and the rest on a thread
-    /// pool. Unless an embedder says so, it may wait.
+    /// round trip. A server runs a recall that never waits on the thread
+    /// that read the request, and the rest on a thread pool (see
+    /// [`crate::Engine::recall_never_waits`]). Unless an embedder says so,
+    /// it may wait.
     fn is_local(&self) -> bool {
         false
     }

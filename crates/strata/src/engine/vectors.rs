@@ -93,16 +93,18 @@ impl Engine {
             .map_err(|_| Error::Embedding("an embedder is already in use".into()))
     }
 
-    /// Whether [`Engine::recall`] only computes: its store's reads and
-    /// its embedder run on this machine, with no network round trip and
-    /// no wait on another process (see [`crate::Store::reads_are_local`],
-    /// [`Embedder::is_local`]). Opens the embedder; false if it cannot
-    /// be opened.
-    pub fn recall_is_local(&self) -> bool {
-        self.store.reads_are_local()
-            && self
-                .embedder()
-                .is_ok_and(|e| e.is_none_or(|e| e.is_local()))
+    /// Whether [`Engine::recall`] only computes: no network round trip, no
+    /// wait on another process or on a lock held for long (see
+    /// [`crate::Store::reads_never_wait`], [`Embedder::is_local`]). True
+    /// for SQLite or the memory store with no embedder or the local model,
+    /// unless vector searches may go through the HNSW index. Opens the
+    /// embedder; false if it cannot be opened.
+    pub fn recall_never_waits(&self) -> bool {
+        match self.embedder() {
+            Ok(None) => self.store.reads_never_wait(false),
+            Ok(Some(e)) => e.is_local() && self.store.reads_never_wait(true),
+            Err(_) => false,
+        }
     }
 
     /// Which embedder serves retrieval, and how many memories have vectors.

@@ -752,7 +752,7 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    fn reads_are_local(&self) -> bool {
+    fn reads_never_wait(&self, _with_vectors: bool) -> bool {
         true
     }
 

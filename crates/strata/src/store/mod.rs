@@ -415,10 +415,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn log_context(&self, id: &str, at: Timestamp, doc: &str) -> Result<()>;
     /// A logged context package by id.
     fn context_log(&self, id: &str) -> Result<Option<String>>;
-    /// Whether reads (queries, searches, gets) run on this machine's CPU
-    /// and disk alone: no network round trip, no wait on a lock another
-    /// process holds. Unless a store says so, they may wait.
-    fn reads_are_local(&self) -> bool {
+    /// Whether reads (queries, searches, gets; vector searches too when
+    /// `with_vectors`) only compute: no network round trip, no wait on a
+    /// lock another process holds or one held for long (an index being
+    /// loaded). Unless a store says so, they may wait.
+    fn reads_never_wait(&self, with_vectors: bool) -> bool {
+        let _ = with_vectors;
         false
     }
 }

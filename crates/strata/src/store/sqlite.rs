@@ -1812,10 +1812,12 @@ impl Store for SqliteStore {
         })
     }
 
-    fn reads_are_local(&self) -> bool {
+    fn reads_never_wait(&self, with_vectors: bool) -> bool {
         // WAL: a reader never waits for a writer, and the pool opens a
-        // connection rather than wait for one.
-        true
+        // connection rather than wait for one. The HNSW index, though, is
+        // one per process behind a lock held while it loads, catches up
+        // with new vectors (up to 5,000) or is saved: seconds, at times.
+        !(with_vectors && cfg!(feature = "ann") && self.opts.ann_min_view < usize::MAX)
     }
 
     fn context_log(&self, id: &str) -> Result<Option<String>> {

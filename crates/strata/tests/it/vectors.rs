@@ -401,40 +401,57 @@ impl Embedder for LocalConcepts {
 }
 
 #[test]
-fn recall_is_local_only_when_store_and_embedder_say_so() {
+fn recall_never_waits_only_when_store_and_embedder_say_so() {
     let dir = tempfile::tempdir().unwrap();
-    let open = |embedder: Option<Arc<dyn Embedder>>| {
-        let mut c = strata::Config::sqlite(dir.path().join("m.db"));
-        c.embedder = strata::EmbedderConfig::none();
-        let e = Engine::open(c).unwrap();
+    let open = |embedder: Option<Arc<dyn Embedder>>, ann_min_view: usize| {
+        let path = dir.path().join("m.db");
+        let opts = strata::store::SqliteOptions {
+            ann_min_view,
+            ..strata::store::SqliteOptions::default()
+        };
+        let store = strata::store::SqliteStore::open(&path, opts).unwrap();
+        let cfg = strata::Config {
+            embedder: strata::EmbedderConfig::none(),
+            ..strata::Config::sqlite(&path)
+        };
+        let e = Engine::with_store(cfg, Box::new(store)).unwrap();
         if embedder.is_some() {
             e.set_embedder(embedder).unwrap();
         }
         e
     };
-    // No embedder: SQLite reads alone.
-    assert!(open(None).recall_is_local());
+    let local = || -> Option<Arc<dyn Embedder>> {
+        Some(Arc::new(LocalConcepts(Concepts {
+            model: "concepts-v1",
+            dim: 4,
+        })))
+    };
+    let default_view = strata::store::SqliteOptions::default().ann_min_view;
+    // No embedder: SQLite's reads alone (a reader never waits in WAL).
+    assert!(open(None, default_view).recall_never_waits());
     // The memory store, with the default embedder: the local model when
-    // it is installed (it runs here too), else none.
+    // it is installed, else none.
     assert!(
         Engine::open(strata::Config::in_memory())
             .unwrap()
-            .recall_is_local()
+            .recall_never_waits()
     );
     // An embedder that does not say it is local may wait on a network.
-    assert!(!open(concepts()).recall_is_local());
-    let local = LocalConcepts(Concepts {
-        model: "concepts-v1",
-        dim: 4,
-    });
-    assert!(open(Some(Arc::new(local))).recall_is_local());
-    // One that cannot be opened: not local (the server then keeps
-    // recalls off its event loop, where the error comes back as usual).
+    assert!(!open(concepts(), usize::MAX).recall_never_waits());
+    // A local one: unless large views search through the HNSW index,
+    // whose lock is held while it loads or catches up.
+    assert_eq!(
+        open(local(), default_view).recall_never_waits(),
+        !cfg!(feature = "ann")
+    );
+    assert!(open(local(), usize::MAX).recall_never_waits());
+    // One that cannot be opened: it may not be relied on (the server keeps
+    // recalls off its event loop, and the error comes back as usual).
     let c = strata::Config {
         embedder: strata::EmbedderConfig::local("/nonexistent/model"),
         ..strata::Config::in_memory()
     };
-    assert!(!Engine::open(c).unwrap().recall_is_local());
+    assert!(!Engine::open(c).unwrap().recall_never_waits());
 }
 
 #[cfg(feature = "local-embed")]
