@@ -151,14 +151,18 @@ fn concurrent_recalls_lose_no_access(make: MakeEngine) {
     }
 }
 
+/// An engine's config on `dir/t.db`, BM25 only: engines opened from it
+/// share the file as processes do.
+fn file_config(dir: &std::path::Path) -> strata::Config {
+    let mut c = strata::Config::sqlite(dir.join("t.db"));
+    c.embedder = strata::EmbedderConfig::none();
+    c
+}
+
 #[test]
 fn access_reaches_the_file_when_the_engine_closes() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = || {
-        let mut c = strata::Config::sqlite(dir.path().join("t.db"));
-        c.embedder = strata::EmbedderConfig::none();
-        c
-    };
+    let cfg = || file_config(dir.path());
     let first = strata::Engine::open(cfg()).unwrap();
     let m = first
         .remember(NewMemory::new(
@@ -188,11 +192,7 @@ fn access_reaches_the_file_when_the_engine_closes() {
 #[test]
 fn a_log_larger_than_one_transaction_is_written_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = || {
-        let mut c = strata::Config::sqlite(dir.path().join("t.db"));
-        c.embedder = strata::EmbedderConfig::none();
-        c
-    };
+    let cfg = || file_config(dir.path());
     let e = strata::Engine::open(cfg()).unwrap();
     // More memories than the log writes in one transaction (2,048), in
     // scopes of 1,000 (a recall's most results).
