@@ -22,7 +22,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
@@ -50,10 +50,12 @@ pub(super) struct Ann {
     path: PathBuf,
 }
 
-/// The indexes of one store: loaded copies and builds under way.
+/// The indexes of one store: loaded copies and builds under way. Searches
+/// of a copy that is current share `loaded`; loading, catching up and
+/// saving take it alone.
 #[derive(Default)]
 pub(super) struct Indexes {
-    pub(super) loaded: Mutex<HashMap<String, Ann>>,
+    pub(super) loaded: RwLock<HashMap<String, Ann>>,
     building: Mutex<HashSet<String>>,
 }
 
@@ -313,7 +315,7 @@ pub(super) fn build_in_background(
                 Ok(a.save(&mut c, &name)?.then_some(a))
             })();
             if let Ok(Some(a)) = built {
-                let mut g = shared.loaded.lock().unwrap_or_else(|p| p.into_inner());
+                let mut g = shared.loaded.write().unwrap_or_else(|p| p.into_inner());
                 g.insert(name.clone(), a);
             }
             shared

@@ -897,7 +897,18 @@ impl SqliteStore {
         if dim != query.len() {
             return Ok(Some(Vec::new()));
         }
-        let mut g = self.ann.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        // The common case: this process's copy is current, and searches
+        // share it.
+        {
+            let g = self.ann.loaded.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(a) = g.get(model)
+                && a.epoch == epoch
+                && a.version >= version
+            {
+                return self.search_copy(c, q, model, query, limit, a);
+            }
+        }
+        let mut g = self.ann.loaded.write().unwrap_or_else(|p| p.into_inner());
         if g.get(model).is_none_or(|a| a.epoch != epoch) {
             g.remove(model);
             if ann::building(&self.ann, model) {
@@ -926,6 +937,21 @@ impl SqliteStore {
             // search drops this copy.
             let _ = a.save(c, model);
         }
+        self.search_copy(c, q, model, query, limit, a)
+    }
+
+    /// Searches a current copy of the index: over-fetches by how much of
+    /// the index the view holds, checks and rescores each hit against its
+    /// row, and widens the search until the view yields `limit` hits.
+    fn search_copy(
+        &self,
+        c: &mut Connection,
+        q: &Query,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+        a: &ann::Ann,
+    ) -> Result<Option<Vec<(Signals, f32)>>> {
         let total = a.index.size();
         let view = self.view_size(c, q)?.max(1);
         let mut k = (limit * 2 * total.div_ceil(view)).max(64);
@@ -946,7 +972,7 @@ impl SqliteStore {
     /// How many vectors this process's copy of `model`'s HNSW index holds
     /// (`None` when none is loaded).
     pub fn vector_index_size(&self, model: &str) -> Option<usize> {
-        let g = self.ann.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let g = self.ann.loaded.read().unwrap_or_else(|p| p.into_inner());
         g.get(model).map(|a| a.index.size())
     }
 
@@ -1008,7 +1034,7 @@ impl SqliteStore {
     /// forgotten (the rows are gone; the next large search builds the index
     /// again, in the background), so no forgotten vector stays on disk.
     fn forget_in_index(&self, vectors: &[(String, i64)]) -> Result<()> {
-        let mut g = self.ann.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.ann.loaded.write().unwrap_or_else(|p| p.into_inner());
         for (model, _) in vectors {
             g.remove(model);
             let path = ann::side_file(&self.path, model);
@@ -1773,7 +1799,7 @@ impl Store for SqliteStore {
         // Their indexes go too.
         #[cfg(feature = "ann")]
         {
-            let mut g = self.ann.loaded.lock().unwrap_or_else(|p| p.into_inner());
+            let mut g = self.ann.loaded.write().unwrap_or_else(|p| p.into_inner());
             for m in &dropped {
                 g.remove(m);
                 let _ = std::fs::remove_file(ann::side_file(&self.path, m));

@@ -369,7 +369,8 @@ fn bad_embedder_config_is_named() {
         .apply_toml("[ranking]\nfusion = \"max\"\n", None)
         .unwrap_err();
     assert!(err.to_string().contains("max"), "{err}");
-    // A missing local model is an error that says how to install it.
+    // A missing local model is an error that says how to install it (or,
+    // in a build without the model's feature, which feature it needs).
     let c = strata::Config {
         embedder: strata::EmbedderConfig::local("/nonexistent/model"),
         ..strata::Config::in_memory()
@@ -378,7 +379,12 @@ fn bad_embedder_config_is_named() {
     let err = e
         .recall(&Recall::new("x", view(&["project/a"])))
         .unwrap_err();
-    assert!(err.to_string().contains("strata model fetch"), "{err}");
+    let wanted = if cfg!(feature = "local-embed") {
+        "strata model fetch"
+    } else {
+        "local-embed"
+    };
+    assert!(err.to_string().contains(wanted), "{err}");
 }
 
 /// Says its `embed` runs here, as the built-in local model does.
@@ -779,6 +785,21 @@ mod ann {
             let b = nearest(&indexed, q, &["project/a", "project/b"], f.clone());
             assert_agree(&b, &nearest(&scanned, q, &["project/a", "project/b"], f), q);
         }
+        // Searches of a current copy run side by side (they share it) and
+        // answer as one at a time does.
+        let alone = nearest(&indexed, "memory number 9", &["project/a"], None);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..10 {
+                        assert_eq!(
+                            nearest(&indexed, "memory number 9", &["project/a"], None),
+                            alone
+                        );
+                    }
+                });
+            }
+        });
         // Every hit is in the view, even though the index holds both projects.
         for id in nearest(&indexed, "memory number 8", &["project/a"], None) {
             assert_eq!(indexed.get(&id).unwrap().unwrap().scope, scope("project/a"));
