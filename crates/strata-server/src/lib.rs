@@ -124,11 +124,16 @@ impl Shared {
             .acquire()
             .await
             .map_err(|_| ApiError::internal("the server is shutting down"))?;
-        f(ops::Ctx {
-            engine: &self.engine,
-            grant: &grant,
-            limits: &self.limits,
-        })
+        // A panic is a 500, as on the blocking pool, not a dropped
+        // connection.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            f(ops::Ctx {
+                engine: &self.engine,
+                grant: &grant,
+                limits: &self.limits,
+            })
+        }))
+        .unwrap_or_else(|_| Err(ApiError::internal("operation failed: it panicked")))
     }
 
     /// Runs an operation on the blocking pool with `grant`, once one of the

@@ -444,9 +444,14 @@ fn recalls_answer_alike_on_the_event_loop_and_on_the_blocking_pool() {
             },
             strata_server::AuthMode::Tokens,
             |e| {
-                if remote {
-                    e.set_embedder(Some(std::sync::Arc::new(Remote))).unwrap();
-                }
+                // Explicitly: the default would open the local model when
+                // it is installed.
+                let embedder: Option<std::sync::Arc<dyn strata::Embedder>> = if remote {
+                    Some(std::sync::Arc::new(Remote))
+                } else {
+                    None
+                };
+                e.set_embedder(embedder).unwrap();
             },
         );
         assert_eq!(s.shared.inline_recall, !remote, "remote embedder: {remote}");
@@ -490,4 +495,31 @@ fn recalls_answer_alike_on_the_event_loop_and_on_the_blocking_pool() {
         );
         assert_error(&e, "forbidden", "project/other");
     }
+}
+
+#[test]
+fn a_panicking_operation_is_a_500_on_either_path() {
+    let s = Server::start_prepared(ServerConfig::default(), strata_server::AuthMode::Off, |e| {
+        e.set_embedder(None).unwrap()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let shared = s.shared.clone();
+    assert!(shared.inline_recall);
+    let inline = rt.block_on(
+        shared.run_recall(strata_server::Grant::all(), |_| -> Result<(), _> {
+            panic!("a bug")
+        }),
+    );
+    assert_eq!(inline.unwrap_err().status.as_u16(), 500);
+    let pooled = rt.block_on(
+        shared.run(strata_server::Grant::all(), |_| -> Result<(), _> {
+            panic!("a bug")
+        }),
+    );
+    assert_eq!(pooled.unwrap_err().status.as_u16(), 500);
+    // The server goes on answering.
+    let (status, _) = s.call("GET", "/healthz", None, None);
+    assert_eq!(status, 200);
 }
