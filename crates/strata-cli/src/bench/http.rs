@@ -90,7 +90,6 @@ pub struct Mixed {
 }
 
 /// A phase's rounds added up.
-#[derive(Default)]
 struct Sum {
     wall: Duration,
     lat: Vec<Duration>,
@@ -99,13 +98,20 @@ struct Sum {
     cpu: Option<Duration>,
 }
 
+impl Default for Sum {
+    fn default() -> Sum {
+        Sum {
+            wall: Duration::ZERO,
+            lat: Vec::new(),
+            errors: 0,
+            cpu: Some(Duration::ZERO),
+        }
+    }
+}
+
 impl Sum {
     fn add(&mut self, wall: Duration, lat: Vec<Duration>, errors: usize, cpu: Option<Duration>) {
-        self.cpu = match (self.lat.is_empty(), self.cpu, cpu) {
-            (true, _, c) => c,
-            (false, Some(a), Some(b)) => Some(a + b),
-            _ => None,
-        };
+        self.cpu = self.cpu.zip(cpu).map(|(a, b)| a + b);
         self.wall += wall;
         self.lat.extend(lat);
         self.errors += errors;

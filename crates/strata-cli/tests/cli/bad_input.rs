@@ -198,6 +198,12 @@ fn every_boundary_names_the_problem() {
     check(&e, &["import", "missing.jsonl"], 1, &["missing.jsonl"]);
     check(&e, &["export", "--user-data"], 2, &["--user-data"]);
     check(&e, &["bogus-verb"], 2, &["unrecognized subcommand"]);
+    check(
+        &e,
+        &["bench", "--only", "http", "--http-rounds", "0"],
+        2,
+        &["--http-rounds", "0"],
+    );
 }
 
 #[test]
