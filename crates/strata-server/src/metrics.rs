@@ -24,10 +24,12 @@ struct Route {
     sum: f64,
 }
 
-/// Counters and histograms, per (method, route).
+/// Counters and histograms, per route and method.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    routes: Mutex<BTreeMap<(String, String), Route>>,
+    /// Route, then method: a request after the first of its kind finds its
+    /// counters by `&str`, allocating nothing.
+    routes: Mutex<BTreeMap<String, BTreeMap<String, Route>>>,
 }
 
 impl Metrics {
@@ -35,9 +37,14 @@ impl Metrics {
     pub fn record(&self, method: &str, route: &str, status: u16, took: Duration) {
         let secs = took.as_secs_f64();
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let r = routes
-            .entry((method.to_string(), route.to_string()))
-            .or_default();
+        if !routes.contains_key(route) {
+            routes.insert(route.to_string(), BTreeMap::new());
+        }
+        let methods = routes.get_mut(route).expect("inserted above");
+        if !methods.contains_key(method) {
+            methods.insert(method.to_string(), Route::default());
+        }
+        let r = methods.get_mut(method).expect("inserted above");
         *r.by_status.entry(status).or_default() += 1;
         r.count += 1;
         r.sum += secs;
@@ -52,7 +59,7 @@ impl Metrics {
         let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         out.push_str("# HELP strata_http_requests_total HTTP requests by route and status.\n");
         out.push_str("# TYPE strata_http_requests_total counter\n");
-        for ((method, route), r) in routes.iter() {
+        for (route, method, r) in flat(&routes) {
             for (status, n) in &r.by_status {
                 let _ = writeln!(
                     out,
@@ -65,7 +72,7 @@ impl Metrics {
             "# HELP strata_http_request_duration_seconds Time from request to response, by route.\n",
         );
         out.push_str("# TYPE strata_http_request_duration_seconds histogram\n");
-        for ((method, route), r) in routes.iter() {
+        for (route, method, r) in flat(&routes) {
             let labels = format!("method=\"{method}\",route=\"{}\"", escape(route));
             let mut cum = 0;
             for (b, n) in BUCKETS.iter().zip(r.buckets) {
@@ -134,6 +141,17 @@ impl Metrics {
         }
         out
     }
+}
+
+/// Each (route, method) and its counters, in order.
+fn flat(
+    routes: &BTreeMap<String, BTreeMap<String, Route>>,
+) -> impl Iterator<Item = (&str, &str, &Route)> {
+    routes.iter().flat_map(|(route, methods)| {
+        methods
+            .iter()
+            .map(move |(m, r)| (route.as_str(), m.as_str(), r))
+    })
 }
 
 fn escape(v: &str) -> String {
