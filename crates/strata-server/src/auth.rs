@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -39,14 +40,15 @@ impl std::str::FromStr for Access {
     }
 }
 
-/// What one request may see and do.
+/// What one request may see and do. Every request carries a copy, so the
+/// name and prefixes are shared rather than copied.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
     /// The token's name (`None` without authentication).
-    pub name: Option<String>,
+    pub name: Option<Arc<str>>,
     /// Scope prefixes; `None` allows every scope (no authentication, or the
     /// MCP server on stdio, which runs as the local user).
-    pub prefixes: Option<Vec<Scope>>,
+    pub prefixes: Option<Arc<[Scope]>>,
     /// Read or read-write.
     pub access: Access,
 }
@@ -95,7 +97,7 @@ impl Grant {
 /// The configured tokens, by the SHA-256 of the secret.
 #[derive(Clone, Debug, Default)]
 pub struct Tokens {
-    by_hash: HashMap<String, Grant>,
+    by_hash: HashMap<[u8; 32], Grant>,
 }
 
 impl Tokens {
@@ -111,13 +113,12 @@ impl Tokens {
             if !names.insert(t.name.as_str()) {
                 return Err(ConfigError(format!("{at}.name: used by two tokens")));
             }
-            let h = t.secret_sha256.to_ascii_lowercase();
-            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            let Some(h) = digest_of_hex(&t.secret_sha256) else {
                 return Err(ConfigError(format!(
                     "{at}.secret_sha256: expected 64 hex digits (the SHA-256 of the token), got {} characters",
                     t.secret_sha256.len()
                 )));
-            }
+            };
             if t.scopes.is_empty() {
                 return Err(ConfigError(format!(
                     "{at}.scopes: name at least one scope prefix (e.g. \"project/acme\")"
@@ -127,9 +128,9 @@ impl Tokens {
                 .scopes
                 .iter()
                 .map(|s| Scope::parse(s).map_err(|e| ConfigError(format!("{at}.scopes: {e}"))))
-                .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<Arc<[_]>, _>>()?;
             let grant = Grant {
-                name: Some(t.name.clone()),
+                name: Some(t.name.as_str().into()),
                 prefixes: Some(prefixes),
                 access: t.access,
             };
@@ -145,7 +146,8 @@ impl Tokens {
     /// The grant of a presented token, if it is configured. The lookup is by
     /// the token's SHA-256, so timing reveals nothing usable about secrets.
     pub fn grant(&self, token: &str) -> Option<&Grant> {
-        self.by_hash.get(&sha256_hex(token))
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        self.by_hash.get(&digest)
     }
 
     /// Number of tokens.
@@ -157,6 +159,20 @@ impl Tokens {
     pub fn is_empty(&self) -> bool {
         self.by_hash.is_empty()
     }
+}
+
+/// The 32 bytes of 64 hex digits (either case); `None` for anything else.
+fn digest_of_hex(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(hex.chunks_exact(2)) {
+        let digit = |c: u8| (c as char).to_digit(16);
+        *o = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+    }
+    Some(out)
 }
 
 /// Hex SHA-256 of a token, as `secret_sha256` holds it.
@@ -217,5 +233,34 @@ mod tests {
         .unwrap();
         assert!(tokens.grant(&t).is_some());
         assert!(tokens.grant("strata_nope").is_none());
+    }
+
+    #[test]
+    fn secrets_are_64_hex_digits_in_either_case() {
+        let t = new_token();
+        let config = |secret: String| {
+            Tokens::from_config(&[TokenConfig {
+                name: "a".into(),
+                secret_sha256: secret,
+                scopes: vec!["global".into()],
+                access: Access::Read,
+            }])
+        };
+        let upper = config(sha256_hex(&t).to_ascii_uppercase()).unwrap();
+        assert!(upper.grant(&t).is_some());
+        let hex = sha256_hex(&t);
+        for bad in [
+            hex[..63].to_string(),
+            format!("{hex}0"),
+            format!("{}g", &hex[..63]),
+            format!("{}é", &hex[..62]),
+            String::new(),
+        ] {
+            let e = config(bad.clone()).unwrap_err().to_string();
+            assert!(
+                e.contains("secret_sha256") && e.contains("64 hex digits"),
+                "{bad}: {e}"
+            );
+        }
     }
 }

@@ -445,9 +445,12 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     counts.sort_unstable();
     counts.dedup();
     // Each round times the same slice of the recalls on every in-process
-    // thread count, then over HTTP.
+    // thread count and over HTTP. The side that goes first turns with the
+    // round: a side that ran the slice after another would find the
+    // caches warm, so every side is first (and last) equally often.
     let rounds = (a.http_rounds.max(1) as usize).min(n / clients).max(1);
-    let mut sides: Vec<Sum> = (0..=counts.len()).map(|_| Sum::default()).collect();
+    let sides_n = counts.len() + 1;
+    let mut sides: Vec<Sum> = (0..sides_n).map(|_| Sum::default()).collect();
     say(format!(
         "timing {n} recalls in process on {} threads and over HTTP from {clients} clients, in {rounds} rounds…",
         counts
@@ -458,33 +461,37 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     ));
     for round in 0..rounds {
         let (from, to) = (round * n / rounds, (round + 1) * n / rounds);
-        for (side, &threads) in sides.iter_mut().zip(&counts) {
-            let ((wall, lat, errors), cpu) = cpu_of(false, || {
-                drive(threads, to - from, |i| {
-                    engine
-                        .recall(&qs[from + i].req)
-                        .map(drop)
-                        .map_err(Into::into)
-                })
+        for turn in 0..sides_n {
+            let side = (round + turn) % sides_n;
+            if let Some(&threads) = counts.get(side) {
+                let ((wall, lat, errors), cpu) = cpu_of(false, || {
+                    drive(threads, to - from, |i| {
+                        engine
+                            .recall(&qs[from + i].req)
+                            .map(drop)
+                            .map_err(Into::into)
+                    })
+                });
+                sides[side].add(wall, lat, errors, cpu);
+                continue;
+            }
+            // The client runs on this thread: its CPU is not the server's.
+            let slice = |i: usize| recall(from + i);
+            let (m, cpu) = cpu_of(true, || {
+                drive_http(
+                    addr,
+                    &token,
+                    clients,
+                    to - from,
+                    None,
+                    &never,
+                    &slice,
+                    &fine,
+                )
             });
-            side.add(wall, lat, errors, cpu);
+            let m = m?;
+            sides[side].add(m.wall, m.reads, m.errors, cpu);
         }
-        // The client runs on this thread: its CPU is not the server's.
-        let slice = |i: usize| recall(from + i);
-        let (m, cpu) = cpu_of(true, || {
-            drive_http(
-                addr,
-                &token,
-                clients,
-                to - from,
-                None,
-                &never,
-                &slice,
-                &fine,
-            )
-        });
-        let m = m?;
-        sides[counts.len()].add(m.wall, m.reads, m.errors, cpu);
     }
     let http = sides.pop().unwrap_or_default().phase();
     say(format!(
