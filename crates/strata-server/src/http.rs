@@ -61,8 +61,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(shared.limits.max_body_bytes))
-        .layer(middleware::from_fn_with_state(shared.clone(), buffer))
-        .layer(middleware::from_fn_with_state(shared.clone(), track))
+        .layer(middleware::from_fn_with_state(shared.clone(), front))
         .with_state(shared)
 }
 
@@ -138,14 +137,22 @@ async fn authenticate(State(st): St, mut req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
-/// Reads the whole body (within `max_body_bytes`) before routing. Every
-/// request is then read to its end whatever the handler does with it, so
-/// hyper keeps the connection alive for the client's next request (a body
-/// left unread makes it close the connection, which pooled clients see as a
-/// failed request), and an oversized body is a 413 on every route.
-async fn buffer(State(st): St, req: Request, next: Next) -> Response {
+/// Every request's first and last step, one layer rather than two (each
+/// layer boxes its future and clones its service per request):
+/// - reads the whole body (within `max_body_bytes`) before the handler.
+///   Every request is then read to its end whatever the handler does with
+///   it, so hyper keeps the connection alive for the client's next request
+///   (a body left unread makes it close the connection, which pooled
+///   clients see as a failed request), and an oversized body is a 413 on
+///   every route;
+/// - records the request in the metrics, by route template.
+async fn front(State(st): St, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    // `MatchedPath` is a shared string: cloning it allocates nothing.
+    let route = req.extensions().get::<MatchedPath>().cloned();
     let (parts, body) = req.into_parts();
-    match axum::body::to_bytes(body, st.limits.max_body_bytes).await {
+    let resp = match axum::body::to_bytes(body, st.limits.max_body_bytes).await {
         Ok(bytes) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
         Err(e) if e.to_string().contains("length limit") => ApiError::too_large(
             Some("body"),
@@ -157,15 +164,7 @@ async fn buffer(State(st): St, req: Request, next: Next) -> Response {
         .into_response(),
         Err(e) => ApiError::invalid("body", format!("could not read the request body: {e}"))
             .into_response(),
-    }
-}
-
-async fn track(State(st): St, req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = req.method().clone();
-    // `MatchedPath` is a shared string: cloning it allocates nothing.
-    let route = req.extensions().get::<MatchedPath>().cloned();
-    let resp = next.run(req).await;
+    };
     st.metrics.record(
         method.as_str(),
         route.as_ref().map_or("unmatched", |p| p.as_str()),
