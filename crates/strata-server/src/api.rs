@@ -332,3 +332,48 @@ pub struct RecallAnswer {
 pub struct BatchAnswer {
     pub memories: Vec<strata::Memory>,
 }
+
+/// `GET /v1/memories/{id}` (and `list` over the archive): a memory, with
+/// `archived` when it sits in the archive and `history` (earlier versions,
+/// oldest first) when asked for.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct MemoryAnswer {
+    #[serde(flatten)]
+    pub memory: strata::Memory,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<strata::ArchiveMark>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<Vec<strata::Memory>>,
+}
+
+/// `POST /v1/list`: memories in the requested order (each with `archived`
+/// when listing the archive).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ListAnswer {
+    pub memories: Vec<MemoryAnswer>,
+}
+
+/// `GET /v1/scopes`: scopes in use inside the caller's scopes.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ScopesAnswer {
+    pub scopes: Vec<strata::store::ScopeCount>,
+}
+
+/// `GET /v1/sessions`: sessions inside the caller's scopes.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct SessionsAnswer {
+    pub sessions: Vec<strata::Session>,
+}
+
+/// `POST /v1/restore`: how many memories moved back.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct RestoreAnswer {
+    pub restored: usize,
+}
+
+/// `GET /healthz`.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct HealthAnswer {
+    /// Always `ok`.
+    pub status: &'static str,
+}

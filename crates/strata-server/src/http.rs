@@ -16,7 +16,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
-use serde_json::json;
 use utoipa::OpenApi;
 
 use crate::Shared;
@@ -84,7 +83,10 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     components(schemas(
         RememberBody, BatchBody, PatchBody, RecallBody, ListBody, ForgetBody, PromoteBody,
         RestoreBody, CompleteTaskBody, ContextBody, SessionBody, Stats, ErrorBody,
-        RecallAnswer, BatchAnswer, strata::Memory, strata::Recalled
+        RecallAnswer, BatchAnswer, MemoryAnswer, ListAnswer, ScopesAnswer, SessionsAnswer,
+        RestoreAnswer, HealthAnswer, strata::Memory, strata::Recalled, strata::ForgetReport,
+        strata::TaskReport, strata::Session, strata::Manifest, strata::store::ScopeCount,
+        strata::store::ImportCounts
     )),
     modifiers(&Bearer)
 )]
@@ -343,7 +345,7 @@ async fn remember_batch(State(st): St, g: G, JsonBody(b): JsonBody<BatchBody>) -
 
 /// One memory (active or archived); `?history=true` adds earlier versions.
 #[utoipa::path(get, path = "/v1/memories/{id}", params(("id" = String, Path, description = "Memory id"), ("history" = Option<bool>, Query, description = "Include earlier versions")),
-    responses((status = 200, description = "The memory", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "The memory", body = MemoryAnswer), (status = "4XX", body = ErrorBody)))]
 async fn get_memory(
     State(st): St,
     g: G,
@@ -372,7 +374,7 @@ async fn update(
 
 /// Delete a memory everywhere (row, index, archive, history).
 #[utoipa::path(delete, path = "/v1/memories/{id}", params(("id" = String, Path, description = "Memory id"), ("confirm" = Option<bool>, Query, description = "Confirms deleting a global memory")),
-    responses((status = 200, description = "What was deleted", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "What was deleted", body = strata::ForgetReport), (status = "4XX", body = ErrorBody)))]
 async fn delete(
     State(st): St,
     g: G,
@@ -397,7 +399,7 @@ async fn recall(State(st): St, g: G, JsonBody(b): JsonBody<RecallBody>) -> Resul
 
 /// Memories in a view, filtered and ordered.
 #[utoipa::path(post, path = "/v1/list", request_body = ListBody,
-    responses((status = 200, description = "`{memories: [...]}`", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "The memories", body = ListAnswer), (status = "4XX", body = ErrorBody)))]
 async fn list(State(st): St, g: G, JsonBody(b): JsonBody<ListBody>) -> Result<Response> {
     let v = run(&st, g.0, move |c| c.list(&b)).await?;
     Ok(ok(StatusCode::OK, v))
@@ -405,7 +407,7 @@ async fn list(State(st): St, g: G, JsonBody(b): JsonBody<ListBody>) -> Result<Re
 
 /// Delete a selection everywhere.
 #[utoipa::path(post, path = "/v1/forget", request_body = ForgetBody,
-    responses((status = 200, description = "What was (or would be) deleted", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "What was (or would be) deleted", body = strata::ForgetReport), (status = "4XX", body = ErrorBody)))]
 async fn forget(State(st): St, g: G, JsonBody(b): JsonBody<ForgetBody>) -> Result<Response> {
     let r = run(&st, g.0, move |c| c.forget(&b)).await?;
     Ok(ok(StatusCode::OK, r))
@@ -421,15 +423,15 @@ async fn promote(State(st): St, g: G, JsonBody(b): JsonBody<PromoteBody>) -> Res
 
 /// Move archived memories back into active memory.
 #[utoipa::path(post, path = "/v1/restore", request_body = RestoreBody,
-    responses((status = 200, description = "`{restored: n}`", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "How many moved back", body = RestoreAnswer), (status = "4XX", body = ErrorBody)))]
 async fn restore(State(st): St, g: G, JsonBody(b): JsonBody<RestoreBody>) -> Result<Response> {
     let n = run(&st, g.0, move |c| c.restore(&b.ids)).await?;
-    Ok(ok(StatusCode::OK, json!({ "restored": n })))
+    Ok(ok(StatusCode::OK, RestoreAnswer { restored: n }))
 }
 
 /// Complete a task: promote what should survive into the project, archive the rest.
 #[utoipa::path(post, path = "/v1/tasks/{task}/complete", request_body = CompleteTaskBody, params(("task" = String, Path, description = "Task name (`task/<task>`)")),
-    responses((status = 200, description = "What was promoted and archived", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "What was promoted and archived", body = strata::TaskReport), (status = "4XX", body = ErrorBody)))]
 async fn complete_task(
     State(st): St,
     g: G,
@@ -537,7 +539,7 @@ impl std::io::Write for ChannelWriter {
 /// Read JSONL (from export) into the store; all lines are checked first.
 #[utoipa::path(post, path = "/v1/import", params(("on_conflict" = Option<String>, Query, description = "error (default), skip or replace")),
     request_body(content = String, content_type = "application/x-ndjson", description = "JSONL as `GET /v1/export` writes it"),
-    responses((status = 200, description = "What was imported", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "What was imported", body = strata::store::ImportCounts), (status = "4XX", body = ErrorBody)))]
 async fn import(State(st): St, g: G, RawQuery(q): RawQuery, req: Request) -> Result<Response> {
     let pairs = query_pairs(q.as_deref());
     known_params(&pairs, &["on_conflict"])?;
@@ -572,23 +574,23 @@ async fn stats(State(st): St, g: G) -> Result<Response> {
 
 /// Scopes in use inside the caller's scopes, with counts.
 #[utoipa::path(get, path = "/v1/scopes",
-    responses((status = 200, description = "`{scopes: [{scope, memories, archived}]}`", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "Scopes with counts", body = ScopesAnswer), (status = "4XX", body = ErrorBody)))]
 async fn scopes(State(st): St, g: G) -> Result<Response> {
     let s = run(&st, g.0, |c| c.scopes()).await?;
-    Ok(ok(StatusCode::OK, json!({ "scopes": s })))
+    Ok(ok(StatusCode::OK, ScopesAnswer { scopes: s }))
 }
 
 /// Sessions whose scope is inside the caller's scopes.
 #[utoipa::path(get, path = "/v1/sessions",
-    responses((status = 200, description = "`{sessions: [...]}`", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "The sessions", body = SessionsAnswer), (status = "4XX", body = ErrorBody)))]
 async fn sessions(State(st): St, g: G) -> Result<Response> {
     let s = run(&st, g.0, |c| c.sessions()).await?;
-    Ok(ok(StatusCode::OK, json!({ "sessions": s })))
+    Ok(ok(StatusCode::OK, SessionsAnswer { sessions: s }))
 }
 
 /// Create a session.
 #[utoipa::path(post, path = "/v1/sessions", request_body = SessionBody,
-    responses((status = 201, description = "The session", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 201, description = "The session", body = strata::Session), (status = "4XX", body = ErrorBody)))]
 async fn create_session(
     State(st): St,
     g: G,
@@ -600,7 +602,7 @@ async fn create_session(
 
 /// A session's manifest.
 #[utoipa::path(get, path = "/v1/sessions/{id}", params(("id" = String, Path, description = "Session id")),
-    responses((status = 200, description = "The manifest", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "The manifest", body = strata::Manifest), (status = "4XX", body = ErrorBody)))]
 async fn session(State(st): St, g: G, Path(id): Path<String>) -> Result<Response> {
     let m = run(&st, g.0, move |c| c.session(&id)).await?;
     Ok(ok(StatusCode::OK, m))
@@ -608,7 +610,7 @@ async fn session(State(st): St, g: G, Path(id): Path<String>) -> Result<Response
 
 /// Archive a session (no more writes; its memories move to the archive).
 #[utoipa::path(post, path = "/v1/sessions/{id}/archive", params(("id" = String, Path, description = "Session id")),
-    responses((status = 200, description = "The session", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "The session", body = strata::Session), (status = "4XX", body = ErrorBody)))]
 async fn archive_session(State(st): St, g: G, Path(id): Path<String>) -> Result<Response> {
     let s = run(&st, g.0, move |c| c.archive_session(&id)).await?;
     Ok(ok(StatusCode::OK, s))
@@ -616,9 +618,9 @@ async fn archive_session(State(st): St, g: G, Path(id): Path<String>) -> Result<
 
 /// Liveness.
 #[utoipa::path(get, path = "/healthz", security(()),
-    responses((status = 200, description = "`{status: \"ok\"}`", body = Object)))]
+    responses((status = 200, description = "`{status: \"ok\"}`", body = HealthAnswer)))]
 async fn healthz() -> Response {
-    ok(StatusCode::OK, json!({ "status": "ok" }))
+    ok(StatusCode::OK, HealthAnswer { status: "ok" })
 }
 
 /// Prometheus metrics: requests and latency per route, store size, memories per tier.

@@ -17,8 +17,8 @@ use strata::{
 };
 
 use crate::api::{
-    BatchBody, CompleteTaskBody, ContextBody, ForgetBody, ListBody, PatchBody, PromoteBody,
-    RecallBody, RememberBody, SessionBody,
+    BatchBody, CompleteTaskBody, ContextBody, ForgetBody, ListAnswer, ListBody, MemoryAnswer,
+    PatchBody, PromoteBody, RecallBody, RememberBody, SessionBody,
 };
 use crate::auth::Grant;
 use crate::config::Limits;
@@ -200,24 +200,26 @@ impl Ctx<'_> {
 
     /// One memory (active or archived), optionally with its history, as the
     /// CLI's `get --json` prints it.
-    pub fn get(&self, id: &str, history: bool) -> Result<Value> {
+    pub fn get(&self, id: &str, history: bool) -> Result<MemoryAnswer> {
         let Some((m, archived)) = self.visible_anywhere(id)? else {
             return Err(ApiError::memory_not_found(id));
         };
-        let mut v = json(&without_vector(m))?;
-        if let Some(a) = archived {
-            v["archived"] = json(&a)?;
-        }
-        if history {
-            let versions: Vec<Memory> = self
-                .engine
-                .history(id)?
-                .into_iter()
-                .map(without_vector)
-                .collect();
-            v["history"] = json(&versions)?;
-        }
-        Ok(v)
+        let history = if history {
+            Some(
+                self.engine
+                    .history(id)?
+                    .into_iter()
+                    .map(without_vector)
+                    .collect(),
+            )
+        } else {
+            None
+        };
+        Ok(MemoryAnswer {
+            memory: without_vector(m),
+            archived,
+            history,
+        })
     }
 
     /// Changes a memory (compare-and-swap on its version).
@@ -278,25 +280,29 @@ impl Ctx<'_> {
     }
 
     /// Memories of a view, filtered and ordered (or the archive's).
-    pub fn list(&self, b: &ListBody) -> Result<Value> {
+    pub fn list(&self, b: &ListBody) -> Result<ListAnswer> {
         let view = self.view("view", &b.view)?;
         let filter = parse_filter(b.filter.as_ref())?;
         let limit = self.limit(b.limit, 50)?;
+        let answer = |memory: Memory, archived| MemoryAnswer {
+            memory: without_vector(memory),
+            archived,
+            history: None,
+        };
         if b.archived {
             let mut rows = self.engine.list_archived(&view, &filter, limit)?;
             rows.retain(|a| self.grant.allows_scope(&a.memory.scope));
-            let rows: Vec<Value> = rows
+            let memories = rows
                 .into_iter()
                 .map(|a| {
-                    let mut v = json(&without_vector(a.memory))?;
-                    v["archived"] = json(&strata::ArchiveMark {
+                    let mark = strata::ArchiveMark {
                         at: a.archived_at,
                         reason: a.reason,
-                    })?;
-                    Ok(v)
+                    };
+                    answer(a.memory, Some(mark))
                 })
-                .collect::<Result<_>>()?;
-            return Ok(serde_json::json!({ "memories": rows }));
+                .collect();
+            return Ok(ListAnswer { memories });
         }
         let mut req = List::new(view);
         req.filter = filter;
@@ -305,8 +311,8 @@ impl Ctx<'_> {
         req.offset = b.offset.unwrap_or(0);
         let mut rows = self.engine.list(&req)?;
         rows.retain(|m| self.grant.allows_scope(&m.scope));
-        let rows: Vec<Memory> = rows.into_iter().map(without_vector).collect();
-        Ok(serde_json::json!({ "memories": rows }))
+        let memories = rows.into_iter().map(|m| answer(m, None)).collect();
+        Ok(ListAnswer { memories })
     }
 
     /// Deletes a selection everywhere. A token limited to scopes deletes

@@ -205,6 +205,7 @@ pub struct ForgetOptions {
 
 /// What [`Engine::forget`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ForgetReport {
     /// Memories deleted (active and archived).
     pub deleted: usize,
@@ -227,12 +228,14 @@ pub struct Promotion {
 
 /// What [`Engine::complete_task`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskReport {
     /// The task scope that was cleared.
     pub task: String,
     /// The project scope promoted into.
     pub project: String,
     /// (old id, new id) of each promoted memory.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Vec<String>>))]
     pub promoted: Vec<(String, String)>,
     /// Task memories moved to the archive (reason `task_completed`).
     pub archived: usize,
@@ -240,6 +243,7 @@ pub struct TaskReport {
 
 /// A session's manifest.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Manifest {
     /// The session record.
     #[serde(flatten)]
@@ -255,8 +259,10 @@ pub struct Manifest {
     /// Sum of tokens of active memories.
     pub tokens: u64,
     /// Earliest memory.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub first_activity_at: Option<Timestamp>,
     /// Latest write.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub last_activity_at: Option<Timestamp>,
 }
 

@@ -163,3 +163,253 @@ fn answers_are_described_by_their_schemas() {
         assert!(explain.contains(k), "`{k}` is not in the ScoreParts schema");
     }
 }
+
+/// The schema `schema` resolves to (following a `$ref`, and taking the
+/// non-null part of a nullable `oneOf`).
+fn resolve(schemas: &serde_json::Value, schema: &serde_json::Value) -> serde_json::Value {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.trim_start_matches("#/components/schemas/");
+        assert!(schemas.get(name).is_some(), "{r} is not in the document");
+        return resolve(schemas, &schemas[name]);
+    }
+    if let Some(p) = schema["oneOf"]
+        .as_array()
+        .and_then(|parts| parts.iter().find(|p| p["type"] != "null"))
+    {
+        return resolve(schemas, p);
+    }
+    schema.clone()
+}
+
+/// The schema of property `k` of an object schema: its own, or an `allOf`
+/// part's.
+fn property(
+    schemas: &serde_json::Value,
+    schema: &serde_json::Value,
+    k: &str,
+) -> Option<serde_json::Value> {
+    let schema = resolve(schemas, schema);
+    if let Some(p) = schema["properties"].get(k) {
+        return Some(p.clone());
+    }
+    schema["allOf"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|part| property(schemas, part, k))
+}
+
+/// Names a schema requires: its own and its `allOf` parts'.
+fn required(schemas: &serde_json::Value, schema: &serde_json::Value) -> BTreeSet<String> {
+    let schema = resolve(schemas, schema);
+    let mut out: BTreeSet<String> = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.as_str().map(String::from))
+        .collect();
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        out.extend(required(schemas, part));
+    }
+    out
+}
+
+/// Asserts `value` is described by `schema`: every key of every object is
+/// a property of its schema, every required property is there, and so on
+/// down through nested objects and arrays. `at` names the place.
+fn described(
+    schemas: &serde_json::Value,
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+    at: &str,
+) {
+    let schema = resolve(schemas, schema);
+    match value {
+        serde_json::Value::Object(o) => {
+            // A free-form object (a payload, a map of counts) has no
+            // properties to hold keys to.
+            let free = schema["properties"].is_null() && schema["allOf"].is_null();
+            if free {
+                return;
+            }
+            for (k, v) in o {
+                let p = property(schemas, &schema, k)
+                    .unwrap_or_else(|| panic!("{at}.{k} is not in the schema: {schema}"));
+                described(schemas, &p, v, &format!("{at}.{k}"));
+            }
+            for r in required(schemas, &schema) {
+                assert!(
+                    o.contains_key(&r),
+                    "{at}: `{r}` is required but missing: {value}"
+                );
+            }
+        }
+        serde_json::Value::Array(items) if schema["items"].is_object() => {
+            for (i, v) in items.iter().enumerate() {
+                described(schemas, &schema["items"], v, &format!("{at}[{i}]"));
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn every_typed_answer_matches_its_schema() {
+    let s = Server::start_with(ServerConfig::default(), AuthMode::Off);
+    let (_, doc) = s.call("GET", "/openapi.json", None, None);
+    let schemas = &doc["components"]["schemas"];
+    // The answer's schema as the document states it, after checking it is
+    // not the untyped `Object`.
+    let schema_of = |path: &str, method: &str, status: u16| {
+        let sch = &doc["paths"][path][method]["responses"][status.to_string()]["content"]["application/json"]
+            ["schema"];
+        assert!(sch["$ref"].is_string(), "{method} {path} {status}: {sch}");
+        sch.clone()
+    };
+    let check = |method: &str, path: &str, documented: &str, body: Option<&str>, status: u16| {
+        let (got, v) = s.call(method, path, None, body);
+        assert_eq!(got, status, "{method} {path}: {v}");
+        let sch = schema_of(documented, &method.to_lowercase(), status);
+        described(schemas, &sch, &v, &format!("{method} {path}"));
+        v
+    };
+    let m = check(
+        "POST",
+        "/v1/memories",
+        "/v1/memories",
+        Some(
+            r#"{"content": "deploys go out on tuesdays", "scope": "project/acme", "kind": "decision", "session": "s1"}"#,
+        ),
+        201,
+    );
+    let id = m["id"].as_str().unwrap().to_string();
+    check(
+        "PATCH",
+        &format!("/v1/memories/{id}"),
+        "/v1/memories/{id}",
+        Some(r#"{"content": "deploys go out on wednesdays", "expected_version": 1}"#),
+        200,
+    );
+    let got = check(
+        "GET",
+        &format!("/v1/memories/{id}?history=true"),
+        "/v1/memories/{id}",
+        None,
+        200,
+    );
+    assert_eq!(got["history"].as_array().map(Vec::len), Some(1), "{got}");
+    check(
+        "POST",
+        "/v1/recall",
+        "/v1/recall",
+        Some(r#"{"query": "deploys", "view": ["project/acme"], "explain": true}"#),
+        200,
+    );
+    let listed = check(
+        "POST",
+        "/v1/list",
+        "/v1/list",
+        Some(r#"{"view": ["project/acme"]}"#),
+        200,
+    );
+    assert_eq!(
+        listed["memories"].as_array().map(Vec::len),
+        Some(1),
+        "{listed}"
+    );
+    check("GET", "/v1/scopes", "/v1/scopes", None, 200);
+    check("GET", "/v1/stats", "/v1/stats", None, 200);
+    check("GET", "/healthz", "/healthz", None, 200);
+    // The check itself fails on a key its schema does not name, nested
+    // too, and on a missing required one.
+    let health = schema_of("/healthz", "get", 200);
+    let list = schema_of("/v1/list", "post", 200);
+    for (schema, bad) in [
+        (&health, serde_json::json!({"status": "ok", "extra": 1})),
+        (&health, serde_json::json!({})),
+        (
+            &list,
+            serde_json::json!({"memories": [{"id": "x", "nope": 1}]}),
+        ),
+    ] {
+        let failed = std::panic::catch_unwind(|| described(schemas, schema, &bad, "bad")).is_err();
+        assert!(failed, "{bad} passed as {schema}");
+    }
+    let session = check(
+        "POST",
+        "/v1/sessions",
+        "/v1/sessions",
+        Some(r#"{"scope": "project/acme"}"#),
+        201,
+    );
+    let sid = session["id"].as_str().unwrap().to_string();
+    check("GET", "/v1/sessions", "/v1/sessions", None, 200);
+    check(
+        "GET",
+        &format!("/v1/sessions/{sid}"),
+        "/v1/sessions/{id}",
+        None,
+        200,
+    );
+    check(
+        "POST",
+        &format!("/v1/sessions/{sid}/archive"),
+        "/v1/sessions/{id}/archive",
+        None,
+        200,
+    );
+    // A task completed: one memory promoted, none left.
+    let t = check(
+        "POST",
+        "/v1/memories",
+        "/v1/memories",
+        Some(
+            r#"{"content": "the flaky test is the clock", "scope": "task/t1", "kind": "finding", "importance": 0.9}"#,
+        ),
+        201,
+    );
+    let report = check(
+        "POST",
+        "/v1/tasks/t1/complete",
+        "/v1/tasks/{task}/complete",
+        Some(r#"{"project": "acme", "min_importance": 0.8}"#),
+        200,
+    );
+    assert!(
+        report.to_string().contains(t["id"].as_str().unwrap()),
+        "{report}"
+    );
+    // The archive, listed; one memory restored from it.
+    let archived = check(
+        "POST",
+        "/v1/list",
+        "/v1/list",
+        Some(r#"{"view": ["task/t1"], "archived": true}"#),
+        200,
+    );
+    let a = &archived["memories"][0];
+    assert!(a["archived"]["reason"].is_string(), "{archived}");
+    let restore = format!(r#"{{"ids": [{}]}}"#, a["id"]);
+    check("POST", "/v1/restore", "/v1/restore", Some(&restore), 200);
+    check(
+        "POST",
+        "/v1/forget",
+        "/v1/forget",
+        Some(r#"{"scope": "task/t1", "dry_run": true}"#),
+        200,
+    );
+    check(
+        "DELETE",
+        &format!("/v1/memories/{id}"),
+        "/v1/memories/{id}",
+        None,
+        200,
+    );
+    // The first memory, as it was written, imported again under a new id.
+    let mut copy = m.clone();
+    copy["id"] = "01890000-0000-7000-8000-000000000001".into();
+    let line = format!("{copy}\n");
+    let (status, v) = s.call("POST", "/v1/import", None, Some(&line));
+    assert_eq!(status, 200, "{v}");
+    described(schemas, &schema_of("/v1/import", "post", 200), &v, "import");
+}

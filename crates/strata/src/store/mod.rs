@@ -177,6 +177,7 @@ pub enum OnConflict {
 
 /// What an import did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ImportCounts {
     /// Memories stored (active or archived).
     pub imported: usize,
@@ -192,16 +193,21 @@ pub struct ImportCounts {
 
 /// A conversation or work session: a size-bounded group of memories.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Session {
     /// Session id (one scope segment).
     pub id: String,
     /// Scope new memories of the session go to by default.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "project/acme"))]
     pub scope: Scope,
     /// When it was created.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Timestamp,
     /// Last write into it.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub last_activity_at: Timestamp,
     /// Set once archived; archived sessions take no writes.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub archived_at: Option<Timestamp>,
     /// Bound on `bytes`.
     pub max_bytes: u64,
@@ -211,8 +217,10 @@ pub struct Session {
 
 /// Number of memories in one scope.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ScopeCount {
     /// The scope.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "project/acme"))]
     pub scope: Scope,
     /// Active memories.
     pub memories: u64,
