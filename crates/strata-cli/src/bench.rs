@@ -84,8 +84,7 @@ pub struct BenchArgs {
     /// or speeds up mid-run (a shared VM, the access log's write) weighs
     /// on both sides alike; the side that goes first turns with the round.
     /// Short rounds (2,000 recalls, a fraction of a second a side) spread
-    /// such drift evenly: on a shared 2-vCPU VM, 9 runs of 20 rounds put
-    /// the HTTP/in-process ratio at 0.78–0.83, 6 runs of 4 at 0.74–0.84.
+    /// such drift evenly over the sides.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub http_rounds: u32,
     /// The http benchmark server's `limits.max_concurrent` (0: its default,
