@@ -234,7 +234,8 @@ pub struct RestoreBody {
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteTaskBody {
-    /// The project (`project/<project>`) that keeps what survives.
+    /// The name of the project that keeps what survives (`acme` for
+    /// `project/acme`).
     pub project: String,
     /// Task memories to promote.
     #[serde(default)]

@@ -52,14 +52,25 @@ impl Scope {
         Scope("global".to_string())
     }
 
-    /// `project/<name>`.
+    /// `project/<name>`. A name that is already a project scope
+    /// (`project/acme`) is an error rather than `project/project/acme`.
     pub fn project(name: &str) -> Result<Scope, Error> {
-        Scope::parse(&format!("project/{name}"))
+        Scope::named("project", name)
     }
 
-    /// `task/<name>`.
+    /// `task/<name>`; a name that is already a task scope is an error.
     pub fn task(name: &str) -> Result<Scope, Error> {
-        Scope::parse(&format!("task/{name}"))
+        Scope::named("task", name)
+    }
+
+    fn named(layer: &str, name: &str) -> Result<Scope, Error> {
+        if let Some(rest) = name.strip_prefix(layer).and_then(|r| r.strip_prefix('/')) {
+            return Err(Error::InvalidScope {
+                scope: name.to_string(),
+                reason: format!("give the {layer}'s name (`{rest}`), not its scope"),
+            });
+        }
+        Scope::parse(&format!("{layer}/{name}"))
     }
 
     /// The path text.
@@ -319,6 +330,26 @@ impl fmt::Display for View {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn project_and_task_take_names_not_scopes() {
+        assert_eq!(Scope::project("acme").unwrap().as_str(), "project/acme");
+        assert_eq!(Scope::task("t-42").unwrap().as_str(), "task/t-42");
+        // A deeper name is a deeper scope, as before.
+        assert_eq!(
+            Scope::project("acme/sprint/s1").unwrap().as_str(),
+            "project/acme/sprint/s1"
+        );
+        let e = Scope::project("project/acme").unwrap_err().to_string();
+        assert!(e.contains("project/acme") && e.contains("`acme`"), "{e}");
+        let e = Scope::task("task/t-42").unwrap_err().to_string();
+        assert!(e.contains("`t-42`"), "{e}");
+        // A project whose name merely starts with the word is fine.
+        assert_eq!(
+            Scope::project("projection").unwrap().as_str(),
+            "project/projection"
+        );
+    }
 
     #[test]
     fn valid_scopes() {

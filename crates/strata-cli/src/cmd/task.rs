@@ -17,7 +17,7 @@ pub enum TaskCmd {
 pub struct CompleteArgs {
     /// The task name (its scope is task/<name>).
     pub task: String,
-    /// The project to promote into (project/<name>).
+    /// The project to promote into: its name (memories go to project/<name>).
     #[arg(long)]
     pub project: String,
     /// A memory to promote (repeatable).

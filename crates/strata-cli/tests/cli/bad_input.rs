@@ -183,6 +183,13 @@ fn every_boundary_names_the_problem() {
         1,
         &["scope"],
     );
+    e.remember("task note", "task/t1", &[]);
+    check(
+        &e,
+        &["task", "complete", "t1", "--project", "project/a"],
+        1,
+        &["project's name (`a`)"],
+    );
     check(
         &e,
         &["session", "show", "nope"],

@@ -164,6 +164,19 @@ fn tasks_context_sessions_restore() {
         t,
         json!({"content": "scratch", "scope": "task/t-1"}),
     );
+    // The project's scope where its name belongs: a 400 naming the field,
+    // and the task untouched.
+    let v = s.expect(
+        400,
+        "POST",
+        "/v1/tasks/t-1/complete",
+        t,
+        json!({"project": "project/acme", "promote": [keep["id"]]}),
+    );
+    assert_error(&v, "invalid", "acme");
+    assert_eq!(v["error"]["field"], "project", "{v}");
+    let listed = s.expect(200, "POST", "/v1/list", t, json!({"view": ["task/t-1"]}));
+    assert_eq!(listed["memories"].as_array().unwrap().len(), 2, "{listed}");
     let r = s.expect(
         200,
         "POST",
