@@ -453,7 +453,9 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     // Each round times the same slice of the recalls on every in-process
     // thread count and over HTTP. The side that goes first turns with the
     // round: a side that ran the slice after another would find the
-    // caches warm, so every side is first (and last) equally often.
+    // caches warm, so the sides take turns at going first (equally often
+    // when the rounds are a multiple of the sides: 20 rounds, 4 sides on
+    // 2 CPUs).
     let rounds = (a.http_rounds.max(1) as usize).min(n / clients).max(1);
     let sides_n = counts.len() + 1;
     let mut sides: Vec<Sum> = (0..sides_n).map(|_| Sum::default()).collect();
