@@ -354,6 +354,17 @@ pub struct ListAnswer {
     pub memories: Vec<MemoryAnswer>,
 }
 
+/// `POST /v1/context`: the package and its rendering as `text` (markdown;
+/// the chat messages as JSON under `render: messages`; the package as
+/// JSON under `render: json`).
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ContextAnswer {
+    #[serde(flatten)]
+    pub package: strata::ContextPackage,
+    /// The package rendered for a model.
+    pub text: String,
+}
+
 /// `GET /v1/scopes`: scopes in use inside the caller's scopes.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct ScopesAnswer {

@@ -83,7 +83,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     components(schemas(
         RememberBody, BatchBody, PatchBody, RecallBody, ListBody, ForgetBody, PromoteBody,
         RestoreBody, CompleteTaskBody, ContextBody, SessionBody, Stats, ErrorBody,
-        RecallAnswer, BatchAnswer, MemoryAnswer, ListAnswer, ScopesAnswer, SessionsAnswer,
+        RecallAnswer, BatchAnswer, ContextAnswer, MemoryAnswer, ListAnswer, ScopesAnswer, SessionsAnswer,
         RestoreAnswer, HealthAnswer, strata::Memory, strata::Recalled, strata::ForgetReport,
         strata::TaskReport, strata::Session, strata::Manifest, strata::store::ScopeCount,
         strata::store::ImportCounts
@@ -444,7 +444,7 @@ async fn complete_task(
 
 /// The context for a task within a token budget: the package and its rendering as `text`.
 #[utoipa::path(post, path = "/v1/context", request_body = ContextBody,
-    responses((status = 200, description = "The package (`items`, `summary`, `per_source`, …) and `text`", body = Object), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "The package and its rendering as `text`", body = ContextAnswer), (status = "4XX", body = ErrorBody)))]
 async fn context(State(st): St, g: G, JsonBody(b): JsonBody<ContextBody>) -> Result<Response> {
     let v = run(&st, g.0, move |c| c.context(&b)).await?;
     Ok(ok(StatusCode::OK, v))

@@ -17,8 +17,8 @@ use strata::{
 };
 
 use crate::api::{
-    BatchBody, CompleteTaskBody, ContextBody, ForgetBody, ListAnswer, ListBody, MemoryAnswer,
-    PatchBody, PromoteBody, RecallBody, RememberBody, SessionBody,
+    BatchBody, CompleteTaskBody, ContextAnswer, ContextBody, ForgetBody, ListAnswer, ListBody,
+    MemoryAnswer, PatchBody, PromoteBody, RecallBody, RememberBody, SessionBody,
 };
 use crate::auth::Grant;
 use crate::config::Limits;
@@ -452,7 +452,7 @@ impl Ctx<'_> {
 
     /// A context package, with its rendering as `text`. Every source the
     /// profile reads, filled from the request, must lie inside the grant.
-    pub fn context(&self, b: &ContextBody) -> Result<Value> {
+    pub fn context(&self, b: &ContextBody) -> Result<ContextAnswer> {
         let req = self.context_request(b)?;
         if let Some(profile) = self.engine.resolve_profile(&req.profile)? {
             for src in &profile.sources {
@@ -478,9 +478,8 @@ impl Ctx<'_> {
             return Err(ApiError::outside("profile", &i.scope));
         }
         let render = req.render.unwrap_or(pkg.render);
-        let mut v = json(&pkg)?;
-        v["text"] = Value::String(pkg.to_text(render));
-        Ok(v)
+        let text = pkg.to_text(render);
+        Ok(ContextAnswer { package: pkg, text })
     }
 
     /// Creates a session.
@@ -658,10 +657,6 @@ pub struct Stats {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub vectors: Option<strata::EmbedStatus>,
-}
-
-fn json<T: Serialize>(v: &T) -> Result<Value> {
-    serde_json::to_value(v).map_err(|e| ApiError::internal(format!("serializing: {e}")))
 }
 
 /// A memory as answers show it: the stored vector is the engine's, for

@@ -173,6 +173,7 @@ impl From<Scope> for String {
 /// The lifetime tier of a scope: what the memory is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Tier {
     /// Ephemeral: cleared when the task completes (`task/…`, `session/…`).
     Task,

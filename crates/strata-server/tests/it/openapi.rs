@@ -317,6 +317,17 @@ fn every_typed_answer_matches_its_schema() {
         Some(1),
         "{listed}"
     );
+    let ctx = check(
+        "POST",
+        "/v1/context",
+        "/v1/context",
+        Some(r#"{"project": "acme", "query": "deploys"}"#),
+        200,
+    );
+    assert!(
+        !ctx["items"].as_array().unwrap().is_empty() && ctx["text"].is_string(),
+        "{ctx}"
+    );
     check("GET", "/v1/scopes", "/v1/scopes", None, 200);
     check("GET", "/v1/stats", "/v1/stats", None, 200);
     check("GET", "/healthz", "/healthz", None, 200);

@@ -89,6 +89,7 @@ impl ContextRequest {
 /// Why an item is in the package.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Why {
     /// Its key is in the source's `always` list.
     Always,
@@ -103,6 +104,7 @@ pub enum Why {
 /// How an item was cut to fit: its first `head` and last `tail` tokens were
 /// kept around an elision marker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Cut {
     /// Tokens kept from the start.
     pub head: u32,
@@ -114,24 +116,29 @@ pub struct Cut {
 
 /// One memory in a package.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextItem {
     /// Memory id.
     pub id: String,
     /// Its version when the package was assembled.
     pub version: u64,
     /// Its scope.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "project/acme"))]
     pub scope: Scope,
     /// The scope's lifetime tier.
     pub tier: Tier,
     /// Its kind.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "decision"))]
     pub kind: Kind,
     /// Its role, for conversation turns.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub role: Option<Role>,
     /// Its key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// When it was created (rendered as its date).
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Timestamp,
     /// Index of the profile source it came from.
     pub source: usize,
@@ -183,6 +190,7 @@ impl ContextItem {
 
 /// What one source contributed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SourceUsage {
     /// Section heading.
     pub title: String,
@@ -203,6 +211,7 @@ pub struct SourceUsage {
 
 /// One sentence the extractive summarizer picked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SummaryPick {
     /// Memory id.
     pub id: String,
@@ -214,6 +223,7 @@ pub struct SummaryPick {
 
 /// A summary of what did not fit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Summary {
     /// `extractive` or `llm`.
     pub method: String,
@@ -233,6 +243,7 @@ pub struct Summary {
 
 /// An assembled context.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ContextPackage {
     /// Hash of the profile, the items and versions, and the summary's picks.
     pub id: String,

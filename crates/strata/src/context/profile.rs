@@ -38,6 +38,7 @@ pub const DEFAULT_SUMMARY_SHARE: f64 = 0.3;
 /// How a package is rendered for a model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum Render {
     /// One markdown document, one section per source.
     #[default]
