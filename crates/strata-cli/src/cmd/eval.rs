@@ -72,10 +72,16 @@ pub struct LocomoArgs {
 }
 
 /// An engine over a fresh database in `--dir` (or a temporary directory),
-/// with the embedder and fusion the flags name; and the directory to remove.
-fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<PathBuf>)> {
-    let tmp = std::env::temp_dir().join(format!("strata-eval-{}", std::process::id()));
-    let dir = c.dir.clone().unwrap_or_else(|| tmp.clone());
+/// with the embedder and fusion the flags name; and the temporary
+/// directory, removed when dropped (after the engine).
+fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<app::Scratch>)> {
+    let (dir, scratch) = match &c.dir {
+        Some(d) => (d.clone(), None),
+        None => {
+            let s = app::Scratch::new("strata-eval")?;
+            (s.path().to_path_buf(), Some(s))
+        }
+    };
     std::fs::create_dir_all(&dir)?;
     let db = dir.join("eval.db");
     if c.reuse && !db.is_file() {
@@ -113,21 +119,19 @@ fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<PathBuf>)> {
         // Fail before indexing when the model is missing.
         engine.embedder()?;
     }
-    Ok((engine, c.dir.is_none().then_some(tmp)))
+    Ok((engine, scratch))
 }
 
 /// Runs `f` on the evaluation engine, then closes it and removes its
 /// temporary directory (if any), whatever `f` returned.
 fn finish<T>(
     engine: strata::Engine,
-    tmp: Option<PathBuf>,
+    scratch: Option<app::Scratch>,
     f: impl FnOnce(&strata::Engine) -> strata::Result<T>,
 ) -> Result<T> {
     let out = f(&engine);
     drop(engine);
-    if let Some(t) = tmp {
-        let _ = std::fs::remove_dir_all(t);
-    }
+    drop(scratch);
     Ok(out?)
 }
 

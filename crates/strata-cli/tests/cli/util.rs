@@ -11,9 +11,19 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Env {
-        Env {
-            dir: tempfile::tempdir().unwrap(),
-        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tmp")).unwrap();
+        Env { dir }
+    }
+
+    /// What the commands left in their temporary directory (`TMPDIR`).
+    pub fn leftovers(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.path("tmp"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     pub fn db(&self) -> PathBuf {
@@ -34,7 +44,8 @@ impl Env {
             .env_remove("STRATA_EMBEDDER")
             .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
             .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("HOME", self.dir.path());
+            .env("HOME", self.dir.path())
+            .env("TMPDIR", self.path("tmp"));
         c
     }
 

