@@ -38,9 +38,11 @@ pub struct RememberBody {
     pub payload: Option<Value>,
     /// `user`, `assistant`, `system`, `tool`.
     #[serde(default)]
+    #[schema(value_type = Option<strata::Role>)]
     pub role: Option<String>,
     /// `conversation`, `learned`, `external`, `system`.
     #[serde(default)]
+    #[schema(value_type = Option<strata::Source>)]
     pub source: Option<String>,
     /// Session to attach to (created on first use).
     #[serde(default)]

@@ -155,6 +155,7 @@ macro_rules! word_enum {
     ($(#[$m:meta])* $name:ident, $field:literal { $($(#[$vm:meta])* $v:ident => $s:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
         #[serde(rename_all = "snake_case")]
         pub enum $name { $($(#[$vm])* $v),+ }
 
@@ -256,7 +257,6 @@ pub struct Memory {
     pub kind: Kind,
     /// Who said it, for conversational memories.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub role: Option<Role>,
     /// The text that is searched and rendered.
     pub content: String,
@@ -273,7 +273,6 @@ pub struct Memory {
     /// 0.0–1.0.
     pub importance: f64,
     /// Where it came from.
-    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub source: Source,
     /// The session it belongs to, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -214,42 +214,127 @@ fn required(schemas: &serde_json::Value, schema: &serde_json::Value) -> BTreeSet
     out
 }
 
-/// Asserts `value` is described by `schema`: every key of every object is
-/// a property of its schema, every required property is there, and so on
-/// down through nested objects and arrays. `at` names the place.
+/// Whether `schema` admits `null`: a type list naming it, a nullable
+/// `oneOf`, or no type at all.
+fn nullable(schemas: &serde_json::Value, schema: &serde_json::Value) -> bool {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.trim_start_matches("#/components/schemas/");
+        return nullable(schemas, &schemas[name]);
+    }
+    if let Some(parts) = schema["oneOf"].as_array() {
+        return parts.iter().any(|p| nullable(schemas, p));
+    }
+    match &schema["type"] {
+        serde_json::Value::String(t) => t == "null",
+        serde_json::Value::Array(ts) => ts.iter().any(|t| t == "null"),
+        _ => schema["allOf"].is_null() && schema["enum"].is_null(),
+    }
+}
+
+/// Whether `value` is of the JSON Schema type `t`.
+fn of_type(t: &str, value: &serde_json::Value) -> bool {
+    match t {
+        "string" => value.is_string(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        "array" => value.is_array(),
+        "object" => value.is_object(),
+        "null" => value.is_null(),
+        _ => false,
+    }
+}
+
+/// Asserts `value` is described by `schema`: its type and enum values, every
+/// key of every object a property of its schema, every required property
+/// there, and so on down through nested objects and arrays. `at` names the
+/// place.
 fn described(
     schemas: &serde_json::Value,
     schema: &serde_json::Value,
     value: &serde_json::Value,
     at: &str,
 ) {
-    let schema = resolve(schemas, schema);
+    if let Err(e) = describes(schemas, schema, value, at) {
+        panic!("{e}");
+    }
+}
+
+fn describes(
+    schemas: &serde_json::Value,
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+    at: &str,
+) -> Result<(), String> {
+    if value.is_null() {
+        return match nullable(schemas, schema) {
+            true => Ok(()),
+            false => Err(format!(
+                "{at} is null; its schema does not allow that: {schema}"
+            )),
+        };
+    }
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.trim_start_matches("#/components/schemas/");
+        if schemas.get(name).is_none() {
+            return Err(format!("{at}: {r} is not in the document"));
+        }
+        return describes(schemas, &schemas[name], value, at);
+    }
+    // A value of a `oneOf` matches one of its (non-null) parts.
+    if let Some(parts) = schema["oneOf"].as_array() {
+        let mut why = Vec::new();
+        for p in parts.iter().filter(|p| p["type"] != "null") {
+            match describes(schemas, p, value, at) {
+                Ok(()) => return Ok(()),
+                Err(e) => why.push(e),
+            }
+        }
+        return Err(format!(
+            "{at} matches no part of its oneOf: {}",
+            why.join("; ")
+        ));
+    }
+    let types: Vec<&str> = match &schema["type"] {
+        serde_json::Value::String(t) => vec![t.as_str()],
+        serde_json::Value::Array(ts) => ts.iter().filter_map(|t| t.as_str()).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() && !types.iter().any(|t| of_type(t, value)) {
+        return Err(format!("{at} is {value}, not of type {types:?}"));
+    }
+    if let Some(allowed) = schema["enum"].as_array()
+        && !allowed.contains(value)
+    {
+        return Err(format!("{at} is {value}, not one of {allowed:?}"));
+    }
     match value {
         serde_json::Value::Object(o) => {
             // A free-form object (a payload, a map of counts) has no
             // properties to hold keys to.
             let free = schema["properties"].is_null() && schema["allOf"].is_null();
             if free {
-                return;
+                return Ok(());
             }
             for (k, v) in o {
-                let p = property(schemas, &schema, k)
-                    .unwrap_or_else(|| panic!("{at}.{k} is not in the schema: {schema}"));
-                described(schemas, &p, v, &format!("{at}.{k}"));
+                let p = property(schemas, schema, k)
+                    .ok_or_else(|| format!("{at}.{k} is not in the schema: {schema}"))?;
+                describes(schemas, &p, v, &format!("{at}.{k}"))?;
             }
-            for r in required(schemas, &schema) {
-                assert!(
-                    o.contains_key(&r),
-                    "{at}: `{r}` is required but missing: {value}"
-                );
+            for r in required(schemas, schema) {
+                if !o.contains_key(&r) {
+                    return Err(format!("{at}: `{r}` is required but missing: {value}"));
+                }
             }
+            Ok(())
         }
         serde_json::Value::Array(items) if schema["items"].is_object() => {
             for (i, v) in items.iter().enumerate() {
-                described(schemas, &schema["items"], v, &format!("{at}[{i}]"));
+                describes(schemas, &schema["items"], v, &format!("{at}[{i}]"))?;
             }
+            Ok(())
         }
-        _ => {}
+        _ => Ok(()),
     }
 }
 
@@ -332,20 +417,36 @@ fn every_typed_answer_matches_its_schema() {
     check("GET", "/v1/stats", "/v1/stats", None, 200);
     check("GET", "/healthz", "/healthz", None, 200);
     // The check itself fails on a key its schema does not name, nested
-    // too, and on a missing required one.
+    // too, on a missing required one, on a value of the wrong type, on a
+    // word outside an enum and on a null where none is allowed.
     let health = schema_of("/healthz", "get", 200);
     let list = schema_of("/v1/list", "post", 200);
-    for (schema, bad) in [
+    let bad_memory = |k: &str, v: serde_json::Value| {
+        let mut memory = listed["memories"][0].clone();
+        memory[k] = v;
+        serde_json::json!({"memories": [memory]})
+    };
+    let wrong = [
         (&health, serde_json::json!({"status": "ok", "extra": 1})),
         (&health, serde_json::json!({})),
         (
             &list,
             serde_json::json!({"memories": [{"id": "x", "nope": 1}]}),
         ),
-    ] {
-        let failed = std::panic::catch_unwind(|| described(schemas, schema, &bad, "bad")).is_err();
-        assert!(failed, "{bad} passed as {schema}");
+        (&list, bad_memory("importance", "high".into())),
+        (&list, bad_memory("source", "rumour".into())),
+        (&list, bad_memory("tags", serde_json::json!([1]))),
+        (&list, bad_memory("content", serde_json::Value::Null)),
+    ];
+    for (schema, bad) in wrong {
+        assert!(
+            describes(schemas, schema, &bad, "bad").is_err(),
+            "{bad} passed as {schema}"
+        );
     }
+    // …and passes the memory as it came.
+    let ok = serde_json::json!({"memories": [listed["memories"][0].clone()]});
+    described(schemas, &list, &ok, "listed");
     let session = check(
         "POST",
         "/v1/sessions",
