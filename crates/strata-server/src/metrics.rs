@@ -37,14 +37,7 @@ impl Metrics {
     pub fn record(&self, method: &str, route: &str, status: u16, took: Duration) {
         let secs = took.as_secs_f64();
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        if !routes.contains_key(route) {
-            routes.insert(route.to_string(), BTreeMap::new());
-        }
-        let methods = routes.get_mut(route).expect("inserted above");
-        if !methods.contains_key(method) {
-            methods.insert(method.to_string(), Route::default());
-        }
-        let r = methods.get_mut(method).expect("inserted above");
+        let r = slot(slot(&mut routes, route), method);
         *r.by_status.entry(status).or_default() += 1;
         r.count += 1;
         r.sum += secs;
@@ -141,6 +134,15 @@ impl Metrics {
         }
         out
     }
+}
+
+/// The value under `key`, the default inserted the first time; later calls
+/// find it by `&str`, allocating no key.
+fn slot<'m, V: Default>(map: &'m mut BTreeMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), V::default());
+    }
+    map.get_mut(key).expect("inserted above")
 }
 
 /// Each (route, method) and its counters, in order.

@@ -132,7 +132,6 @@ pub struct ContextItem {
     pub kind: Kind,
     /// Its role, for conversation turns.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub role: Option<Role>,
     /// Its key.
     #[serde(skip_serializing_if = "Option::is_none")]
