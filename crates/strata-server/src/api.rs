@@ -153,6 +153,28 @@ pub struct RecallBody {
     pub archived: bool,
 }
 
+impl RecallBody {
+    /// Whether the recall is small enough to run on the event loop's
+    /// thread ([`crate::Shared::run_recall`]): a few scopes, a question
+    /// rather than a document, a small filter, a page of results. Anything
+    /// larger may take milliseconds and goes to the blocking pool, so that
+    /// no request stalls the others (`/healthz` included).
+    pub fn is_light(&self) -> bool {
+        fn nodes(v: &Value) -> usize {
+            match v {
+                Value::Array(a) => 1 + a.iter().map(nodes).sum::<usize>(),
+                Value::Object(o) => 1 + o.values().map(nodes).sum::<usize>(),
+                _ => 1,
+            }
+        }
+        self.view.len() <= 16
+            && self.query.len() <= 2048
+            && self.filter.as_ref().is_none_or(|f| nodes(f) <= 64)
+            && self.limit.unwrap_or(10) <= 100
+            && !self.archived
+    }
+}
+
 /// `POST /v1/list`: memories of a view, filtered and ordered, no query.
 #[derive(Clone, Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use strata::{Scope, View, ViewEntry};
+use strata::{Fence, Scope, View, ViewEntry};
 
 use crate::config::TokenConfig;
 use crate::error::ConfigError;
@@ -60,6 +60,15 @@ impl Grant {
             name: None,
             prefixes: None,
             access: Access::ReadWrite,
+        }
+    }
+
+    /// The scopes the grant covers, for the engine's operations that
+    /// resolve ids and sessions themselves (import, sessions).
+    pub fn fence(&self) -> Fence {
+        match &self.prefixes {
+            None => Fence::everything(),
+            Some(ps) => Fence::within(ps.clone()),
         }
     }
 

@@ -392,7 +392,11 @@ async fn delete(
 #[utoipa::path(post, path = "/v1/recall", request_body = RecallBody,
     responses((status = 200, description = "The ranked memories", body = RecallAnswer), (status = "4XX", body = ErrorBody)))]
 async fn recall(State(st): St, g: G, JsonBody(b): JsonBody<RecallBody>) -> Result<Response> {
-    let results = st.run_recall(g.0, move |c| c.recall(&b)).await?;
+    let results = if b.is_light() {
+        st.run_recall(g.0, move |c| c.recall(&b)).await?
+    } else {
+        run(&st, g.0, move |c| c.recall(&b)).await?
+    };
     // Written straight from the results: no JSON tree built in between.
     Ok(ok(StatusCode::OK, RecallAnswer { results }))
 }

@@ -173,13 +173,16 @@ impl StrataMcp {
         if b.view.is_empty() {
             b.view = self.default_view();
         }
-        let out = self
-            .shared
-            .run_recall(grant, move |c| {
-                c.recall(&b)
-                    .map(|hits| serde_json::json!({ "results": hits }))
-            })
-            .await;
+        let light = b.is_light();
+        let recall = move |c: crate::ops::Ctx<'_>| {
+            c.recall(&b)
+                .map(|hits| serde_json::json!({ "results": hits }))
+        };
+        let out = if light {
+            self.shared.run_recall(grant, recall).await
+        } else {
+            self.shared.run(grant, recall).await
+        };
         Ok(tool_result(out))
     }
 

@@ -61,6 +61,16 @@ impl Ctx<'_> {
                 "name at least one scope the read may see (e.g. [\"project/acme\", \"global\"])",
             ));
         }
+        if entries.len() > View::MAX_ENTRIES {
+            return Err(ApiError::invalid(
+                field,
+                format!(
+                    "{} scopes, over the limit of {}; name a subtree (`project/**`) instead of its scopes",
+                    entries.len(),
+                    View::MAX_ENTRIES
+                ),
+            ));
+        }
         let parsed = entries
             .iter()
             .map(|e| ViewEntry::parse(e).map_err(|err| ApiError::invalid(field, err)))
@@ -367,12 +377,15 @@ impl Ctx<'_> {
                 Forget::Session(session)
             } else {
                 let all = self.engine.forget(
-                    &Forget::Session(session),
+                    &Forget::Session(session.clone()),
                     ForgetOptions {
                         dry_run: true,
                         ..opts
                     },
                 )?;
+                // A session outside the grant answers as one that does not
+                // exist, not as an empty one.
+                self.visible_session(&session)?;
                 let mut mine = Vec::new();
                 for id in all.ids {
                     if self.visible_anywhere(&id)?.is_some() {
@@ -446,6 +459,10 @@ impl Ctx<'_> {
         req.query = b.query.clone();
         req.render = parse(b.render.as_deref())?;
         req.max_tokens = b.max_tokens;
+        if b.log {
+            // Logging stores the package: a write.
+            self.need_write()?;
+        }
         req.log = b.log;
         Ok(req)
     }
@@ -502,31 +519,20 @@ impl Ctx<'_> {
     }
 
     /// A write may attach to a session whose scope is inside the grant, or
-    /// create one whose default scope (`session/<id>`) is.
+    /// create one: the engine creates it in the memory's scope, which the
+    /// caller has already been checked for.
     fn session_allowed(&self, field: &str, id: &str) -> Result<()> {
         if self.grant.is_unrestricted() {
             return Ok(());
         }
-        let scope = match self.engine.store().get_session(id)? {
-            Some(s) => s.scope,
-            None => {
-                Scope::parse(&format!("session/{id}")).map_err(|e| ApiError::invalid(field, e))?
-            }
-        };
-        if self.grant.allows_scope(&scope) {
-            Ok(())
-        } else {
-            Err(ApiError::outside(field, id))
+        match self.engine.store().get_session(id)? {
+            Some(s) if !self.grant.allows_scope(&s.scope) => Err(ApiError::outside(field, id)),
+            _ => Ok(()),
         }
     }
 
     fn visible_session(&self, id: &str) -> Result<Session> {
-        let s = self
-            .engine
-            .list_sessions()?
-            .into_iter()
-            .find(|s| s.id == id);
-        match s {
+        match self.engine.store().get_session(id)? {
             Some(s) if self.grant.allows_scope(&s.scope) => Ok(s),
             _ => Err(ApiError::from(strata::Error::SessionNotFound(id.into()))),
         }
@@ -541,15 +547,17 @@ impl Ctx<'_> {
 
     /// A session's manifest.
     pub fn session(&self, id: &str) -> Result<strata::Manifest> {
-        self.visible_session(id)?;
-        Ok(self.engine.session_manifest(id)?)
+        Ok(self
+            .engine
+            .session_manifest_within(id, &self.grant.fence())?)
     }
 
-    /// Archives a session.
+    /// Archives a session: only the memories inside the grant move.
     pub fn archive_session(&self, id: &str) -> Result<Session> {
         self.need_write()?;
-        self.visible_session(id)?;
-        Ok(self.engine.archive_session(id)?)
+        Ok(self
+            .engine
+            .archive_session_within(id, &self.grant.fence())?)
     }
 
     /// Scopes in use inside the grant, with counts.
@@ -632,9 +640,12 @@ impl Ctx<'_> {
                 }
             }
         }
-        Ok(self
-            .engine
-            .import(&mut text.as_bytes(), on_conflict, &mut |_| {})?)
+        Ok(self.engine.import_within(
+            &mut text.as_bytes(),
+            on_conflict,
+            &self.grant.fence(),
+            &mut |_| {},
+        )?)
     }
 }
 

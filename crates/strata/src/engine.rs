@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::filter::Filter;
 use crate::model::{self, Kind, Memory, NewMemory, Provenance, Role, Source};
 use crate::rank::{self, Relevance, ScoreParts, Signals, Strategy};
-use crate::scope::{Scope, Tier, View};
+use crate::scope::{Fence, Scope, Tier, View};
 use crate::store::{
     Archived, MemoryStore, Order, Put, Query, ScopeCount, Session, SqliteStore, Store, StoreStats,
 };
@@ -303,11 +303,11 @@ type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 /// The memory engine.
 pub struct Engine {
     store: Arc<dyn Store>,
-    cfg: Config,
+    pub(crate) cfg: Config,
     tokens: TokenCounter,
     clock: Clock,
     counts: crate::context::render::CountCache,
-    embedder: OnceLock<std::result::Result<Option<Arc<dyn Embedder>>, String>>,
+    pub(crate) embedder: OnceLock<std::result::Result<Option<Arc<dyn Embedder>>, String>>,
     embed_signal: vectors::Signal,
     query_cache: vectors::QueryCache,
     access: Arc<access::AccessLog>,
@@ -490,15 +490,16 @@ impl Engine {
         Ok(())
     }
 
-    /// Creates the session with the configured defaults unless it exists;
-    /// true when this call created it.
-    fn ensure_session(&self, id: &str, now: Timestamp) -> Result<bool> {
+    /// Creates the session with the configured defaults and `scope` unless
+    /// it exists; true when this call created it. A write creates its
+    /// session in its own scope, so the session covers what it holds.
+    fn ensure_session(&self, id: &str, scope: &Scope, now: Timestamp) -> Result<bool> {
         if self.store.get_session(id)?.is_some() {
             return Ok(false);
         }
         let s = Session {
             id: id.into(),
-            scope: Scope::parse(&format!("session/{id}"))?,
+            scope: scope.clone(),
             created_at: now,
             last_activity_at: now,
             archived_at: None,
@@ -510,6 +511,28 @@ impl Engine {
             // Another writer created it first.
             Err(Error::DuplicateSession(_)) => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+
+    /// A session holds only memories inside its scope: one whose scope
+    /// covers `project/acme` may take a memory of `project/acme/sprint/s1`,
+    /// never one of `project/beta`. Reading or archiving a session then
+    /// touches nothing outside the scope it was created for.
+    fn check_joins(&self, m: &Memory) -> Result<()> {
+        let Some(id) = &m.session else {
+            return Ok(());
+        };
+        match self.store.get_session(id)? {
+            Some(s) if !m.scope.is_within(&s.scope) => Err(Error::field(
+                "session",
+                format!(
+                    "session `{id}` holds memories of `{}`; `{}` is outside it \
+                     (write the memory without the session, or into a session \
+                     created with a scope that covers it)",
+                    s.scope, m.scope
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 
@@ -526,16 +549,16 @@ impl Engine {
         let now = self.now();
         let m = self.build(new, now)?;
         let created = match &m.session {
-            Some(s) => self.ensure_session(s, now)?,
+            Some(s) => self.ensure_session(s, &m.scope, now)?,
             None => false,
         };
-        let mut put = self.store.put(&m);
+        let mut put = self.check_joins(&m).and_then(|()| self.store.put(&m));
         if let (Err(Error::SessionNotFound(s)), false) = (&put, created) {
             // Another writer's failed write removed the session it had just
             // created, between our check and our put: create it and retry.
             let s = s.clone();
-            self.ensure_session(&s, now)?;
-            put = self.store.put(&m);
+            self.ensure_session(&s, &m.scope, now)?;
+            put = self.check_joins(&m).and_then(|()| self.store.put(&m));
         }
         let stored = match put {
             Ok(p) => p.into_memory(),
@@ -564,15 +587,41 @@ impl Engine {
             self.check_new(n).map_err(|e| prefix_item(i, e))?;
         }
         let now = self.now();
-        let mut sessions = BTreeSet::new();
+        // Each session a batch creates takes the scope of its first item.
+        let mut sessions = BTreeMap::new();
         for n in &items {
-            if let Some(s) = &n.session {
-                sessions.insert(s.clone());
+            if let (Some(s), Some(scope)) = (&n.session, &n.scope) {
+                sessions.entry(s.clone()).or_insert_with(|| scope.clone());
+            }
+        }
+        let held: BTreeMap<String, Scope> = sessions
+            .keys()
+            .map(|s| Ok((s.clone(), self.store.get_session(s)?)))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .filter_map(|(id, s)| s.map(|s| (id, s.scope)))
+            .collect();
+        for (i, n) in items.iter().enumerate() {
+            if let (Some(s), Some(scope)) = (&n.session, &n.scope) {
+                let covers = held.get(s).unwrap_or(&sessions[s]);
+                if !scope.is_within(covers) {
+                    return Err(prefix_item(
+                        i,
+                        Error::field(
+                            "session",
+                            format!(
+                                "session `{s}` holds memories of `{covers}`; `{scope}` is outside it \
+                                 (write the memory without the session, or into a session \
+                                 created with a scope that covers it)"
+                            ),
+                        ),
+                    ));
+                }
             }
         }
         let mut created = Vec::new();
-        for s in &sessions {
-            match self.ensure_session(s, now) {
+        for (s, scope) in &sessions {
+            match self.ensure_session(s, scope, now) {
                 Ok(true) => created.push(s.clone()),
                 Ok(false) => {}
                 Err(e) => {
@@ -812,15 +861,14 @@ impl Engine {
     /// bm25 from the full-text index, importance, kind, times, reads), then
     /// only the memories that made the cut are loaded.
     pub fn recall(&self, req: &Recall) -> Result<Vec<Recalled>> {
-        if req.view.is_empty() {
-            return Err(Error::field("view", "no scope named"));
-        }
+        req.view.check()?;
+        let terms = text::query_terms(&req.query);
+        text::check_query_terms(&terms)?;
         if req.limit == 0 {
             return Ok(Vec::new());
         }
         let now = self.now();
         let strategy = req.strategy.unwrap_or(self.cfg.ranking.strategy);
-        let terms = text::query_terms(&req.query);
         let base = Query::view(req.view.clone(), now).filter(req.filter.clone());
         // Relevance and hybrid rank the best text matches; recency and
         // importance order every match by their own measure.
@@ -957,8 +1005,12 @@ impl Engine {
 
     /// Memories in a view, filtered and ordered (no query, no access recorded).
     pub fn list(&self, req: &List) -> Result<Vec<Memory>> {
-        if req.view.is_empty() {
-            return Err(Error::field("view", "no scope named"));
+        req.view.check()?;
+        if req.offset > i64::MAX as usize {
+            return Err(Error::field(
+                "offset",
+                format!("{} is over the largest offset, {}", req.offset, i64::MAX),
+            ));
         }
         self.settle_accesses();
         let now = self.now();
@@ -1341,17 +1393,26 @@ impl Engine {
 
     /// A session's manifest: counts, size, first and last activity.
     pub fn session_manifest(&self, id: &str) -> Result<Manifest> {
+        self.session_manifest_within(id, &Fence::everything())
+    }
+
+    /// A session's manifest as a caller limited to `fence` sees it: a
+    /// session outside is not found, and memories outside are not counted.
+    pub fn session_manifest_within(&self, id: &str, fence: &Fence) -> Result<Manifest> {
         model::validate_session_id(id)?;
         let session = self
             .store
             .get_session(id)?
+            .filter(|s| fence.contains(&s.scope))
             .ok_or_else(|| Error::SessionNotFound(id.into()))?;
         let now = self.now();
         let q = Query::everything(now)
             .filter(Filter::parse(&json!({"session": id}))?)
             .include_expired(true);
-        let active = self.store.query(&q)?;
-        let archived = self.store.query_archived(&q)?;
+        let mut active = self.store.query(&q)?;
+        let mut archived = self.store.query_archived(&q)?;
+        active.retain(|m| fence.contains(&m.scope));
+        archived.retain(|a| fence.contains(&a.memory.scope));
         let mut by_kind = BTreeMap::new();
         let mut by_role = BTreeMap::new();
         for m in &active {
@@ -1384,8 +1445,39 @@ impl Engine {
 
     /// Archives a session: no more writes; its memories move to the archive.
     pub fn archive_session(&self, id: &str) -> Result<Session> {
+        self.archive_session_within(id, &Fence::everything())
+    }
+
+    /// Archives a session for a caller limited to `fence`: a session outside
+    /// is not found. Should the session hold memories outside the fence
+    /// (written before sessions were bound to their scope), only the
+    /// caller's move to the archive and the session stays open for the
+    /// others.
+    pub fn archive_session_within(&self, id: &str, fence: &Fence) -> Result<Session> {
         model::validate_session_id(id)?;
-        self.store.archive_session(id, self.now())
+        let now = self.now();
+        if fence.is_everything() {
+            return self.store.archive_session(id, now);
+        }
+        let session = self
+            .store
+            .get_session(id)?
+            .filter(|s| fence.contains(&s.scope))
+            .ok_or_else(|| Error::SessionNotFound(id.into()))?;
+        let q = Query::everything(now)
+            .filter(Filter::parse(&json!({"session": id}))?)
+            .include_expired(true);
+        let held = self.store.query(&q)?;
+        if held.iter().all(|m| fence.contains(&m.scope)) {
+            return self.store.archive_session(id, now);
+        }
+        let mine: Vec<String> = held
+            .into_iter()
+            .filter(|m| fence.contains(&m.scope))
+            .map(|m| m.id)
+            .collect();
+        self.store.archive(&mine, "session_archived", now)?;
+        Ok(self.store.get_session(id)?.unwrap_or(session))
     }
 
     // ---- the seeds' typed operations ----
@@ -1395,7 +1487,7 @@ impl Engine {
     pub fn store_conversation(&self, session: &str, role: Role, message: &str) -> Result<Memory> {
         model::validate_session_id(session)?;
         let now = self.now();
-        self.ensure_session(session, now)?;
+        self.ensure_session(session, &Scope::parse(&format!("session/{session}"))?, now)?;
         let s = self
             .store
             .get_session(session)?

@@ -133,6 +133,17 @@ pub enum Error {
         /// The newest version this build knows.
         supported: i64,
     },
+    /// The file is another application's database: strata changes nothing
+    /// in it.
+    #[error(
+        "{path} is not a strata database (it holds other tables: {tables}); strata opens only its own files or new ones"
+    )]
+    ForeignDatabase {
+        /// The file.
+        path: String,
+        /// Some of the tables found.
+        tables: String,
+    },
     /// SQLite failed.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -179,6 +190,7 @@ impl Error {
             Error::NeedsConfirmation(_) => ErrorClass::NeedsConfirmation,
             Error::SessionFull { .. } | Error::ItemTooLarge { .. } => ErrorClass::LimitExceeded,
             Error::SchemaTooNew { .. }
+            | Error::ForeignDatabase { .. }
             | Error::Sqlite(_)
             | Error::Io { .. }
             | Error::Embedding(_) => ErrorClass::Storage,

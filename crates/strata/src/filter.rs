@@ -216,8 +216,53 @@ impl Filter {
         Filter::parse(&v)
     }
 
+    /// Most conditions in one filter.
+    pub const MAX_CONDITIONS: usize = 256;
+    /// Most values in one filter, over all its `$in`, `$nin` and `$all`
+    /// lists. With [`Filter::MAX_CONDITIONS`] and [`Filter::MAX_DEPTH`],
+    /// keeps a filter well inside what a store compiles (SQLite: 32,766
+    /// bound values, expressions 1,000 deep).
+    pub const MAX_VALUES: usize = 4096;
+    /// Deepest nesting of `$and` and `$or`.
+    pub const MAX_DEPTH: usize = 32;
+
     /// Parses a filter from JSON.
     pub fn parse(v: &Value) -> Result<Filter, Error> {
+        let f = Filter::parse_at(v, 0)?;
+        let (mut conds, mut values) = (0, 0);
+        f.visit(&mut |c| {
+            conds += 1;
+            values += c.values.len();
+        });
+        if conds > Filter::MAX_CONDITIONS {
+            return Err(Error::InvalidFilter(format!(
+                "{conds} conditions, over the limit of {}",
+                Filter::MAX_CONDITIONS
+            )));
+        }
+        if values > Filter::MAX_VALUES {
+            return Err(Error::InvalidFilter(format!(
+                "{values} values in `$in`, `$nin` and `$all` lists, over the limit of {}",
+                Filter::MAX_VALUES
+            )));
+        }
+        Ok(f)
+    }
+
+    fn visit(&self, f: &mut dyn FnMut(&Cond)) {
+        match self {
+            Filter::And(v) | Filter::Or(v) => v.iter().for_each(|x| x.visit(f)),
+            Filter::Cond(c) => f(c),
+        }
+    }
+
+    fn parse_at(v: &Value, depth: usize) -> Result<Filter, Error> {
+        if depth > Filter::MAX_DEPTH {
+            return Err(Error::InvalidFilter(format!(
+                "`$and` and `$or` nested deeper than {}",
+                Filter::MAX_DEPTH
+            )));
+        }
         let obj = v.as_object().ok_or_else(|| {
             Error::InvalidFilter(format!("expected a JSON object, got {}", type_name(v)))
         })?;
@@ -235,7 +280,7 @@ impl Filter {
                     }
                     let subs = arr
                         .iter()
-                        .map(Filter::parse)
+                        .map(|x| Filter::parse_at(x, depth + 1))
                         .collect::<Result<Vec<_>, _>>()?;
                     parts.push(if k == "$and" {
                         Filter::And(subs)

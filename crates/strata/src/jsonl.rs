@@ -18,8 +18,8 @@ use crate::engine::{ArchiveMark, Engine};
 use crate::error::Error;
 use crate::filter::Filter;
 use crate::model::Memory;
-use crate::scope::View;
-use crate::store::{ImportCounts, ImportItem, OnConflict, Order, Query};
+use crate::scope::{Fence, View};
+use crate::store::{ImportCounts, ImportItem, ImportRules, OnConflict, Order, Query};
 
 /// What to export.
 #[derive(Clone, Debug, Default)]
@@ -109,6 +109,7 @@ pub fn parse_line(line: &str) -> std::result::Result<ImportItem, String> {
             .map_err(|e| format!("history version {}: {e}", h.version))?;
     }
     Ok(ImportItem {
+        line: 0,
         memory,
         archived,
         history,
@@ -198,8 +199,37 @@ impl Engine {
         on_conflict: OnConflict,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ImportCounts> {
+        self.import_within(input, on_conflict, &Fence::everything(), progress)
+    }
+
+    /// Like [`Engine::import`] for a caller that may touch only the scopes
+    /// inside `fence` (a server's token): every line's scope, its history's
+    /// and its session's must lie inside; a session the import creates
+    /// takes the line's scope and the configured bound, and an archived or
+    /// full session refuses active lines, as for any write. A line whose id
+    /// belongs to a memory outside the fence is stored under a fresh id:
+    /// the other memory is neither changed nor revealed.
+    pub fn import_within(
+        &self,
+        input: &mut dyn BufRead,
+        on_conflict: OnConflict,
+        fence: &Fence,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ImportCounts> {
         let mut items = Vec::new();
         let mut ids = std::collections::HashSet::new();
+        // Vector lengths by model: what the store holds, then what earlier
+        // lines brought. One line's vector must not fix a model's length
+        // for everyone else.
+        let mut dims: std::collections::HashMap<String, usize> = self
+            .store()
+            .vector_models()?
+            .into_iter()
+            .map(|(model, dim, _)| (model, dim))
+            .collect();
+        if let Some(Ok(Some(e))) = self.embedder.get() {
+            dims.entry(e.model().to_string()).or_insert(e.dim());
+        }
         let mut read = 0u64;
         let mut line = String::new();
         let mut n = 0usize;
@@ -218,16 +248,36 @@ impl Engine {
             if text.is_empty() {
                 continue;
             }
-            let item =
+            let mut item =
                 parse_line(text).map_err(|reason| Error::InvalidImport { line: n, reason })?;
+            item.line = n;
             if !ids.insert(item.memory.id.clone()) {
                 return Err(Error::InvalidImport {
                     line: n,
                     reason: format!("id `{}` appears twice in the input", item.memory.id),
                 });
             }
+            for m in std::iter::once(&item.memory).chain(&item.history) {
+                let Some(e) = &m.embedding else { continue };
+                let want = *dims.entry(e.model.clone()).or_insert(e.vector.len());
+                if e.vector.len() != want {
+                    return Err(Error::InvalidImport {
+                        line: n,
+                        reason: format!(
+                            "embedding: a vector of length {} from `{}`, whose vectors have length {want}",
+                            e.vector.len(),
+                            e.model
+                        ),
+                    });
+                }
+            }
             items.push(item);
         }
-        self.store().import(&items, on_conflict)
+        let rules = ImportRules {
+            on_conflict,
+            fence: fence.clone(),
+            session_max_bytes: self.cfg.session_max_bytes,
+        };
+        self.store().import(&items, &rules)
     }
 }

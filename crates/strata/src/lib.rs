@@ -57,7 +57,7 @@ pub use model::{
     Embedding, Kind, Memory, NewMemory, Provenance, Role, Source, checksum, parse_time, parse_ttl,
 };
 pub use rank::{Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Weights};
-pub use scope::{Scope, Tier, View, ViewEntry};
+pub use scope::{Fence, Scope, Tier, View, ViewEntry};
 pub use store::{Access, Archived, ImportCounts, OnConflict, PendingVector, Session, StoreStats};
 pub use sync::{FILE_TAG, SyncReport};
 pub use text::{query_terms, scope_terms};

@@ -250,6 +250,51 @@ impl fmt::Display for ViewEntry {
     }
 }
 
+/// The scopes a caller may touch: scope prefixes, each covering itself and
+/// everything below it (`project/acme` covers `project/acme/sprint/s1`).
+///
+/// Reads name a [`View`]; operations that resolve something by id or name
+/// (import, sessions) take a fence instead, so that a memory or session
+/// outside it is never changed and answers exactly like one that does not
+/// exist. [`Fence::everything`] is the local user's: no limit.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Fence {
+    /// `None` covers every scope.
+    prefixes: Option<std::sync::Arc<[Scope]>>,
+}
+
+impl Fence {
+    /// Every scope.
+    pub fn everything() -> Fence {
+        Fence { prefixes: None }
+    }
+
+    /// `prefixes` and everything below them; an empty list covers nothing.
+    pub fn within(prefixes: impl Into<std::sync::Arc<[Scope]>>) -> Fence {
+        Fence {
+            prefixes: Some(prefixes.into()),
+        }
+    }
+
+    /// Whether the fence covers every scope.
+    pub fn is_everything(&self) -> bool {
+        self.prefixes.is_none()
+    }
+
+    /// Whether `scope` lies inside the fence.
+    pub fn contains(&self, scope: &Scope) -> bool {
+        match &self.prefixes {
+            None => true,
+            Some(ps) => ps.iter().any(|p| scope.is_within(p)),
+        }
+    }
+
+    /// The prefixes; `None` for [`Fence::everything`].
+    pub fn prefixes(&self) -> Option<&[Scope]> {
+        self.prefixes.as_deref()
+    }
+}
+
 /// The scopes a read may see.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct View {
@@ -257,15 +302,39 @@ pub struct View {
 }
 
 impl View {
+    /// Most entries a read may name ([`View::check`]). Each entry is a
+    /// term of the store's query, and SQLite refuses expressions deeper
+    /// than 1,000; a subtree entry (`project/**`) covers any number of
+    /// scopes.
+    pub const MAX_ENTRIES: usize = 256;
+
     /// A view from parsed entries; duplicates are removed, order is kept.
     pub fn new(entries: impl IntoIterator<Item = ViewEntry>) -> View {
-        let mut out: Vec<ViewEntry> = Vec::new();
-        for e in entries {
-            if !out.contains(&e) {
-                out.push(e);
-            }
-        }
+        let mut seen = std::collections::HashSet::new();
+        let out = entries
+            .into_iter()
+            .filter(|e| seen.insert(e.clone()))
+            .collect();
         View { entries: out }
+    }
+
+    /// Checks that a read may use the view: it names at least one scope and
+    /// at most [`View::MAX_ENTRIES`].
+    pub fn check(&self) -> Result<(), Error> {
+        if self.entries.is_empty() {
+            return Err(Error::field("view", "no scope named"));
+        }
+        if self.entries.len() > View::MAX_ENTRIES {
+            return Err(Error::field(
+                "view",
+                format!(
+                    "{} scopes, over the limit of {}; name a subtree (`project/**`) instead of its scopes",
+                    self.entries.len(),
+                    View::MAX_ENTRIES
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Parses each text as a view entry. An empty list is an error: a read
@@ -281,7 +350,9 @@ impl View {
             .iter()
             .map(|t| ViewEntry::parse(t.as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(View::new(entries))
+        let view = View::new(entries);
+        view.check()?;
+        Ok(view)
     }
 
     /// A view of exactly one scope.

@@ -205,6 +205,25 @@ pub fn query_terms(query: &str) -> Vec<String> {
     kept
 }
 
+/// Most distinct terms a query may search for. Each is a term of the
+/// full-text query and a set of postings to score; a query is a question
+/// or a task, not a document.
+pub const MAX_QUERY_TERMS: usize = 512;
+
+/// Checks a query's terms against [`MAX_QUERY_TERMS`].
+pub fn check_query_terms(terms: &[String]) -> Result<(), crate::Error> {
+    if terms.len() > MAX_QUERY_TERMS {
+        return Err(crate::Error::field(
+            "query",
+            format!(
+                "{} distinct words, over the limit of {MAX_QUERY_TERMS}; search for the words that matter",
+                terms.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// An FTS5 expression OR-ing the quoted terms, or `None` when there are none.
 /// Terms are alphanumeric, so quoting cannot be broken out of.
 pub fn fts_terms_expr(terms: &[String]) -> Option<String> {

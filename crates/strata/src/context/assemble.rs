@@ -319,6 +319,7 @@ impl Engine {
     ) -> Result<ContextPackage> {
         let counter = self.token_counter();
         let terms = text::query_terms(&req.query);
+        text::check_query_terms(&terms)?;
         let qvec = match prof.strategy {
             Strategy::Relevance | Strategy::Hybrid => self.query_vector(&req.query)?,
             Strategy::Recency | Strategy::Importance => None,

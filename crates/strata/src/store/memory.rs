@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use jiff::Timestamp;
 
 use super::{
-    Access, Archived, ImportCounts, ImportItem, OnConflict, Order, PendingVector, Put, Query,
-    ScopeCount, Session, Store, StoreStats,
+    Access, Archived, IdPlan, ImportCounts, ImportItem, ImportRules, Order, PendingVector, Put,
+    Query, ScopeCount, Session, Store, StoreStats,
 };
 use crate::Result;
 use crate::error::Error;
@@ -63,7 +63,29 @@ fn sort(v: &mut [Memory], order: Order) {
 }
 
 impl Inner {
+    /// A memory entering with a vector fixes its model's length, or must
+    /// match it (as SQLite's `vector_models` does).
+    fn stamp_dims(&mut self, m: &Memory) -> Result<()> {
+        let Some(e) = &m.embedding else {
+            return Ok(());
+        };
+        let dim = *self
+            .vector_dims
+            .entry(e.model.clone())
+            .or_insert(e.vector.len());
+        if dim != e.vector.len() {
+            return Err(Error::Embedding(format!(
+                "memory `{}`: a vector of length {} from `{}`, whose vectors in this store have length {dim}",
+                m.id,
+                e.vector.len(),
+                e.model
+            )));
+        }
+        Ok(())
+    }
+
     fn put(&mut self, m: &Memory) -> Result<Put> {
+        self.stamp_dims(m)?;
         if let Some(key) = &m.key {
             let existing = self
                 .active
@@ -313,6 +335,7 @@ impl Store for MemoryStore {
         // Apply in place and undo on failure: cloning the whole store per
         // batch would make batches O(store size).
         let sessions = g.sessions.clone();
+        let dims = g.vector_dims.clone();
         let mut out: Vec<Put> = Vec::new();
         let mut failed = None;
         for m in ms {
@@ -339,25 +362,32 @@ impl Store for MemoryStore {
             }
         }
         g.sessions = sessions;
+        g.vector_dims = dims;
         Err(e)
     }
 
-    fn import(&self, items: &[ImportItem], on_conflict: OnConflict) -> Result<ImportCounts> {
+    fn import(&self, items: &[ImportItem], rules: &ImportRules) -> Result<ImportCounts> {
+        let fenced = !rules.fence.is_everything();
         let mut g = self.lock();
         let mut st = g.clone();
         let mut n = ImportCounts::default();
         for it in items {
-            let m = &it.memory;
-            let exists = st.active.contains_key(&m.id) || st.archive.contains_key(&m.id);
-            if exists {
-                match on_conflict {
-                    OnConflict::Error => return Err(Error::DuplicateId(m.id.clone())),
-                    OnConflict::Skip => {
+            let held = st
+                .active
+                .get(&it.memory.id)
+                .or_else(|| st.archive.get(&it.memory.id).map(|a| &a.memory))
+                .map(|m| m.scope.clone());
+            let rekeyed;
+            let it =
+                match super::plan_import_id(it, held.as_ref(), rules.on_conflict, &rules.fence)? {
+                    IdPlan::New => it,
+                    IdPlan::Skip => {
                         n.skipped += 1;
                         continue;
                     }
-                    OnConflict::Replace => {
-                        if let Some(old) = st.active.remove(&m.id) {
+                    IdPlan::Replace => {
+                        let id = &it.memory.id;
+                        if let Some(old) = st.active.remove(id) {
                             st.session_delta(
                                 old.session.as_deref(),
                                 -(old.size_bytes() as i64),
@@ -365,16 +395,20 @@ impl Store for MemoryStore {
                             )
                             .ok();
                         }
-                        st.archive.remove(&m.id);
-                        st.history.remove(&m.id);
+                        st.archive.remove(id);
+                        st.history.remove(id);
                         n.replaced += 1;
+                        it
                     }
-                }
-            }
-            if let Some(s) = &m.session {
-                st.sessions
-                    .entry(s.clone())
-                    .or_insert_with(|| imported_session(s, m));
+                    IdPlan::Rekey => {
+                        rekeyed = super::rekeyed(it);
+                        &rekeyed
+                    }
+                };
+            let m = &it.memory;
+            let held_session = m.session.as_deref().and_then(|s| st.sessions.get(s));
+            if let Some(sess) = super::import_session(it, held_session, rules)? {
+                st.sessions.insert(sess.id.clone(), sess);
             }
             match &it.archived {
                 Some((at, reason)) => {
@@ -400,10 +434,19 @@ impl Store for MemoryStore {
                             key: k.clone(),
                         });
                     }
-                    if let Some(s) = m.session.as_deref().and_then(|s| st.sessions.get_mut(s)) {
+                    if fenced {
+                        st.session_delta(
+                            m.session.as_deref(),
+                            m.size_bytes() as i64,
+                            Some(m.updated_at),
+                        )?;
+                    } else if let Some(s) =
+                        m.session.as_deref().and_then(|s| st.sessions.get_mut(s))
+                    {
                         s.bytes += m.size_bytes();
                         s.last_activity_at = s.last_activity_at.max(m.updated_at);
                     }
+                    st.stamp_dims(m)?;
                     st.active.insert(m.id.clone(), m.clone());
                 }
             }
@@ -758,19 +801,5 @@ impl Store for MemoryStore {
 
     fn context_log(&self, id: &str) -> Result<Option<String>> {
         Ok(self.lock().context_log.get(id).cloned())
-    }
-}
-
-/// The session record an import creates for a memory whose session is unknown.
-pub(crate) fn imported_session(id: &str, m: &Memory) -> Session {
-    Session {
-        id: id.to_string(),
-        scope: crate::scope::Scope::parse(&format!("session/{id}"))
-            .unwrap_or_else(|_| m.scope.clone()),
-        created_at: m.created_at,
-        last_activity_at: m.updated_at,
-        archived_at: None,
-        max_bytes: crate::config::Config::default().session_max_bytes,
-        bytes: 0,
     }
 }

@@ -15,11 +15,12 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::Error;
 use crate::Result;
 use crate::filter::Filter;
 use crate::model::Memory;
 use crate::rank::Signals;
-use crate::scope::{Scope, View};
+use crate::scope::{Fence, Scope, View};
 
 #[cfg(feature = "ann")]
 mod ann;
@@ -154,6 +155,9 @@ impl Put {
 /// One memory as exported: the memory, its archive mark, its history.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ImportItem {
+    /// The input line it came from (1-based; 0 when it came from no line),
+    /// for errors.
+    pub line: usize,
     /// The memory.
     pub memory: Memory,
     /// When and why it was archived, if it was.
@@ -309,7 +313,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn put_batch(&self, ms: &mut dyn Iterator<Item = Result<Memory>>) -> Result<Vec<Put>>;
     /// Stores exported memories exactly as given (ids, versions, archive
     /// marks, history), all in one transaction.
-    fn import(&self, items: &[ImportItem], on_conflict: OnConflict) -> Result<ImportCounts>;
+    /// `rules.fence` limits what the import may touch ([`plan_import_id`]
+    /// and [`import_session`] say how): an id or session outside it is
+    /// never changed or revealed.
+    fn import(&self, items: &[ImportItem], rules: &ImportRules) -> Result<ImportCounts>;
     /// An active memory by id.
     fn get(&self, id: &str) -> Result<Option<Memory>>;
     /// Replaces the content fields of an active memory if its current version
@@ -430,5 +437,130 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn reads_never_wait(&self, with_vectors: bool) -> bool {
         let _ = with_vectors;
         false
+    }
+}
+
+/// How an import treats what the store already holds.
+#[derive(Clone, Debug, Default)]
+pub struct ImportRules {
+    /// What to do with an id the caller already holds.
+    pub on_conflict: OnConflict,
+    /// What the caller may touch.
+    pub fence: Fence,
+    /// The bound of a session the import creates.
+    pub session_max_bytes: u64,
+}
+
+/// What an import does with one line's id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdPlan {
+    /// The id is free: store the line under it.
+    New,
+    /// The id is the caller's and taken: keep what is stored.
+    Skip,
+    /// The id is the caller's and taken: delete what is stored, then store
+    /// the line.
+    Replace,
+    /// The id is taken outside the caller's fence. To this caller it is an
+    /// id that does not exist, so the line is stored under a fresh id
+    /// ([`rekeyed`]): the other memory is neither changed nor revealed
+    /// (`error` and `skip` would say that it exists).
+    Rekey,
+}
+
+/// Decides what an import does with `item`'s id, given the scope of the
+/// memory (active or archived) the store holds under that id, if any.
+pub fn plan_import_id(
+    item: &ImportItem,
+    held: Option<&Scope>,
+    on_conflict: OnConflict,
+    fence: &Fence,
+) -> Result<IdPlan> {
+    match held {
+        None => Ok(IdPlan::New),
+        Some(s) if !fence.contains(s) => Ok(IdPlan::Rekey),
+        Some(_) => match on_conflict {
+            OnConflict::Error => Err(Error::DuplicateId(item.memory.id.clone())),
+            OnConflict::Skip => Ok(IdPlan::Skip),
+            OnConflict::Replace => Ok(IdPlan::Replace),
+        },
+    }
+}
+
+/// `item` under a fresh id, its history with it.
+pub fn rekeyed(item: &ImportItem) -> ImportItem {
+    let id = uuid::Uuid::now_v7().to_string();
+    let mut out = item.clone();
+    out.memory.id.clone_from(&id);
+    for h in &mut out.history {
+        h.id.clone_from(&id);
+    }
+    out
+}
+
+/// Checks an import line against the caller's fence and its session, and
+/// returns the session to create when the line names one the store does not
+/// hold (`held` is the stored session, if any).
+///
+/// Inside a limited fence a line is a write like any other: its scope (and
+/// its history's) must lie inside the fence; its session must too, must not
+/// be archived when the line is active, and must cover the line's scope; a
+/// session the import creates takes the line's scope. The byte bound is the
+/// store's to check, as for [`Store::put`]. Without a fence (the local user
+/// restoring an export) lines are stored as exported, and a missing session
+/// is created as `session/<id>`.
+pub fn import_session(
+    item: &ImportItem,
+    held: Option<&Session>,
+    rules: &ImportRules,
+) -> Result<Option<Session>> {
+    let (fence, default_max_bytes) = (&rules.fence, rules.session_max_bytes);
+    let m = &item.memory;
+    let bad = |reason: String| Error::InvalidImport {
+        line: item.line,
+        reason,
+    };
+    if !fence.is_everything() {
+        for s in std::iter::once(&m.scope).chain(item.history.iter().map(|h| &h.scope)) {
+            if !fence.contains(s) {
+                return Err(bad(format!("scope `{s}` is outside the caller's scopes")));
+            }
+        }
+    }
+    let Some(id) = m.session.as_deref() else {
+        return Ok(None);
+    };
+    if fence.is_everything() {
+        return Ok(held.is_none().then(|| Session {
+            id: id.to_string(),
+            scope: Scope::parse(&format!("session/{id}")).unwrap_or_else(|_| m.scope.clone()),
+            created_at: m.created_at,
+            last_activity_at: m.updated_at,
+            archived_at: None,
+            max_bytes: default_max_bytes,
+            bytes: 0,
+        }));
+    }
+    match held {
+        Some(s) if !fence.contains(&s.scope) => Err(bad(format!(
+            "session `{id}` is outside the caller's scopes"
+        ))),
+        Some(s) if !m.scope.is_within(&s.scope) => Err(bad(format!(
+            "scope `{}` is outside the scope `{}` of session `{id}`",
+            m.scope, s.scope
+        ))),
+        Some(s) if s.archived_at.is_some() && item.archived.is_none() => {
+            Err(Error::SessionArchived(id.into()))
+        }
+        Some(_) => Ok(None),
+        None => Ok(Some(Session {
+            id: id.to_string(),
+            scope: m.scope.clone(),
+            created_at: m.created_at,
+            last_activity_at: m.updated_at,
+            archived_at: None,
+            max_bytes: default_max_bytes,
+            bytes: 0,
+        })),
     }
 }

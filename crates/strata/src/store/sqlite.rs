@@ -34,8 +34,8 @@ use rusqlite::{
 };
 
 use super::{
-    Access, Archived, ImportCounts, ImportItem, OnConflict, Order, PendingVector, Put, Query,
-    ScopeCount, Session, Store, StoreStats,
+    Access, Archived, IdPlan, ImportCounts, ImportItem, ImportRules, Order, PendingVector, Put,
+    Query, ScopeCount, Session, Store, StoreStats,
 };
 use crate::Result;
 use crate::error::Error;
@@ -247,6 +247,35 @@ impl Drop for Conn<'_> {
 /// one closed and opened again loses its prepared statements and cache.
 const POOL_MAX_IDLE: usize = 64;
 
+/// Refuses a file that is another application's SQLite database, before
+/// anything (the switch to WAL, strata's tables) changes it. A new or empty
+/// file, or one holding strata's `schema_version`, is strata's.
+fn refuse_foreign(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() > 0 => {}
+        _ => return Ok(()),
+    }
+    let c = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    let tables: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if tables.is_empty() || tables.iter().any(|t| t == "schema_version") {
+        return Ok(());
+    }
+    let mut shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+    if tables.len() > shown.len() {
+        shown.push("…");
+    }
+    Err(Error::ForeignDatabase {
+        path: path.display().to_string(),
+        tables: shown.join(", "),
+    })
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its
     /// schema up to date.
@@ -256,6 +285,7 @@ impl SqliteStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         }
+        refuse_foreign(&path)?;
         let store = SqliteStore {
             path,
             opts,
@@ -659,6 +689,17 @@ fn stamp_vector(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
     };
     tx.prepare_cached("INSERT OR IGNORE INTO vector_models (model, dim) VALUES (?, ?)")?
         .execute(params![e.model, e.vector.len() as i64])?;
+    let dim: i64 = tx
+        .prepare_cached("SELECT dim FROM vector_models WHERE model = ?")?
+        .query_row([&e.model], |r| r.get(0))?;
+    if dim as usize != e.vector.len() {
+        return Err(Error::Embedding(format!(
+            "memory `{}`: a vector of length {} from `{}`, whose vectors in this store have length {dim}",
+            m.id,
+            e.vector.len(),
+            e.model
+        )));
+    }
     let v: i64 = tx
         .prepare_cached(
             "UPDATE vector_models SET version = version + 1 WHERE model = ? RETURNING version",
@@ -1063,31 +1104,44 @@ impl Store for SqliteStore {
         })
     }
 
-    fn import(&self, items: &[ImportItem], on_conflict: OnConflict) -> Result<ImportCounts> {
+    fn import(&self, items: &[ImportItem], rules: &ImportRules) -> Result<ImportCounts> {
+        let fenced = !rules.fence.is_everything();
         self.write(|tx| {
             let mut n = ImportCounts::default();
             for it in items {
-                let m = &it.memory;
-                let exists: bool = tx
-                    .prepare_cached("SELECT EXISTS (SELECT 1 FROM memories WHERE id = ?1) OR EXISTS (SELECT 1 FROM archive WHERE id = ?1)")?
-                    .query_row([&m.id], |r| r.get(0))?;
-                if exists {
-                    match on_conflict {
-                        OnConflict::Error => return Err(Error::DuplicateId(m.id.clone())),
-                        OnConflict::Skip => {
-                            n.skipped += 1;
-                            continue;
-                        }
-                        OnConflict::Replace => {
-                            delete_in(tx, &m.id)?;
-                            n.replaced += 1;
-                        }
+                let held: Option<String> = tx
+                    .prepare_cached("SELECT scope FROM memories WHERE id = ?1 UNION ALL SELECT scope FROM archive WHERE id = ?1 LIMIT 1")?
+                    .query_row([&it.memory.id], |r| r.get(0))
+                    .optional()?;
+                let held = held.map(|s| Scope::parse(&s)).transpose()?;
+                let rekeyed;
+                let it = match super::plan_import_id(it, held.as_ref(), rules.on_conflict, &rules.fence)? {
+                    IdPlan::New => it,
+                    IdPlan::Skip => {
+                        n.skipped += 1;
+                        continue;
                     }
-                }
-                if let Some(s) = &m.session {
-                    let sess = super::memory::imported_session(s, m);
+                    IdPlan::Replace => {
+                        delete_in(tx, &it.memory.id)?;
+                        n.replaced += 1;
+                        it
+                    }
+                    IdPlan::Rekey => {
+                        rekeyed = super::rekeyed(it);
+                        &rekeyed
+                    }
+                };
+                let m = &it.memory;
+                let held_session = match &m.session {
+                    Some(s) => tx
+                        .prepare_cached("SELECT id, scope, created_at, last_activity_at, archived_at, max_bytes, bytes FROM sessions WHERE id = ?")?
+                        .query_row([s], read_session)
+                        .optional()?,
+                    None => None,
+                };
+                if let Some(sess) = super::import_session(it, held_session.as_ref(), rules)? {
                     tx.prepare_cached(
-                        "INSERT OR IGNORE INTO sessions (id, scope, created_at, last_activity_at, archived_at, max_bytes, bytes) VALUES (?, ?, ?, ?, NULL, ?, 0)",
+                        "INSERT INTO sessions (id, scope, created_at, last_activity_at, archived_at, max_bytes, bytes) VALUES (?, ?, ?, ?, NULL, ?, 0)",
                     )?
                     .execute(params![sess.id, sess.scope.as_str(), sess.created_at.as_millisecond(), sess.last_activity_at.as_millisecond(), sess.max_bytes as i64])?;
                 }
@@ -1101,6 +1155,11 @@ impl Store for SqliteStore {
                         n.archived += 1;
                     }
                     None => {
+                        if fenced {
+                            // A caller limited to scopes writes like any
+                            // writer: the session's bound holds.
+                            session_delta(tx, m.session.as_deref(), m.size_bytes() as i64, Some(m.updated_at))?;
+                        }
                         let r = insert_row(tx, m);
                         match r {
                             Ok(_) => {}
@@ -1111,7 +1170,7 @@ impl Store for SqliteStore {
                         }
                         let rowid = tx.last_insert_rowid();
                         fts_insert(tx, rowid, m)?;
-                        if let Some(s) = &m.session {
+                        if let (Some(s), false) = (&m.session, fenced) {
                             tx.prepare_cached("UPDATE sessions SET bytes = bytes + ?, last_activity_at = MAX(last_activity_at, ?) WHERE id = ?")?
                                 .execute(params![m.size_bytes() as i64, m.updated_at.as_millisecond(), s])?;
                         }

@@ -9,6 +9,7 @@ mod harness;
 mod conformance;
 mod context;
 mod eval;
+mod fences;
 mod filters;
 mod forget;
 mod isolation;
