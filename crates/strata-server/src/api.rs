@@ -413,3 +413,44 @@ pub struct HealthAnswer {
     /// Always `ok`.
     pub status: &'static str,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_small_recalls_are_light() {
+        let small = RecallBody {
+            query: "which database for billing?".into(),
+            view: vec!["project/acme".into(), "global".into()],
+            filter: Some(serde_json::json!({"kind": "decision"})),
+            ..Default::default()
+        };
+        assert!(small.is_light());
+        let heavy = [
+            RecallBody {
+                view: (0..17).map(|i| format!("project/p{i}")).collect(),
+                ..small.clone()
+            },
+            RecallBody {
+                query: "word ".repeat(500),
+                ..small.clone()
+            },
+            RecallBody {
+                filter: Some(serde_json::json!({"key": {"$in": (0..100).collect::<Vec<_>>()}})),
+                ..small.clone()
+            },
+            RecallBody {
+                limit: Some(101),
+                ..small.clone()
+            },
+            RecallBody {
+                archived: true,
+                ..small.clone()
+            },
+        ];
+        for h in heavy {
+            assert!(!h.is_light(), "{h:?}");
+        }
+    }
+}

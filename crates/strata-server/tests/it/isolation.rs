@@ -1,6 +1,8 @@
 //! A randomized test: several tokens with different scope prefixes run random
-//! operations over HTTP and MCP; no response ever carries a memory outside the caller's
-//! scopes, and no write lands outside them.
+//! operations over HTTP and MCP (reads, writes, imports naming other
+//! tenants' ids, session calls, logged contexts); no response ever carries
+//! a memory or session outside the caller's scopes, no write lands outside
+//! them, and what lies outside every token's scopes ends as it began.
 
 use serde_json::{Value, json};
 use strata::Scope;
@@ -93,8 +95,38 @@ fn no_response_carries_a_memory_outside_the_token() {
         let m = s.expect(201, "POST", "/v1/memories", Some(&admin), json!({"content": text, "scope": scope, "key": if i % 7 == 0 { Some(format!("k{}", i % 3)) } else { None }}));
         ids.push(m["id"].as_str().unwrap().to_string());
     }
+    // What no token but the admin may touch: memories and a session in
+    // `project/acmex`. Random imports name their ids, random session calls
+    // their session; at the end they are exactly as they were.
+    s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        Some(&admin),
+        json!({"content": "acmex's session note", "scope": "project/acmex", "session": "sx"}),
+    );
+    let untouchable = || {
+        let mut out = Vec::new();
+        s.shared
+            .engine
+            .export(
+                &strata::Export::user_data(
+                    Some(strata::View::parse(&["project/acmex"]).unwrap()),
+                    None,
+                ),
+                &mut out,
+                &mut |_| {},
+            )
+            .unwrap();
+        let sx = s.shared.engine.store().get_session("sx").unwrap();
+        format!("{}\n{sx:?}", String::from_utf8(out).unwrap())
+    };
+    let untouched = untouchable();
+    let template = s.shared.engine.get(&ids[0]).unwrap().unwrap();
+    let sessions = ["s1", "sx", "s2"];
     let mut checked = 0;
-    for _ in 0..600 {
+    let mut imports_ok = 0;
+    for round in 0..600 {
         let (secret, prefixes) = rng.pick(&tokens);
         let t = Some(secret.as_str());
         let view: Vec<String> = (0..1 + rng.below(3))
@@ -112,7 +144,69 @@ fn no_response_carries_a_memory_outside_the_token() {
                 }
             })
             .collect();
-        let (status, v) = match rng.below(11) {
+        let (status, v) = match rng.below(15) {
+            11 => {
+                let mut line = serde_json::to_value(&template).unwrap();
+                line["id"] = if rng.below(2) == 0 {
+                    json!(rng.pick(&ids))
+                } else {
+                    json!(format!("01900000-0000-7000-8000-{round:012}"))
+                };
+                line["scope"] = json!(if rng.below(3) == 0 {
+                    rng.pick(SCOPES).to_string()
+                } else {
+                    rng.pick(prefixes).to_string()
+                });
+                let text = format!("imported {round}");
+                line["content"] = json!(text);
+                line["checksum"] = json!(strata::checksum(&text, None));
+                line["key"] = Value::Null;
+                if rng.below(2) == 0 {
+                    line["session"] = json!(rng.pick(&sessions));
+                }
+                let mode = rng.pick(&["error", "skip", "replace"]);
+                let (st, text) = s.raw(
+                    "POST",
+                    &format!("/v1/import?on_conflict={mode}"),
+                    t,
+                    Some(format!("{line}\n").into_bytes()),
+                    &[("content-type", "application/x-ndjson")],
+                );
+                imports_ok += usize::from(st == 200);
+                (st, serde_json::from_str(&text).unwrap_or(Value::Null))
+            }
+            12 => {
+                let id = rng.pick(&sessions);
+                match rng.below(4) {
+                    0 => s.call("GET", &format!("/v1/sessions/{id}"), t, None),
+                    1 => s.call("POST", &format!("/v1/sessions/{id}/archive"), t, None),
+                    2 => s.call("GET", "/v1/sessions", t, None),
+                    _ => s.call(
+                        "POST",
+                        "/v1/forget",
+                        t,
+                        Some(&json!({"session": id, "dry_run": rng.below(2) == 0}).to_string()),
+                    ),
+                }
+            }
+            13 => s.call(
+                "POST",
+                "/v1/context",
+                t,
+                Some(
+                    &json!({"project": "acme", "task": "t1", "query": rng.pick(WORDS), "log": true})
+                        .to_string(),
+                ),
+            ),
+            14 => s.call(
+                "POST",
+                "/v1/memories",
+                t,
+                Some(
+                    &json!({"content": "in a session", "scope": rng.pick(prefixes).to_string(), "session": rng.pick(&sessions)})
+                        .to_string(),
+                ),
+            ),
             9 => mcp(
                 &s,
                 secret,
@@ -206,6 +300,15 @@ fn no_response_carries_a_memory_outside_the_token() {
             }
         }
     }
+    assert_eq!(
+        untouchable(),
+        untouched,
+        "a token changed what lies outside every token's scopes"
+    );
+    assert!(
+        imports_ok > 10,
+        "too few imports went through ({imports_ok})"
+    );
     assert!(
         checked > 500,
         "the test saw too few memories ({checked}) to mean anything"

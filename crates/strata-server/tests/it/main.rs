@@ -9,4 +9,5 @@ mod isolation;
 mod limits;
 mod mcp_http;
 mod openapi;
+mod probes;
 mod routes;
