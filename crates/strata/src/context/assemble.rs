@@ -157,7 +157,10 @@ fn plan_excluding(srcs: &[Src], budget: u32, exclude: &HashSet<&str>) -> Plan {
     for (i, s) in srcs.iter().enumerate() {
         let cap = (f64::from(budget) * s.share).floor() as u32 + carry;
         let cap = cap.min(budget - p.total());
-        let used = fill(&mut p, srcs, i, cap);
+        // An item that needs cutting takes at most half of what its source
+        // has left here, so that one huge memory (in a scope many callers
+        // share, say) cannot crowd out everything else of its source.
+        let used = fill(&mut p, srcs, i, cap, true);
         carry = cap - used;
     }
     for i in 0..srcs.len() {
@@ -165,14 +168,29 @@ fn plan_excluding(srcs: &[Src], budget: u32, exclude: &HashSet<&str>) -> Plan {
         if left == 0 {
             break;
         }
-        fill(&mut p, srcs, i, left);
+        fill(&mut p, srcs, i, left, false);
+    }
+    // What is still free goes to the items cut above, in the order they
+    // were taken.
+    for k in 0..p.picks.len() {
+        let left = budget - p.total();
+        if left == 0 {
+            break;
+        }
+        let Pick { src, cand, room } = p.picks[k];
+        let Some(room) = room else { continue };
+        let tokens = srcs[src].cands[cand].sig.tokens;
+        let extra = left.min(tokens - room);
+        p.picks[k].room = (room + extra < tokens).then_some(room + extra);
+        p.used[src] += extra;
     }
     p
 }
 
-/// Takes candidates of source `i` into the plan within `cap` tokens;
-/// returns the tokens used.
-fn fill(p: &mut Plan, srcs: &[Src], i: usize, cap: u32) -> u32 {
+/// Takes candidates of source `i` into the plan within `cap` tokens (an
+/// item that does not fit whole cut to what is left, or with `halve` to
+/// half of it); returns the tokens used.
+fn fill(p: &mut Plan, srcs: &[Src], i: usize, cap: u32, halve: bool) -> u32 {
     let src = &srcs[i];
     let mut left = cap;
     for (j, c) in src.cands.iter().enumerate() {
@@ -182,10 +200,15 @@ fn fill(p: &mut Plan, srcs: &[Src], i: usize, cap: u32) -> u32 {
         let header = if p.used[i] == 0 { src.header } else { 0 };
         let fixed = header + c.fixed;
         let whole = fixed + c.sig.tokens;
+        let limit = if halve {
+            left.min((left / 2).max(fixed + MIN_CUT))
+        } else {
+            left
+        };
         let room = if whole <= left {
             None
-        } else if left >= fixed + MIN_CUT && c.sig.tokens > MIN_CUT {
-            Some(left - fixed)
+        } else if limit >= fixed + MIN_CUT && c.sig.tokens > MIN_CUT {
+            Some(limit - fixed)
         } else {
             continue;
         };

@@ -468,3 +468,52 @@ scope = "global"
         prop_assert!(exact <= budget, "{} > {}", exact, budget);
     }
 }
+
+/// Issue 22, L7: one huge memory in a shared scope (or a larger pinned one)
+/// is cut to half its source's share while others compete, and takes what
+/// is left only after them.
+#[test]
+fn one_huge_memory_does_not_crowd_out_its_source() {
+    let e = crate::harness::TestEngine::sqlite(|_| {});
+    for i in 0..10 {
+        e.remember(strata::NewMemory::new(
+            scope("project/acme"),
+            format!("acme fact number {i} about the build"),
+        ))
+        .unwrap();
+    }
+    for i in 0..5 {
+        e.remember(strata::NewMemory::new(
+            scope("global"),
+            format!("global preference {i}: short answers"),
+        ))
+        .unwrap();
+    }
+    let mut req = strata::ContextRequest::new("global");
+    req.vars.insert("project".into(), "acme".into());
+    let small = |pkg: &strata::ContextPackage| pkg.items.iter().filter(|i| i.cut.is_none()).count();
+    let without = e.context(&req).unwrap();
+    assert_eq!(small(&without), 15);
+    e.remember(strata::NewMemory::new(
+        scope("global"),
+        "huge ".repeat(35_000),
+    ))
+    .unwrap();
+    let with = e.context(&req).unwrap();
+    assert_eq!(small(&with), 15, "the huge memory pushed others out");
+    let huge = with.items.iter().find(|i| i.cut.is_some()).unwrap();
+    // It still takes what the others leave: the budget is used up.
+    assert!(
+        with.total_tokens + 64 >= with.max_tokens,
+        "{} of {}",
+        with.total_tokens,
+        with.max_tokens
+    );
+    assert!(huge.tokens > 7000, "{}", huge.tokens);
+    let mut pinned = strata::NewMemory::new(scope("global"), "pinned ".repeat(60_000));
+    pinned.pinned = true;
+    e.remember(pinned).unwrap();
+    let with = e.context(&req).unwrap();
+    assert_eq!(small(&with), 15, "a larger pinned memory pushed others out");
+    assert!(with.total_tokens <= with.max_tokens);
+}
