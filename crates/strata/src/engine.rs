@@ -300,6 +300,18 @@ pub struct UpkeepReport {
 
 type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
+/// A memory of `scope` may not join session `id`, which covers `covers`.
+fn beside_session(id: &str, covers: &Scope, scope: &Scope) -> Error {
+    Error::field(
+        "session",
+        format!(
+            "session `{id}` holds memories of `{covers}`; `{scope}` is outside it \
+             (write the memory without the session, or into a session \
+             created with a scope that covers it)"
+        ),
+    )
+}
+
 /// The memory engine.
 pub struct Engine {
     store: Arc<dyn Store>,
@@ -523,15 +535,7 @@ impl Engine {
             return Ok(());
         };
         match self.store.get_session(id)? {
-            Some(s) if !m.scope.is_within(&s.scope) => Err(Error::field(
-                "session",
-                format!(
-                    "session `{id}` holds memories of `{}`; `{}` is outside it \
-                     (write the memory without the session, or into a session \
-                     created with a scope that covers it)",
-                    s.scope, m.scope
-                ),
-            )),
+            Some(s) if !m.scope.is_within(&s.scope) => Err(beside_session(id, &s.scope, &m.scope)),
             _ => Ok(()),
         }
     }
@@ -605,17 +609,7 @@ impl Engine {
             if let (Some(s), Some(scope)) = (&n.session, &n.scope) {
                 let covers = held.get(s).unwrap_or(&sessions[s]);
                 if !scope.is_within(covers) {
-                    return Err(prefix_item(
-                        i,
-                        Error::field(
-                            "session",
-                            format!(
-                                "session `{s}` holds memories of `{covers}`; `{scope}` is outside it \
-                                 (write the memory without the session, or into a session \
-                                 created with a scope that covers it)"
-                            ),
-                        ),
-                    ));
+                    return Err(prefix_item(i, beside_session(s, covers, scope)));
                 }
             }
         }

@@ -81,7 +81,13 @@ fn import_never_replaces_or_reveals_a_memory_outside_the_fence(make: MakeEngine)
         assert_ne!(found.id, theirs.id);
     }
     // Alpha's own ids still conflict as before.
-    let err = import_as(&e, &alpha(), &[template.clone()], OnConflict::Error).unwrap_err();
+    let err = import_as(
+        &e,
+        &alpha(),
+        std::slice::from_ref(&template),
+        OnConflict::Error,
+    )
+    .unwrap_err();
     assert!(matches!(err, Error::DuplicateId(_)), "{err}");
     let r = import_as(&e, &alpha(), &[template], OnConflict::Replace).unwrap();
     assert_eq!(r.replaced, 1);
