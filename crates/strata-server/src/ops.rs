@@ -502,6 +502,11 @@ impl Ctx<'_> {
     /// Creates a session.
     pub fn create_session(&self, b: &SessionBody) -> Result<Session> {
         self.need_write()?;
+        if let Some(id) = &b.id
+            && !self.owns_session_name("id", id)?
+        {
+            return Err(ApiError::outside("id", format!("session/{id}")));
+        }
         let scope = match (&b.scope, &b.id) {
             (Some(s), _) => Some(self.scope("scope", s)?),
             (None, Some(id)) => Some(self.scope("id", &format!("session/{id}"))?),
@@ -519,16 +524,33 @@ impl Ctx<'_> {
     }
 
     /// A write may attach to a session whose scope is inside the grant, or
-    /// create one: the engine creates it in the memory's scope, which the
-    /// caller has already been checked for.
+    /// create one whose name it owns (below); the engine creates it in the
+    /// memory's scope. Both refusals read the same, so a token cannot tell
+    /// a session outside from a missing one.
     fn session_allowed(&self, field: &str, id: &str) -> Result<()> {
         if self.grant.is_unrestricted() {
             return Ok(());
         }
-        match self.engine.store().get_session(id)? {
-            Some(s) if !self.grant.allows_scope(&s.scope) => Err(ApiError::outside(field, id)),
-            _ => Ok(()),
+        let ok = match self.engine.store().get_session(id)? {
+            Some(s) => self.grant.allows_scope(&s.scope),
+            None => self.owns_session_name(field, id)?,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(ApiError::outside(field, id))
         }
+    }
+
+    /// Session ids are one namespace per store. The name `x` belongs to
+    /// whoever holds `session/x`: a token limited to scopes creates a
+    /// session under a name only when it holds that scope, else it takes a
+    /// generated id. So no token can take a name before its owner does, or
+    /// learn from a refusal whether the name is taken.
+    fn owns_session_name(&self, field: &str, id: &str) -> Result<bool> {
+        let name =
+            Scope::parse(&format!("session/{id}")).map_err(|e| ApiError::invalid(field, e))?;
+        Ok(self.grant.allows_scope(&name))
     }
 
     fn visible_session(&self, id: &str) -> Result<Session> {
@@ -633,10 +655,14 @@ impl Ctx<'_> {
                         reason,
                     })
                 })?;
+                let at = format!("line {}", n + 1);
                 for m in std::iter::once(&item.memory).chain(&item.history) {
                     if !self.grant.allows_scope(&m.scope) {
-                        return Err(ApiError::outside(&format!("line {}", n + 1), &m.scope));
+                        return Err(ApiError::outside(&at, &m.scope));
                     }
+                }
+                if let Some(s) = &item.memory.session {
+                    self.session_allowed(&at, s)?;
                 }
             }
         }

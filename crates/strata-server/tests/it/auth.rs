@@ -176,14 +176,6 @@ fn ids_outside_the_token_are_not_found() {
 #[test]
 fn writes_need_read_write_inside_the_token() {
     let f = fixture();
-    f.s.shared
-        .engine
-        .create_session(
-            Some("s9"),
-            Some(strata::Scope::parse("project/acme").unwrap()),
-            None,
-        )
-        .unwrap();
     let before = f.s.snapshot();
     let ro = Some(f.acme_ro.as_str());
     let v = f.s.expect(
@@ -245,8 +237,7 @@ fn writes_need_read_write_inside_the_token() {
         w,
         json!({"view": ["project/acme"], "filter": {}}),
     );
-    // Nor attach to a session outside it (one it creates takes the
-    // memory's scope).
+    // Nor attach to (or create) a session outside it.
     let v = f.s.expect(
         403,
         "POST",

@@ -132,20 +132,21 @@ fn import_with_another_tenants_id_neither_replaces_nor_reveals_it() {
 #[test]
 fn import_attaches_to_sessions_only_as_a_write_would() {
     let t = tenants();
-    t.s.expect(
-        201,
-        "POST",
-        "/v1/sessions",
-        Some(&t.beta),
-        json!({"id": "bs", "scope": "project/beta", "max_bytes": 1000}),
-    );
-    t.s.expect(
-        201,
-        "POST",
-        "/v1/sessions",
-        Some(&t.alpha),
-        json!({"id": "as", "scope": "project/alpha", "max_bytes": 100}),
-    );
+    // Named sessions, made by the local user (a token names a session only
+    // when it holds `session/<name>`).
+    let e = &t.s.shared.engine;
+    e.create_session(
+        Some("bs"),
+        Some(strata::Scope::parse("project/beta").unwrap()),
+        Some(1000),
+    )
+    .unwrap();
+    e.create_session(
+        Some("as"),
+        Some(strata::Scope::parse("project/alpha").unwrap()),
+        Some(100),
+    )
+    .unwrap();
     let line = |session: &str, n: usize, text: &str| {
         let mut l = exported(&t, &t.alpha, "project/alpha", &t.mine);
         l["id"] = json!(format!("01900000-0000-7000-8000-00000000{n:04}"));
@@ -155,8 +156,17 @@ fn import_attaches_to_sessions_only_as_a_write_would() {
     };
     let before = t.s.snapshot();
     let (status, v) = import(&t, &t.alpha, "error", &[line("bs", 1, "into beta's")]);
-    assert_eq!(status, 400, "{v}");
-    assert_error(&v, "invalid", "session `bs`");
+    let (status2, v2) = import(&t, &t.alpha, "error", &[line("nosuch", 1, "into none")]);
+    assert_eq!((status, status2), (403, 403), "{v} {v2}");
+    assert_error(&v, "forbidden", "`bs` is outside");
+    assert_eq!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("bs", "nosuch"),
+        v2["error"]["message"],
+        "the answer tells a session outside from a missing one"
+    );
     let (status, v) = import(&t, &t.alpha, "error", &[line("as", 2, &"x".repeat(200))]);
     assert_eq!(status, 413, "{v}");
     assert_eq!(t.s.snapshot(), before);
@@ -183,15 +193,14 @@ fn import_attaches_to_sessions_only_as_a_write_would() {
 #[test]
 fn sessions_do_not_span_scopes() {
     let t = tenants();
-    // beta's write creates `s` in beta's scope, so the session-only token
-    // does not see it at all.
-    t.s.expect(
-        201,
-        "POST",
-        "/v1/memories",
-        Some(&t.beta),
-        json!({"content": "beta's plan", "scope": "project/beta", "session": "s"}),
-    );
+    // `strata remember --scope project/beta --session s` creates `s` in
+    // beta's scope, so the session-only token does not see it at all.
+    let e = &t.s.shared.engine;
+    e.remember(
+        strata::NewMemory::new(strata::Scope::parse("project/beta").unwrap(), "beta's plan")
+            .session("s"),
+    )
+    .unwrap();
     let before = t.s.snapshot();
     t.s.expect(404, "GET", "/v1/sessions/s", Some(&t.sess), Value::Null);
     t.s.expect(
@@ -226,6 +235,12 @@ fn sessions_do_not_span_scopes() {
     assert_eq!(t.s.snapshot(), before);
     // A memory of another scope cannot join a session, even one the same
     // token may write to.
+    e.create_session(
+        Some("as"),
+        Some(strata::Scope::parse("project/alpha").unwrap()),
+        None,
+    )
+    .unwrap();
     t.s.expect(
         201,
         "POST",
@@ -247,6 +262,69 @@ fn sessions_do_not_span_scopes() {
         "session `as` holds memories of `project/alpha`",
     );
     assert_eq!(t.s.snapshot(), before);
+}
+
+/// L4: a token can neither take a session name before its owner nor tell
+/// from a refusal whether the name is taken.
+#[test]
+fn session_names_cannot_be_squatted_or_probed() {
+    let t = tenants();
+    t.s.shared
+        .engine
+        .create_session(
+            Some("bs"),
+            Some(strata::Scope::parse("project/beta").unwrap()),
+            None,
+        )
+        .unwrap();
+    let before = t.s.snapshot();
+    let a = Some(t.alpha.as_str());
+    let mut answers = Vec::new();
+    for name in ["bs", "free"] {
+        let v = t.s.expect(
+            403,
+            "POST",
+            "/v1/sessions",
+            a,
+            json!({"id": name, "scope": "project/alpha"}),
+        );
+        answers.push(v.to_string().replace(name, "NAME"));
+        let v = t.s.expect(
+            403,
+            "POST",
+            "/v1/memories",
+            a,
+            json!({"content": "x", "scope": "project/alpha", "session": name}),
+        );
+        answers.push(v.to_string().replace(name, "NAME"));
+        let v =
+            t.s.expect(404, "GET", &format!("/v1/sessions/{name}"), a, Value::Null);
+        answers.push(v.to_string().replace(name, "NAME"));
+    }
+    assert_eq!(
+        answers[..3],
+        answers[3..],
+        "a taken name answers differently"
+    );
+    assert_eq!(t.s.snapshot(), before);
+    // The owner of `session/free` may name it; anyone may take a
+    // generated id.
+    let v = t.s.expect(
+        201,
+        "POST",
+        "/v1/sessions",
+        Some(&t.sess),
+        json!({"id": "s"}),
+    );
+    assert_eq!(v["scope"], "session/s");
+    let v = t.s.expect(
+        201,
+        "POST",
+        "/v1/sessions",
+        a,
+        json!({"scope": "project/alpha"}),
+    );
+    assert_eq!(v["scope"], "project/alpha");
 }
 
 /// M3: huge views, filters and offsets are named 400s, and fast.
