@@ -313,7 +313,7 @@ pub struct Relevance {
     pub similarity: Option<f32>,
     /// Position in the vector list (1 = most similar).
     pub vector_rank: Option<usize>,
-    /// Fused relevance, 0–1 ([`fuse`] fills it).
+    /// Fused relevance, 0–1 (`fuse` fills it).
     pub fused: f64,
 }
 

@@ -1,7 +1,7 @@
 //! Context assembly: "the context for this task, within N tokens".
 //!
 //! A [`Profile`] names sources (scope patterns filled from the request), a
-//! strategy, a budget and a render. [`Engine::context`] fills each source's
+//! strategy, a budget and a render. [`Engine::context`](crate::Engine::context) fills each source's
 //! share of the budget with its best items, keeps the oldest and newest
 //! `head_tail` items of each source, cuts an item that does not fit to its
 //! head and tail (or skips it), writes a summary of what did not fit into
@@ -12,7 +12,7 @@
 //! Everything is deterministic: the same store state, request and clock give
 //! a byte-identical package whose id hashes the items and versions it used.
 //! Packages can be logged and rebuilt later from those versions
-//! ([`Engine::replay`]).
+//! ([`Engine::replay`](crate::Engine::replay)).
 
 use std::collections::BTreeMap;
 

@@ -95,7 +95,7 @@ impl Engine {
 
     /// Whether [`Engine::recall`] only computes: no network round trip, no
     /// wait on another process or on a lock held for long (see
-    /// [`crate::Store::reads_never_wait`], [`Embedder::is_local`]). True
+    /// [`crate::store::Store::reads_never_wait`], [`Embedder::is_local`]). True
     /// for SQLite or the memory store with no embedder or the local model,
     /// unless vector searches may go through the HNSW index. Opens the
     /// embedder; false if it cannot be opened.

@@ -329,7 +329,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Active memories selected by `q`.
     fn query(&self, q: &Query) -> Result<Vec<Memory>>;
     /// Active memories selected by `q` that match any of `terms`, best
-    /// relevance first ([`crate::text::Bm25`]: positive, higher is better),
+    /// relevance first (BM25: positive, higher is better),
     /// at most `limit`; only what ranking reads.
     fn search_signals(
         &self,
