@@ -119,3 +119,54 @@ fn a_version_1_file_is_upgraded_in_place() {
         strata::store::SCHEMA_VERSION
     );
 }
+
+/// docs/schema.md is the contract: every table, column and index of a new
+/// file is named there.
+#[test]
+fn the_schema_page_names_every_table_column_and_index() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/schema.md"))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    drop(SqliteStore::open(&path, Default::default()).unwrap());
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let objects: Vec<(String, String)> = c
+        .prepare(
+            "SELECT type, name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' \
+             AND name NOT LIKE 'memories_fts_%' AND name NOT LIKE 'sqlite_autoindex%'",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    let mut missing = Vec::new();
+    for (kind, name) in &objects {
+        if !doc.contains(&format!("`{name}")) {
+            missing.push(format!("{kind} {name}"));
+        }
+        if kind != "table" || name == "memories_fts" {
+            continue;
+        }
+        let cols: Vec<String> = c
+            .prepare(&format!("SELECT name FROM pragma_table_info('{name}')"))
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        for col in cols {
+            if col != "rowid"
+                && !doc.contains(&format!("`{col}`"))
+                && !doc.contains(&format!("{col}`"))
+            {
+                missing.push(format!("column {name}.{col}"));
+            }
+        }
+    }
+    assert!(objects.len() > 8, "{objects:?}");
+    assert!(
+        missing.is_empty(),
+        "docs/schema.md does not name: {missing:?}"
+    );
+}
