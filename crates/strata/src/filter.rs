@@ -90,7 +90,7 @@ impl Op {
         })
     }
 
-    fn is_negative(self) -> bool {
+    pub(crate) fn is_negative(self) -> bool {
         matches!(self, Op::Ne | Op::Nin)
     }
 }
@@ -189,7 +189,7 @@ pub enum Scalar {
 }
 
 impl Scalar {
-    fn as_f64(&self) -> Option<f64> {
+    pub(crate) fn as_f64(&self) -> Option<f64> {
         match self {
             Scalar::Int(i) => Some(*i as f64),
             Scalar::Real(r) => Some(*r),
@@ -309,30 +309,6 @@ impl Filter {
             Filter::And(v) => v.iter().all(|f| f.matches(m)),
             Filter::Or(v) => v.iter().any(|f| f.matches(m)),
             Filter::Cond(c) => c.matches(m),
-        }
-    }
-
-    /// Compiles to a SQL boolean expression over columns prefixed by `alias`
-    /// (e.g. `"m."`), pushing bound values onto `params`. The expression is
-    /// never NULL.
-    pub fn to_sql(&self, alias: &str, params: &mut Vec<rusqlite::types::Value>) -> String {
-        match self {
-            Filter::And(v) if v.is_empty() => "1".into(),
-            Filter::And(v) => format!(
-                "({})",
-                v.iter()
-                    .map(|f| f.to_sql(alias, params))
-                    .collect::<Vec<_>>()
-                    .join(" AND ")
-            ),
-            Filter::Or(v) => format!(
-                "({})",
-                v.iter()
-                    .map(|f| f.to_sql(alias, params))
-                    .collect::<Vec<_>>()
-                    .join(" OR ")
-            ),
-            Filter::Cond(c) => c.to_sql(alias, params),
         }
     }
 }
@@ -510,7 +486,7 @@ fn cmp_scalar(got: &Got<'_>, want: &Scalar) -> Option<Ordering> {
     }
 }
 
-fn positive(op: Op) -> Op {
+pub(crate) fn positive(op: Op) -> Op {
     match op {
         Op::Ne => Op::Eq,
         Op::Nin => Op::In,
@@ -596,119 +572,6 @@ impl Cond {
             Op::Lt => c(&self.values[0]) == Some(Ordering::Less),
             Op::Lte => matches!(c(&self.values[0]), Some(Ordering::Less | Ordering::Equal)),
             Op::Ne | Op::Nin => unreachable!(),
-        }
-    }
-
-    fn to_sql(&self, alias: &str, params: &mut Vec<rusqlite::types::Value>) -> String {
-        use rusqlite::types::Value as V;
-        let op = positive(self.op);
-        let bind = |s: &Scalar, params: &mut Vec<V>| {
-            params.push(match s {
-                Scalar::Text(t) => V::Text(t.clone()),
-                Scalar::Int(i) => V::Integer(*i),
-                Scalar::Real(r) => V::Real(*r),
-                Scalar::Bool(b) => V::Integer(*b as i64),
-                Scalar::Null => V::Null,
-            });
-            "?".to_string()
-        };
-        let sym = match op {
-            Op::Gt => ">",
-            Op::Gte => ">=",
-            Op::Lt => "<",
-            Op::Lte => "<=",
-            _ => "=",
-        };
-        let pos = match &self.field {
-            Field::Tags => {
-                let list: Vec<String> = self.values.iter().map(|v| bind(v, params)).collect();
-                if op == Op::All {
-                    let distinct: std::collections::BTreeSet<_> =
-                        self.values.iter().map(|v| format!("{v:?}")).collect();
-                    format!(
-                        "((SELECT COUNT(DISTINCT value) FROM json_each({alias}tags) WHERE value IN ({})) = {})",
-                        list.join(","),
-                        distinct.len()
-                    )
-                } else if list.is_empty() {
-                    "0".into()
-                } else {
-                    format!(
-                        "EXISTS (SELECT 1 FROM json_each({alias}tags) WHERE value IN ({}))",
-                        list.join(",")
-                    )
-                }
-            }
-            Field::Payload(path) => {
-                let json_path = path
-                    .iter()
-                    .map(|s| {
-                        if s.chars().all(|c| c.is_ascii_digit()) {
-                            format!("[{s}]")
-                        } else {
-                            format!(".\"{s}\"")
-                        }
-                    })
-                    .collect::<String>();
-                let json_path = format!("${json_path}");
-                let ty = |params: &mut Vec<V>| {
-                    params.push(V::Text(json_path.clone()));
-                    format!("json_type({alias}payload, ?)")
-                };
-                if self.values.first() == Some(&Scalar::Null) {
-                    let t1 = ty(params);
-                    let t2 = ty(params);
-                    format!("({t1} IS NULL OR {t2} = 'null')")
-                } else {
-                    let parts: Vec<String> = self
-                        .values
-                        .iter()
-                        .map(|v| {
-                            let t = ty(params);
-                            let guard = match v {
-                                Scalar::Text(_) => format!("{t} = 'text'"),
-                                Scalar::Int(_) | Scalar::Real(_) => {
-                                    format!("{t} IN ('integer','real')")
-                                }
-                                Scalar::Bool(true) => return format!("{t} = 'true'"),
-                                Scalar::Bool(false) => return format!("{t} = 'false'"),
-                                Scalar::Null => unreachable!(),
-                            };
-                            params.push(V::Text(json_path.clone()));
-                            let b = bind(v, params);
-                            format!("({guard} AND json_extract({alias}payload, ?) {sym} {b})")
-                        })
-                        .collect();
-                    if parts.is_empty() {
-                        "0".into()
-                    } else {
-                        format!("({})", parts.join(" OR "))
-                    }
-                }
-            }
-            Field::Text(c) | Field::Num(c) | Field::Time(c) | Field::Bool(c) => {
-                let col = format!("{alias}{c}");
-                if self.values.first() == Some(&Scalar::Null) {
-                    format!("({col} IS NULL)")
-                } else if matches!(op, Op::In) {
-                    if self.values.is_empty() {
-                        "0".into()
-                    } else {
-                        let list: Vec<String> =
-                            self.values.iter().map(|v| bind(v, params)).collect();
-                        format!("({col} IN ({}))", list.join(","))
-                    }
-                } else {
-                    let b = bind(&self.values[0], params);
-                    format!("({col} {sym} {b})")
-                }
-            }
-        };
-        let pos = format!("COALESCE({pos}, 0)");
-        if self.op.is_negative() {
-            format!("(NOT {pos})")
-        } else {
-            pos
         }
     }
 }

@@ -58,9 +58,10 @@ pub use model::{
 };
 pub use rank::{Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Weights};
 pub use scope::{Fence, Scope, Tier, View, ViewEntry};
+pub use store::sqlite::scope_terms;
 pub use store::{Access, Archived, ImportCounts, OnConflict, PendingVector, Session, StoreStats};
 pub use sync::{FILE_TAG, SyncReport};
-pub use text::{query_terms, scope_terms};
+pub use text::query_terms;
 pub use tokens::{TOKENIZERS, TokenCounter};
 
 /// Results of the strata engine.

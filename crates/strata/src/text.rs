@@ -1,16 +1,8 @@
-//! Text handling shared by the stores: turning a natural-language query into
-//! terms, the FTS5 match expression built from them, the scope terms that put
-//! a view into the full-text index, and a small BM25 for the in-memory store.
-//!
-//! Why scope terms: FTS5 scores every match before a `WHERE scope = ?` on the
-//! joined table runs, so a scoped query costs as much as an unscoped one
-//! (PERF-NOTES: 5× slower at 100k rows, 9× at 1M). Each row therefore also
-//! indexes one term per scope prefix (`p<hash>`) and one for its exact scope
-//! (`x<hash>`); a view becomes `scopes : (x… OR p…)` inside the MATCH. The
-//! stores still check the view on the joined row, so a hash collision can
-//! cost speed, never isolation.
-
-use crate::scope::{Scope, View};
+//! Text handling shared by the stores, free of any backend's dialect:
+//! turning a natural-language query into terms, the words and stems a text
+//! is made of (exactly as SQLite's FTS5 `porter unicode61` tokenizer makes
+//! them, so every backend ranks alike), and BM25. The FTS5 expressions and
+//! the scope terms live with the SQLite backend (`store/sqlite/fts.rs`).
 
 /// English stop-words dropped from queries. Questions are mostly made of
 /// them, and FTS5 ORs what is left.
@@ -222,56 +214,6 @@ pub fn check_query_terms(terms: &[String]) -> Result<(), crate::Error> {
         ));
     }
     Ok(())
-}
-
-/// An FTS5 expression OR-ing the quoted terms, or `None` when there are none.
-/// Terms are alphanumeric, so quoting cannot be broken out of.
-pub fn fts_terms_expr(terms: &[String]) -> Option<String> {
-    if terms.is_empty() {
-        return None;
-    }
-    Some(
-        terms
-            .iter()
-            .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
-            .collect::<Vec<_>>()
-            .join(" OR "),
-    )
-}
-
-fn fnv1a(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
-/// The terms a memory in `scope` indexes in the FTS `scopes` column.
-pub fn scope_terms(scope: &Scope) -> String {
-    let mut out = String::new();
-    for p in scope.prefixes() {
-        out.push_str(&format!("p{} ", fnv1a(p)));
-    }
-    out.push_str(&format!("x{}", fnv1a(scope.as_str())));
-    out
-}
-
-/// The FTS5 expression selecting the rows a view may see.
-pub fn view_expr(view: &View) -> String {
-    let parts: Vec<String> = view
-        .entries()
-        .iter()
-        .map(|e| {
-            if e.subtree {
-                format!("p{}", fnv1a(e.scope.as_str()))
-            } else {
-                format!("x{}", fnv1a(e.scope.as_str()))
-            }
-        })
-        .collect();
-    parts.join(" OR ")
 }
 
 /// Stems a folded word exactly as FTS5's `porter` tokenizer does, so the
@@ -637,11 +579,8 @@ mod tests {
     fn questions_keep_their_content_words() {
         assert_eq!(query_terms("Where does she live now?"), ["live"]);
         assert!(query_terms("what is it").is_empty());
-        assert_eq!(
-            fts_terms_expr(&query_terms("Berlin move, Berlin!")).unwrap(),
-            "\"berlin\" OR \"move\""
-        );
-        assert!(fts_terms_expr(&query_terms("?!")).is_none());
+        assert_eq!(query_terms("Berlin move, Berlin!"), ["berlin", "move"]);
+        assert!(query_terms("?!").is_empty());
     }
 
     #[test]
@@ -665,83 +604,5 @@ mod tests {
             s[2] > s[0] && s[0] > 0.0,
             "stemmed match, shorter wins: {s:?}"
         );
-    }
-
-    /// FTS5's own tokens (porter over unicode61 with diacritics removed) for
-    /// each text, read back through `fts5vocab`.
-    fn fts5_tokens(texts: &[&str]) -> Vec<Vec<String>> {
-        let c = rusqlite::Connection::open_in_memory().unwrap();
-        c.execute_batch(
-            "CREATE VIRTUAL TABLE f USING fts5(x, tokenize='porter unicode61 remove_diacritics 2');
-             CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance');",
-        )
-        .unwrap();
-        for (i, t) in texts.iter().enumerate() {
-            c.execute(
-                "INSERT INTO f(rowid, x) VALUES (?, ?)",
-                rusqlite::params![i as i64, t],
-            )
-            .unwrap();
-        }
-        let mut out = vec![Vec::new(); texts.len()];
-        let mut st = c
-            .prepare("SELECT doc, term FROM v ORDER BY doc, offset")
-            .unwrap();
-        let rows = st
-            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-            .unwrap();
-        for r in rows {
-            let (d, t) = r.unwrap();
-            out[d as usize].push(t);
-        }
-        out
-    }
-
-    #[test]
-    fn stems_like_fts5() {
-        let words_list = "caresses ponies ties caress cats feed agreed plastered bled motoring sing conflated troubled \
-            sized hopping tanned falling hissing fizzed failing filing happy sky relational conditional rational \
-            valenci hesitanci digitizer conformabli radicalli differentli vileli analogousli vietnamization \
-            predication operator feudalism decisiveness hopefulness callousness formaliti sensitiviti sensibiliti \
-            triplicate formative formalize electriciti electrical hopeful goodness revival allowance inference \
-            airliner gyroscopic adjustable defensible irritant replacement adjustment dependent adoption homologou \
-            communism activate angulariti homologous effective bowdlerize probate rate cease controll roll \
-            agreement apology bubbly complement complimenting document elements ecology dyed dying news \
-            generous general generalization eed aed oed ing sses ies yes is as us tie lie die spying \
-            running runner ran generously communication community apologies biology biologist \
-            whispering whispered skiing skies cooking cookies studies studying meeting meetings";
-        let words: Vec<&str> = words_list.split_whitespace().collect();
-        let fts = fts5_tokens(&words);
-        for (w, f) in words.iter().zip(&fts) {
-            let ours: Vec<String> = super::words(w).map(|t| stem(&t)).collect();
-            assert_eq!(&ours, f, "{w}");
-        }
-    }
-
-    #[test]
-    fn tokenizes_like_fts5() {
-        let texts = [
-            "The café's crème brûlée costs €3.50 (naïve coöperation)",
-            "किताबें पढ़ना अच्छा है",
-            "Ünïcödé ÅNGSTRÖM Straße ΆΛΦΑ Ελληνικά",
-            "e\u{301}cole decomposed and x\u{308}",
-            "mixed123numbers and 42 and 3.14 and t-42 snake_case CamelCase",
-            "emoji 😀 and CJK 日本語のテキスト and Hangul 한국어",
-            "apostrophes don't won't it's",
-        ];
-        let fts = fts5_tokens(&texts);
-        for (t, f) in texts.iter().zip(&fts) {
-            let ours: Vec<String> = super::words(t).map(|w| stem(&w)).collect();
-            assert_eq!(&ours, f, "{t}");
-        }
-    }
-
-    #[test]
-    fn scope_terms_cover_prefixes() {
-        let s = Scope::parse("project/a/x").unwrap();
-        let t = scope_terms(&s);
-        assert_eq!(t.split(' ').count(), 4);
-        let v = View::parse(&["project/a/**"]).unwrap();
-        assert!(t.contains(&view_expr(&v)));
     }
 }

@@ -3,7 +3,7 @@
 //! Schema (version 1; `docs/schema.md` records every version):
 //! - `memories`: one row per active memory; `rowid` links it to the index.
 //! - `memories_fts`: contentless FTS5 (`content=''`, `secure-delete` on) over
-//!   `content` and `scopes`, the scope terms of `text::scope_terms`. The text
+//!   `content` and `scopes`, the scope terms of `fts::scope_terms`. The text
 //!   is stored once, in `memories`. A delete hands FTS5 the row's old values
 //!   (the `'delete'` command), so FTS5 re-tokenizes them and, with
 //!   `secure-delete`, removes every term entry from the index pages. (A
@@ -46,6 +46,11 @@ use crate::text;
 
 #[cfg(feature = "ann")]
 use super::ann;
+
+mod filter_sql;
+mod fts;
+
+pub use fts::scope_terms;
 
 /// Newest schema version this build writes and reads.
 pub const SCHEMA_VERSION: i64 = 3;
@@ -605,7 +610,7 @@ fn where_sql(q: &Query, archived: bool, params: &mut Vec<SqlValue>) -> String {
         clauses.push("(m.expires_at IS NULL OR m.expires_at > ?)".into());
     }
     if !q.filter.is_trivial() {
-        clauses.push(q.filter.to_sql("m.", params));
+        clauses.push(filter_sql::filter_sql(&q.filter, "m.", params));
     }
     clauses.join(" AND ")
 }
@@ -672,7 +677,7 @@ fn fts_insert(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
             t.clear();
         }
         if !t.contains_key(m.scope.as_str()) {
-            t.insert(m.scope.to_string(), text::scope_terms(&m.scope));
+            t.insert(m.scope.to_string(), fts::scope_terms(&m.scope));
         }
         st.execute(params![rowid, m.content, t[m.scope.as_str()].as_str()])
     })?;
@@ -759,7 +764,7 @@ fn fts_delete(tx: &Transaction<'_>, rowid: i64, old: &Memory) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO memories_fts(memories_fts, rowid, content, scopes) VALUES ('delete', ?, ?, ?)",
     )?
-    .execute(params![rowid, old.content, text::scope_terms(&old.scope)])?;
+    .execute(params![rowid, old.content, fts::scope_terms(&old.scope)])?;
     count_scope(tx, &old.scope, -1)
 }
 
@@ -1282,7 +1287,7 @@ impl Store for SqliteStore {
         let scope_part = q
             .view
             .as_ref()
-            .map(|v| format!("scopes : ({}) AND ", text::view_expr(v)))
+            .map(|v| format!("scopes : ({}) AND ", fts::view_expr(v)))
             .unwrap_or_default();
         // One index lookup per term: which memories of the view match it.
         let mut matched: std::collections::HashMap<i64, Vec<usize>> =
@@ -1292,7 +1297,7 @@ impl Store for SqliteStore {
             let mut st =
                 c.prepare_cached("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")?;
             for (i, t) in terms.iter().enumerate() {
-                let Some(expr) = text::fts_terms_expr(std::slice::from_ref(t)) else {
+                let Some(expr) = fts::fts_terms_expr(std::slice::from_ref(t)) else {
                     df.push(0);
                     continue;
                 };
