@@ -10,3 +10,4 @@ mod limits;
 mod mcp_http;
 mod openapi;
 mod routes;
+mod transport;
