@@ -188,7 +188,7 @@ impl Shared {
 /// At most `limits.max_connections` connections are open at once: the
 /// next is accepted only when one closes, so further clients wait in the
 /// kernel's queue rather than being refused. Each connection keeps the
-/// header and idle deadlines of [`conn`]; bodies are read under theirs in
+/// header and idle deadlines of `conn.rs`; bodies are read under theirs in
 /// the router.
 pub async fn serve(
     listener: tokio::net::TcpListener,
