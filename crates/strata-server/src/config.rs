@@ -27,8 +27,11 @@ pub struct ServerConfig {
     /// Request limits (`[server.limits]`).
     #[serde(default)]
     pub limits: Limits,
-    /// `Host` header values the MCP endpoint accepts (DNS-rebinding guard);
-    /// loopback names by default.
+    /// `Host` header values `/v1`, `/metrics` and `/mcp` accept, and the
+    /// hosts an `Origin` header may name (DNS-rebinding and cross-site
+    /// guard); loopback names by default. An entry with a port
+    /// (`example.com:8080`) matches that port only. An empty list accepts
+    /// any host (refused with `--no-auth`).
     #[serde(default = "default_allowed_hosts")]
     pub allowed_hosts: Vec<String>,
     /// Scope defaults of the MCP tools (`[server.mcp]`).
@@ -72,7 +75,8 @@ pub struct TokenConfig {
     pub access: Access,
 }
 
-/// Request limits; each breach is a 413 or 400 that says which.
+/// Request and connection limits; each breach of a request limit is a 413,
+/// 408 or 400 that says which.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
@@ -86,6 +90,37 @@ pub struct Limits {
     /// (first come, first served). Default: 4 × the CPUs. More threads than
     /// that only contend for the CPU and SQLite's write lock.
     pub max_concurrent: usize,
+    /// Seconds a client has, from the first byte of a request, to send its
+    /// whole head (request line and headers); then the connection is
+    /// closed. Bounds slow-header (slowloris) clients.
+    pub header_timeout_secs: u64,
+    /// Seconds a client has to send a request's whole body once its head
+    /// is in; then the answer is a 408.
+    pub body_timeout_secs: u64,
+    /// Seconds a connection may sit with nothing moving: no request begun
+    /// after the last answer (keep-alive), or an answer the client does not
+    /// read; then it is closed.
+    pub idle_timeout_secs: u64,
+    /// Most connections open at once; further clients wait to be accepted
+    /// (in the kernel's queue) until one closes.
+    pub max_connections: usize,
+}
+
+impl Limits {
+    /// [`Limits::header_timeout_secs`] as a duration.
+    pub fn header_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.header_timeout_secs)
+    }
+
+    /// [`Limits::body_timeout_secs`] as a duration.
+    pub fn body_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.body_timeout_secs)
+    }
+
+    /// [`Limits::idle_timeout_secs`] as a duration.
+    pub fn idle_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.idle_timeout_secs)
+    }
 }
 
 impl Default for Limits {
@@ -95,8 +130,19 @@ impl Default for Limits {
             max_batch: 1000,
             max_results: 1000,
             max_concurrent: 4 * std::thread::available_parallelism().map_or(1, |n| n.get()),
+            header_timeout_secs: 10,
+            body_timeout_secs: 30,
+            idle_timeout_secs: 60,
+            max_connections: 1024,
         }
     }
+}
+
+/// The longest timeout `[server.limits]` accepts: a day.
+const MAX_TIMEOUT_SECS: u64 = 24 * 60 * 60;
+
+fn to_usize(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
 }
 
 /// Defaults the MCP tools fill in when a call leaves them out.
@@ -137,10 +183,27 @@ impl ServerConfig {
             ("max_batch", l.max_batch),
             ("max_results", l.max_results),
             ("max_concurrent", l.max_concurrent),
+            ("max_connections", l.max_connections),
+            ("header_timeout_secs", to_usize(l.header_timeout_secs)),
+            ("body_timeout_secs", to_usize(l.body_timeout_secs)),
+            ("idle_timeout_secs", to_usize(l.idle_timeout_secs)),
         ] {
             if v == 0 {
                 return Err(ConfigError(format!(
                     "server.limits.{name}: must be positive"
+                )));
+            }
+        }
+        // tokio's timers take at most about two years; a larger figure
+        // would panic when a connection arms its timer.
+        for (name, v) in [
+            ("header_timeout_secs", l.header_timeout_secs),
+            ("body_timeout_secs", l.body_timeout_secs),
+            ("idle_timeout_secs", l.idle_timeout_secs),
+        ] {
+            if v > MAX_TIMEOUT_SECS {
+                return Err(ConfigError(format!(
+                    "server.limits.{name}: at most {MAX_TIMEOUT_SECS} seconds (a day)"
                 )));
             }
         }
@@ -186,6 +249,24 @@ mod tests {
         assert!(e.to_string().contains("listen_on"), "{e}");
         let e = ServerConfig::from_toml("[server.limits]\nmax_batch = 0").unwrap_err();
         assert!(e.to_string().contains("server.limits.max_batch"), "{e}");
+        for key in [
+            "header_timeout_secs",
+            "body_timeout_secs",
+            "idle_timeout_secs",
+            "max_connections",
+        ] {
+            let e = ServerConfig::from_toml(&format!("[server.limits]\n{key} = 0")).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("server.limits.{key}")),
+                "{e}"
+            );
+        }
+        let e = ServerConfig::from_toml("[server.limits]\nidle_timeout_secs = 99999999999")
+            .unwrap_err();
+        assert!(e.to_string().contains("idle_timeout_secs"), "{e}");
+        let cfg = ServerConfig::from_toml("[server.limits]\nheader_timeout_secs = 3").unwrap();
+        assert_eq!(cfg.limits.header_timeout_secs, 3);
+        assert_eq!(cfg.limits.max_connections, 1024);
         let e = ServerConfig::from_toml(
             "[[server.tokens]]\nname='a'\nsecret_sha256='abc'\nscopes=['global']\naccess='read'",
         )

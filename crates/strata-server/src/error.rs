@@ -38,8 +38,8 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
     /// `invalid`, `unauthorized`, `forbidden`, `not_found`, `conflict`,
-    /// `needs_confirmation`, `too_large`, `method_not_allowed`, `storage`,
-    /// `internal`.
+    /// `needs_confirmation`, `too_large`, `unsupported_media_type`,
+    /// `timeout`, `method_not_allowed`, `storage`, `internal`.
     pub code: String,
     /// What was wrong, for a person.
     pub message: String,
@@ -57,6 +57,12 @@ impl ApiError {
             message: message.into(),
             field: None,
         }
+    }
+
+    /// The same error, naming the request field (or header) at fault.
+    pub fn with_field(mut self, field: &str) -> ApiError {
+        self.field = Some(field.into());
+        self
     }
 
     /// 400 about one field.

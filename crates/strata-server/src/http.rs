@@ -52,7 +52,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/sessions/{id}/archive", post(archive_session))
         .route("/metrics", get(metrics))
         .nest_service("/mcp", crate::mcp::http_service(shared.clone()))
-        .layer(middleware::from_fn_with_state(shared.clone(), authenticate));
+        .layer(middleware::from_fn_with_state(shared.clone(), guard));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi))
@@ -73,7 +73,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
 #[openapi(
     info(
         title = "strata",
-        description = "Layered persistent memory for AI agents. Every route but /healthz and /openapi.json needs `Authorization: Bearer <token>` unless the server runs with --no-auth. Errors are `{\"error\": {\"code\", \"message\", \"field\"?}}`."
+        description = "Layered persistent memory for AI agents. Every route but /healthz and /openapi.json needs `Authorization: Bearer <token>` unless the server runs with --no-auth. Request bodies are sent as `Content-Type: application/json` (415 otherwise); `Host`, and `Origin` when sent, must name one of the server's `allowed_hosts` (403 otherwise). Errors are `{\"error\": {\"code\", \"message\", \"field\"?}}`."
     ),
     paths(
         remember, remember_batch, get_memory, update, delete, recall, list, forget, promote,
@@ -111,64 +111,262 @@ impl utoipa::Modify for Bearer {
 
 // ---- middleware ----
 
-async fn authenticate(State(st): St, mut req: Request, next: Next) -> Response {
-    let grant = match &st.tokens {
-        None => Grant::all(),
-        Some(tokens) => {
-            let presented = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::trim);
-            let found = presented.map(|p| tokens.grant(p));
-            match found {
-                Some(Some(g)) => g.clone(),
-                _ => {
-                    return ApiError::unauthorized(if found.is_none() {
-                        "missing token: send `Authorization: Bearer <token>` (see `strata token new`)"
-                    } else {
-                        "unknown token"
-                    })
-                    .into_response();
-                }
-            }
-        }
-    };
-    req.extensions_mut().insert(grant);
-    next.run(req).await
+/// Every protected route's (`/v1`, `/metrics`, `/mcp`) checks, in order,
+/// each before any of the body is read, so a stranger costs the server
+/// the request's head and nothing more:
+/// - `Host` among `allowed_hosts` and `Origin`, when sent, naming one of
+///   them: a web page (DNS rebinding, a cross-site form or `fetch`) cannot
+///   reach a server on loopback, `--no-auth` or not;
+/// - the bearer token;
+/// - on `/v1` and `/metrics`, a body is JSON (JSONL for `/v1/import`) by its
+///   `Content-Type`: the types a page may send without asking first
+///   (`text/plain`, forms) are refused;
+/// - the body, read whole within `max_body_bytes` and
+///   `body_timeout_secs`. Every request is then read to its end whatever
+///   the handler does with it, so hyper keeps the connection alive for the
+///   client's next request (a body left unread makes it close the
+///   connection, which pooled clients see as a failed request).
+async fn guard(State(st): St, req: Request, next: Next) -> Response {
+    match admit(&st, &req) {
+        Ok(grant) => read_then(st, req, grant, next).await,
+        Err(e) => e.into_response(),
+    }
 }
 
-/// Every request's first and last step, one layer rather than two (each
-/// layer boxes its future and clones its service per request):
-/// - reads the whole body (within `max_body_bytes`) before the handler.
-///   Every request is then read to its end whatever the handler does with
-///   it, so hyper keeps the connection alive for the client's next request
-///   (a body left unread makes it close the connection, which pooled
-///   clients see as a failed request), and an oversized body is a 413 on
-///   every route;
-/// - records the request in the metrics, by route template.
+fn admit(st: &Shared, req: &Request) -> Result<Grant> {
+    check_host(&st.allowed_hosts, req)?;
+    check_origin(&st.allowed_hosts, req)?;
+    let grant = authenticate(st, req)?;
+    // A chunked body may turn out empty: it is checked once read.
+    if content_length(req).is_some_and(|n| n > 0) {
+        check_content_type(req.extensions(), req.headers())?;
+    }
+    let max = st.limits.max_body_bytes;
+    if content_length(req).is_some_and(|n| n > max as u64) {
+        return Err(body_too_large(max));
+    }
+    Ok(grant)
+}
+
+async fn read_then(st: Arc<Shared>, req: Request, grant: Grant, next: Next) -> Response {
+    let max = st.limits.max_body_bytes;
+    let (mut parts, body) = req.into_parts();
+    let read = tokio::time::timeout(st.limits.body_timeout(), axum::body::to_bytes(body, max));
+    let bytes = match read.await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) if e.to_string().contains("length limit") => {
+            return body_too_large(max).into_response();
+        }
+        Ok(Err(e)) => {
+            return ApiError::invalid("body", format!("could not read the request body: {e}"))
+                .into_response();
+        }
+        Err(_) => {
+            let mut resp = ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                format!(
+                    "the request body did not arrive within {} s (`server.limits.body_timeout_secs`)",
+                    st.limits.body_timeout_secs
+                ),
+            )
+            .with_field("body")
+            .into_response();
+            // The rest of the body may still come: the connection cannot
+            // carry another request.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return resp;
+        }
+    };
+    if !bytes.is_empty()
+        && let Err(e) = check_content_type(&parts.extensions, &parts.headers)
+    {
+        return e.into_response();
+    }
+    parts.extensions.insert(grant);
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn body_too_large(max: usize) -> ApiError {
+    ApiError::too_large(
+        Some("body"),
+        format!(
+            "request body is over the server's limit of {max} bytes (`server.limits.max_body_bytes`)"
+        ),
+    )
+}
+
+fn content_length(req: &Request) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn authenticate(st: &Shared, req: &Request) -> Result<Grant> {
+    let Some(tokens) = &st.tokens else {
+        return Ok(Grant::all());
+    };
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer);
+    match presented.map(|p| tokens.grant(p)) {
+        Some(Some(g)) => Ok(g.clone()),
+        Some(None) => Err(ApiError::unauthorized("unknown token")),
+        None => Err(ApiError::unauthorized(
+            "missing token: send `Authorization: Bearer <token>` (see `strata token new`)",
+        )),
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` value; the scheme's
+/// case does not matter (RFC 7235 §2.1).
+fn bearer(v: &str) -> Option<&str> {
+    let (scheme, token) = v.trim().split_once([' ', '\t'])?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// The host and port of `Host` (or of an absolute request target), each
+/// of which must be allowed; neither is a 403.
+fn check_host(allowed: &[String], req: &Request) -> Result<()> {
+    let refuse = |what: &str| {
+        ApiError::forbidden(format!(
+            "host: {what} (`server.allowed_hosts` lists the names this server answers to)"
+        ))
+        .with_field("host")
+    };
+    let header = req.headers().get(header::HOST);
+    if header.is_none() && req.uri().authority().is_none() {
+        return Err(refuse("no Host header"));
+    }
+    if let Some(h) = header {
+        let text = h.to_str().unwrap_or_default().trim();
+        let a = text
+            .parse::<axum::http::uri::Authority>()
+            .map_err(|_| refuse(&format!("`{text}` is not a host")))?;
+        if a.host().is_empty() {
+            return Err(refuse("empty Host header"));
+        }
+        if !host_allowed(allowed, a.host(), a.port_u16()) {
+            return Err(refuse(&format!("`{text}` is not an allowed host")));
+        }
+    }
+    if let Some(a) = req.uri().authority()
+        && !host_allowed(allowed, a.host(), a.port_u16())
+    {
+        return Err(refuse(&format!("`{a}` is not an allowed host")));
+    }
+    Ok(())
+}
+
+/// A browser names the page that sent a request in `Origin`; only pages
+/// served from an allowed host may call the API.
+fn check_origin(allowed: &[String], req: &Request) -> Result<()> {
+    let Some(v) = req.headers().get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let text = v.to_str().unwrap_or_default().trim();
+    let uri = text.parse::<axum::http::Uri>().ok();
+    let parts = uri
+        .as_ref()
+        .and_then(|u| Some((u.scheme_str()?, u.authority()?)));
+    let ok = parts.is_some_and(|(scheme, a)| {
+        let port = a.port_u16().or(match scheme {
+            "http" => Some(80),
+            "https" => Some(443),
+            _ => None,
+        });
+        host_allowed(allowed, a.host(), port)
+    });
+    if ok || allowed.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::forbidden(format!(
+        "origin: requests from `{text}` are refused; only pages on `server.allowed_hosts` may call this server"
+    ))
+    .with_field("origin"))
+}
+
+/// Whether `host` (and `port`) is one of `allowed`: entries without a port
+/// match any port. An empty list allows every host.
+fn host_allowed(allowed: &[String], host: &str, port: Option<u16>) -> bool {
+    fn bare(h: &str) -> &str {
+        h.trim_start_matches('[').trim_end_matches(']')
+    }
+    let host = bare(host);
+    allowed.is_empty()
+        || allowed.iter().any(|entry| {
+            let entry = entry.trim();
+            let (h, p) = match entry.parse::<axum::http::uri::Authority>() {
+                Ok(a) => (a.host().to_string(), a.port_u16()),
+                // `::1` is not an authority (`[::1]` is).
+                Err(_) => (entry.to_string(), None),
+            };
+            bare(&h).eq_ignore_ascii_case(host) && p.is_none_or(|p| Some(p) == port)
+        })
+}
+
+/// A body on `/v1` or `/metrics` must say it is JSON (JSONL on
+/// `/v1/import`); an empty body needs no type. `/mcp` checks its own.
+fn check_content_type(ext: &axum::http::Extensions, h: &axum::http::HeaderMap) -> Result<()> {
+    let Some(route) = ext.get::<MatchedPath>().map(MatchedPath::as_str) else {
+        return Ok(());
+    };
+    if route.starts_with("/mcp") {
+        return Ok(());
+    }
+    let accepted: &[&str] = if route == "/v1/import" {
+        &[
+            "application/x-ndjson",
+            "application/jsonl",
+            "application/json",
+        ]
+    } else {
+        &["application/json"]
+    };
+    let sent = h
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("(not text)"));
+    let essence = sent.map(|t| t.split(';').next().unwrap_or_default().trim());
+    if essence.is_some_and(|e| accepted.iter().any(|a| a.eq_ignore_ascii_case(e))) {
+        return Ok(());
+    }
+    let message = format!(
+        "content-type: {} is not accepted here; send `Content-Type: {}`",
+        sent.map_or("a body without a Content-Type".to_string(), |t| format!(
+            "`{t}`"
+        )),
+        accepted.join("` or `"),
+    );
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        message,
+    )
+    .with_field("content-type"))
+}
+
+/// Every request's first and last step: records it in the metrics, by
+/// route template and method (one of the standard methods, or `other`, so
+/// the label set stays bounded).
 async fn front(State(st): St, req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = req.method().clone();
+    let method = crate::metrics::method_label(req.method());
     // `MatchedPath` is a shared string: cloning it allocates nothing.
     let route = req.extensions().get::<MatchedPath>().cloned();
-    let (parts, body) = req.into_parts();
-    let resp = match axum::body::to_bytes(body, st.limits.max_body_bytes).await {
-        Ok(bytes) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
-        Err(e) if e.to_string().contains("length limit") => ApiError::too_large(
-            Some("body"),
-            format!(
-                "request body is over the server's limit of {} bytes (`server.limits.max_body_bytes`)",
-                st.limits.max_body_bytes
-            ),
-        )
-        .into_response(),
-        Err(e) => ApiError::invalid("body", format!("could not read the request body: {e}"))
-            .into_response(),
-    };
+    let resp = next.run(req).await;
     st.metrics.record(
-        method.as_str(),
+        method,
         route.as_ref().map_or("unmatched", |p| p.as_str()),
         resp.status().as_u16(),
         started.elapsed(),
@@ -627,15 +825,21 @@ async fn healthz() -> Response {
     ok(StatusCode::OK, HealthAnswer { status: "ok" })
 }
 
-/// Prometheus metrics: requests and latency per route, store size, memories per tier.
+/// Prometheus metrics: requests and latency per route; store size and memories per tier only without auth (they count every scope).
 #[utoipa::path(get, path = "/metrics",
     responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String), (status = "4XX", body = ErrorBody)))]
-async fn metrics(State(st): St) -> Result<Response> {
-    let engine = st.engine.clone();
-    let stats = tokio::task::spawn_blocking(move || engine.stats())
-        .await
-        .map_err(|e| ApiError::internal(e.to_string()))?
-        .ok();
+async fn metrics(State(st): St, g: G) -> Result<Response> {
+    // The store's figures count every scope: a token limited to some
+    // scopes sees only the request counters.
+    let stats = if g.0.is_unrestricted() {
+        let engine = st.engine.clone();
+        tokio::task::spawn_blocking(move || engine.stats())
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .ok()
+    } else {
+        None
+    };
     let text = st.metrics.render(stats.as_ref());
     let mut resp = text.into_response();
     resp.headers_mut().insert(

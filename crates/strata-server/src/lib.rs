@@ -18,6 +18,7 @@
 mod api;
 mod auth;
 mod config;
+mod conn;
 mod error;
 mod http;
 mod mcp;
@@ -58,7 +59,8 @@ pub struct Shared {
     pub limits: Limits,
     /// Scope defaults of the MCP tools.
     pub mcp: McpDefaults,
-    /// `Host` values the MCP endpoint accepts.
+    /// `Host` values (and `Origin` hosts) the protected routes accept; empty
+    /// accepts any.
     pub allowed_hosts: Vec<String>,
     /// Request counts and latencies.
     pub metrics: Metrics,
@@ -82,6 +84,20 @@ impl Shared {
         auth: AuthMode,
     ) -> Result<Arc<Shared>, ConfigError> {
         cfg.validate()?;
+        if auth == AuthMode::Off && cfg.allowed_hosts.is_empty() {
+            return Err(ConfigError(
+                "server.allowed_hosts: an empty list accepts any Host, which without tokens lets any web page reach the server (DNS rebinding); name the hosts".into(),
+            ));
+        }
+        let mut allowed_hosts = cfg.allowed_hosts.clone();
+        // A request addressed to the very IP the server listens on is not a
+        // rebinding (that needs a name): accept it without configuration.
+        if let Ok(addr) = cfg.listen.parse::<std::net::SocketAddr>()
+            && !addr.ip().is_unspecified()
+            && !allowed_hosts.is_empty()
+        {
+            allowed_hosts.push(addr.ip().to_string());
+        }
         let engine = Arc::new(engine);
         Ok(Arc::new(Shared {
             inline_recall: engine.recall_never_waits(),
@@ -93,7 +109,7 @@ impl Shared {
             },
             limits: cfg.limits.clone(),
             mcp: cfg.mcp.clone(),
-            allowed_hosts: cfg.allowed_hosts.clone(),
+            allowed_hosts,
             metrics: Metrics::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
             permits: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_concurrent)),
@@ -168,25 +184,102 @@ impl Shared {
 
 /// Serves HTTP on `listener` until `shutdown` resolves; requests in flight
 /// then finish before this returns.
+///
+/// At most `limits.max_connections` connections are open at once: the
+/// next is accepted only when one closes, so further clients wait in the
+/// kernel's queue rather than being refused. Each connection keeps the
+/// header and idle deadlines of `conn.rs`; bodies are read under theirs in
+/// the router.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let token = shared.shutdown.clone();
+    let stop = shared.shutdown.clone();
+    let limits = shared.limits.clone();
     let app = router(shared);
-    // Answers are small and written whole: send them at once instead of
-    // letting Nagle's algorithm wait for the client's delayed ACK.
-    let listener = listener.tap_io(|tcp| {
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let conns = tokio_util::task::TaskTracker::new();
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            () = &mut shutdown => break,
+            s = slots.clone().acquire_owned() => s.expect("the semaphore is never closed"),
+        };
+        let tcp = tokio::select! {
+            () = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    accept_failed(e).await;
+                    continue;
+                }
+            },
+        };
+        // Answers are small and written whole: send them at once instead of
+        // letting Nagle's algorithm wait for the client's delayed ACK.
         let _ = tcp.set_nodelay(true);
+        conns.spawn(connection(tcp, app.clone(), &limits, stop.clone(), slot));
+    }
+    stop.cancel();
+    drop(listener);
+    conns.close();
+    conns.wait().await;
+    Ok(())
+}
+
+/// Serves one connection until it closes; on `stop`, its request in
+/// flight finishes first.
+fn connection(
+    tcp: tokio::net::TcpStream,
+    app: axum::Router,
+    limits: &Limits,
+    stop: tokio_util::sync::CancellationToken,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> impl Future<Output = ()> + Send + 'static {
+    use tower_service::Service as _;
+    let clock = conn::Clock::new(limits);
+    let io = hyper_util::rt::TokioIo::new(conn::Guarded::new(tcp, clock.clone()));
+    let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        clock.busy();
+        let clock = clock.clone();
+        // A router is always ready: no `poll_ready` first.
+        let answer = app.clone().call(req);
+        async move {
+            let resp = answer.await?;
+            Ok::<_, std::convert::Infallible>(resp.map(|body| conn::Tracked { body, clock }))
+        }
     });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            token.cancel();
-        })
-        .await
+    let conn = hyper::server::conn::http1::Builder::new()
+        // The deadlines are `conn::Guarded`'s; hyper's would end an idle
+        // keep-alive connection at the header deadline.
+        .header_read_timeout(None)
+        .serve_connection(io, svc);
+    async move {
+        let _slot = slot;
+        tokio::pin!(conn);
+        tokio::select! {
+            _ = conn.as_mut() => {}
+            () = stop.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            }
+        }
+    }
+}
+
+/// After a failed `accept`: errors of one connection are skipped; others
+/// (out of file descriptors) would repeat at once, so wait a moment.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind as K;
+    if matches!(
+        e.kind(),
+        K::ConnectionAborted | K::ConnectionRefused | K::ConnectionReset | K::Interrupted
+    ) {
+        return;
+    }
+    eprintln!("strata serve: accept failed: {e}");
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
 }
 
 /// Resolves on SIGINT or SIGTERM.

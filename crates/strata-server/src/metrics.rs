@@ -3,8 +3,9 @@
 //!
 //! Text exposition format 0.0.4
 //! (<https://prometheus.io/docs/instrumenting/exposition_formats/>). Routes
-//! are the router's templates (`/v1/memories/{id}`), never raw paths, so
-//! the label set stays bounded.
+//! are the router's templates (`/v1/memories/{id}`), never raw paths, and
+//! methods other than the standard ones are `other`, so the label set
+//! stays bounded.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -133,6 +134,24 @@ impl Metrics {
             }
         }
         out
+    }
+}
+
+/// A method's label: a client may send any token as a method, and each
+/// would otherwise add a series to every scrape for good.
+pub(crate) fn method_label(m: &axum::http::Method) -> &'static str {
+    use axum::http::Method as M;
+    match *m {
+        M::GET => "GET",
+        M::HEAD => "HEAD",
+        M::POST => "POST",
+        M::PUT => "PUT",
+        M::DELETE => "DELETE",
+        M::PATCH => "PATCH",
+        M::OPTIONS => "OPTIONS",
+        M::CONNECT => "CONNECT",
+        M::TRACE => "TRACE",
+        _ => "other",
     }
 }
 

@@ -107,7 +107,10 @@ impl Server {
         if let Some(t) = token {
             b = b.header("authorization", format!("Bearer {t}"));
         }
-        if body.is_some() {
+        let typed = headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+        if body.is_some() && !typed {
             b = b.header("content-type", "application/json");
         }
         for (k, v) in headers {
@@ -145,6 +148,36 @@ impl Server {
         let (s, v) = self.call(method, path, token, text.as_deref());
         assert_eq!(s, status, "{method} {path}: {v}");
         v
+    }
+
+    /// `host:port` of the server.
+    pub fn addr(&self) -> &str {
+        self.base.trim_start_matches("http://")
+    }
+
+    /// A raw connection (reads give up after 10 s), for requests a client
+    /// library will not send: half-sent, odd headers, odd methods.
+    pub fn tcp(&self) -> std::net::TcpStream {
+        let s = std::net::TcpStream::connect(self.addr()).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        s
+    }
+
+    /// Sends `head` (request line and headers, `\r\n` line ends, without
+    /// the blank line) with `Host` set to this server and the blank line
+    /// added, then `body`; returns the answer.
+    pub fn send_raw(&self, head: &str, body: &[u8]) -> Response {
+        use std::io::Write;
+        let mut s = self.tcp();
+        let head = if head.to_ascii_lowercase().contains("\r\nhost:") {
+            format!("{head}\r\n\r\n")
+        } else {
+            format!("{head}\r\nHost: {}\r\n\r\n", self.addr())
+        };
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(body).unwrap();
+        read_response(&mut s)
     }
 
     /// Everything in the store (every scope, archive, history) and its stats.
@@ -210,5 +243,91 @@ impl Rng {
 
     pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
         &xs[self.below(xs.len())]
+    }
+}
+
+/// An answer read off a raw connection.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    /// The head, lower-cased.
+    #[allow(dead_code)]
+    pub head: String,
+    pub body: String,
+}
+
+impl Response {
+    /// The body as JSON (panics when it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {} {}", self.status, self.body))
+    }
+}
+
+/// Reads one HTTP/1.1 answer: the head, then a body of its Content-Length
+/// (else up to the end of the stream).
+pub fn read_response(s: &mut std::net::TcpStream) -> Response {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut chunk).expect("reading the answer's head");
+        assert!(
+            n > 0,
+            "connection closed before an answer: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map(|v| v.trim().parse::<usize>().unwrap());
+    let mut body = buf[head_end..].to_vec();
+    match len {
+        Some(len) => {
+            while body.len() < len {
+                let n = s.read(&mut chunk).expect("reading the answer's body");
+                assert!(n > 0, "connection closed inside the body");
+                body.extend_from_slice(&chunk[..n]);
+            }
+        }
+        None => {
+            let _ = s.read_to_end(&mut body);
+        }
+    }
+    Response {
+        status,
+        head,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// Whether the server closes `s` within `within`, reading (and dropping)
+/// whatever it sends first.
+pub fn closed_within(s: &mut std::net::TcpStream, within: std::time::Duration) -> bool {
+    use std::io::Read;
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut chunk = [0u8; 1024];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return false;
+            }
+            // A reset is closed too.
+            Err(_) => return true,
+        }
     }
 }

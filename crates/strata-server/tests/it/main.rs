@@ -11,3 +11,4 @@ mod mcp_http;
 mod openapi;
 mod probes;
 mod routes;
+mod transport;

@@ -342,12 +342,12 @@ fn health_and_metrics() {
         "strata_http_requests_total{method=\"POST\",route=\"/v1/memories\",status=\"201\"} 1",
         "strata_http_requests_total{method=\"POST\",route=\"/v1/recall\",status=\"400\"} 1",
         "strata_http_request_duration_seconds_bucket{method=\"POST\",route=\"/v1/memories\",le=\"+Inf\"} 1",
-        "strata_store_memories 1",
-        "strata_store_memories_by_tier{tier=\"project\"} 1",
-        "strata_store_file_bytes ",
     ] {
         assert!(text.contains(want), "missing {want} in\n{text}");
     }
+    // Store-wide figures are for an unrestricted grant only (see
+    // transport::store_figures_in_metrics_only_for_an_unrestricted_grant).
+    assert!(!text.contains("strata_store_"), "{text}");
 }
 
 /// The stored vector stays out of answers (it would be most of each one)
