@@ -491,3 +491,33 @@ fn configured_allowed_hosts_replace_the_loopback_names() {
     .unwrap_err();
     assert!(e.to_string().contains("server.allowed_hosts"), "{e}");
 }
+
+/// Heads are bounded too: one over hyper's buffer (about 400 KiB) or with
+/// more than 100 fields is a 431, and the server goes on answering.
+#[test]
+fn oversized_heads_are_431() {
+    let (s, t) = with_token(Limits::default());
+    let before = s.snapshot();
+    let big = format!(
+        "POST /v1/recall HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {t}\r\nX-Pad: {}\r\n\r\n",
+        s.addr(),
+        "a".repeat(600 << 10)
+    );
+    let many = format!(
+        "GET /v1/scopes HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {t}\r\n{}\r\n",
+        s.addr(),
+        (0..150)
+            .map(|i| format!("X-F{i}: v\r\n"))
+            .collect::<String>()
+    );
+    for head in [big, many] {
+        let mut c = s.tcp();
+        // The server may answer and close before it has read all of it.
+        let _ = c.write_all(head.as_bytes());
+        let r = read_response(&mut c);
+        assert_eq!(r.status, 431, "{r:?}");
+    }
+    let (status, _) = s.call("GET", "/v1/scopes", Some(&t), None);
+    assert_eq!(status, 200);
+    assert_eq!(s.snapshot(), before);
+}
