@@ -44,7 +44,7 @@ fn main() -> ExitCode {
             if json {
                 let class = e
                     .downcast_ref::<strata::Error>()
-                    .map(|s| format!("{:?}", s.class()).to_lowercase());
+                    .map(|s| s.class().as_str().to_string());
                 let body = serde_json::json!({"error": {"message": format!("{e:#}"), "class": class.unwrap_or_else(|| if usage { "usage".into() } else { "error".into() })}});
                 let _ = writeln!(err, "{body}");
             } else {

@@ -133,15 +133,15 @@ impl ApiError {
 impl From<strata::Error> for ApiError {
     fn from(e: strata::Error) -> ApiError {
         use strata::ErrorClass as C;
-        let (status, code) = match e.class() {
-            C::Invalid => (StatusCode::BAD_REQUEST, "invalid"),
-            C::NotFound => (StatusCode::NOT_FOUND, "not_found"),
-            C::Conflict => (StatusCode::CONFLICT, "conflict"),
-            C::NeedsConfirmation => (StatusCode::CONFLICT, "needs_confirmation"),
-            C::LimitExceeded => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-            C::Storage => (StatusCode::INTERNAL_SERVER_ERROR, "storage"),
-            _ => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        let class = e.class();
+        let status = match class {
+            C::Invalid => StatusCode::BAD_REQUEST,
+            C::NotFound => StatusCode::NOT_FOUND,
+            C::Conflict | C::NeedsConfirmation => StatusCode::CONFLICT,
+            C::LimitExceeded => StatusCode::PAYLOAD_TOO_LARGE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
+        let code = class.as_str();
         let field = match &e {
             strata::Error::InvalidField { field, .. } => Some(field.clone()),
             strata::Error::InvalidFilter(_) => Some("filter".into()),

@@ -25,6 +25,21 @@ pub enum ErrorClass {
     Storage,
 }
 
+impl ErrorClass {
+    /// The class's code, the same word in the CLI's `--json` errors, HTTP
+    /// error bodies and MCP tool errors.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Invalid => "invalid",
+            ErrorClass::NotFound => "not_found",
+            ErrorClass::Conflict => "conflict",
+            ErrorClass::NeedsConfirmation => "needs_confirmation",
+            ErrorClass::LimitExceeded => "too_large",
+            ErrorClass::Storage => "storage",
+        }
+    }
+}
+
 /// An error from the strata engine.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -144,9 +159,23 @@ pub enum Error {
         /// Some of the tables found.
         tables: String,
     },
-    /// SQLite failed.
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    /// The storage backend failed; its own error is the source.
+    #[error("{backend}: {source}")]
+    Storage {
+        /// The backend (`sqlite`, …).
+        backend: &'static str,
+        /// The backend's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A stored value cannot be read back (a damaged or hand-edited file):
+    /// never read as a default.
+    #[error("corrupt data: {what}: {source}")]
+    Corrupt {
+        /// Where.
+        what: String,
+        /// Why it cannot be read.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// An I/O operation failed.
     #[error("{context}: {source}")]
     Io {
@@ -191,7 +220,8 @@ impl Error {
             Error::SessionFull { .. } | Error::ItemTooLarge { .. } => ErrorClass::LimitExceeded,
             Error::SchemaTooNew { .. }
             | Error::ForeignDatabase { .. }
-            | Error::Sqlite(_)
+            | Error::Storage { .. }
+            | Error::Corrupt { .. }
             | Error::Io { .. }
             | Error::Embedding(_) => ErrorClass::Storage,
         }

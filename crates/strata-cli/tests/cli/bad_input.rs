@@ -294,4 +294,25 @@ fn json_errors_are_machine_readable() {
             .unwrap()
             .contains("bad scope")
     );
+    // Codes are spelled as in HTTP error bodies (`ErrorClass::as_str`).
+    let err = e.fails(
+        &[
+            "remember",
+            "tabs",
+            "--scope",
+            "global",
+            "--kind",
+            "preference",
+            "--json",
+        ],
+        1,
+    );
+    let v: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
+    assert_eq!(v["error"]["class"], "needs_confirmation", "{v}");
+    let err = e.fails(
+        &["get", "01900000-0000-7000-8000-000000000000", "--json"],
+        1,
+    );
+    let v: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
+    assert_eq!(v["error"]["class"], "not_found", "{v}");
 }

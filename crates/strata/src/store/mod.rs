@@ -22,8 +22,6 @@ use crate::model::Memory;
 use crate::rank::Signals;
 use crate::scope::{Fence, Scope, View};
 
-#[cfg(feature = "ann")]
-mod ann;
 pub mod memory;
 pub mod sqlite;
 

@@ -170,3 +170,42 @@ fn the_schema_page_names_every_table_column_and_index() {
         "docs/schema.md does not name: {missing:?}"
     );
 }
+
+/// A stored value that cannot be read back is an error naming it, never a
+/// default (a time out of range used to read as 1970); SQLite's own errors
+/// travel as the source of a storage error.
+#[test]
+fn corrupt_rows_are_errors_not_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let s = SqliteStore::open(&path, Default::default()).unwrap();
+    let m = mem("project/a", "soon corrupt");
+    s.put(&m).unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute("UPDATE memories SET created_at = ?", [i64::MAX])
+        .unwrap();
+    let err = s.get(&m.id).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert_eq!(err.class(), strata::ErrorClass::Storage);
+    c.execute(
+        "UPDATE memories SET created_at = 0, scope = 'not a scope'",
+        [],
+    )
+    .unwrap();
+    let err = s.get(&m.id).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("not a scope"), "{err}");
+    c.execute_batch("DROP TABLE history").unwrap();
+    let err = s.history(&m.id).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Storage {
+                backend: "sqlite",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(std::error::Error::source(&err).is_some());
+}

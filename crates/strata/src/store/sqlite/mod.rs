@@ -45,10 +45,31 @@ use crate::scope::{Scope, View};
 use crate::text;
 
 #[cfg(feature = "ann")]
-use super::ann;
-
+mod ann;
 mod filter_sql;
 mod fts;
+
+/// SQLite's errors as the engine's: a value a row cannot be read back as
+/// (a scope, a time, JSON) is [`Error::Corrupt`], anything else a storage
+/// error that carries SQLite's own as its source.
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Error {
+        match e {
+            rusqlite::Error::FromSqlConversionFailure(col, _, source) => Error::Corrupt {
+                what: format!("column {col} of a stored row"),
+                source,
+            },
+            rusqlite::Error::IntegralValueOutOfRange(col, v) => Error::Corrupt {
+                what: format!("column {col} of a stored row"),
+                source: format!("{v} is out of range").into(),
+            },
+            e => Error::Storage {
+                backend: "sqlite",
+                source: Box::new(e),
+            },
+        }
+    }
+}
 
 pub use fts::scope_terms;
 
@@ -193,7 +214,7 @@ fn migration_2() -> String {
 /// the memories still waiting for a vector, `vector_models` fixes each
 /// model's dimension so vectors of different lengths never mix, and
 /// `vector_seq` / `version` / `epoch` / `index_version` keep the HNSW side
-/// file in step (see `store/ann.rs`).
+/// file in step (see `ann.rs`).
 fn migration_3() -> String {
     "ALTER TABLE memories ADD COLUMN vector_seq INTEGER;
      CREATE INDEX memories_embedding_model ON memories(embedding_model, vector_seq);
@@ -334,12 +355,14 @@ impl SqliteStore {
             }
         };
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::Sqlite(rusqlite::Error::InvalidParameterName(
-                format!(
-                    "could not switch {} to WAL (got {mode})",
+            return Err(Error::Storage {
+                backend: "sqlite",
+                source: format!(
+                    "could not switch {} to write-ahead logging (journal mode is {mode})",
                     self.path.display()
-                ),
-            )));
+                )
+                .into(),
+            });
         }
         c.execute_batch(&format!(
             "{}; PRAGMA secure_delete=ON; PRAGMA cache_size=-{}; PRAGMA temp_store=MEMORY;
@@ -427,12 +450,13 @@ impl SqliteStore {
                 Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })?;
         if busy != 0 {
-            return Err(Error::Sqlite(rusqlite::Error::SqliteFailure(
+            return Err(rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
                 Some(format!(
                     "checkpoint incomplete: {done} of {log} frames written back"
                 )),
-            )));
+            )
+            .into());
         }
         Ok(())
     }
@@ -455,8 +479,20 @@ fn sync_pragma(d: Durability) -> &'static str {
     }
 }
 
-fn ts(ms: i64) -> Timestamp {
-    Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH)
+/// Column `i` as a time. A value out of range is a corrupt row, never a
+/// silent 1970.
+fn ts(r: &Row<'_>, i: usize) -> rusqlite::Result<Timestamp> {
+    let ms: i64 = r.get(i)?;
+    Timestamp::from_millisecond(ms).map_err(|e| conv_err(i, e))
+}
+
+fn opt_ts_at(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<Timestamp>> {
+    match r.get::<_, Option<i64>>(i)? {
+        None => Ok(None),
+        Some(ms) => Timestamp::from_millisecond(ms)
+            .map(Some)
+            .map_err(|e| conv_err(i, e)),
+    }
 }
 
 fn conv_err(i: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
@@ -476,8 +512,8 @@ fn read_signals(r: &Row<'_>) -> rusqlite::Result<Signals> {
         id: r.get(0)?,
         kind: r.get(1)?,
         importance: r.get(2)?,
-        created_at: ts(r.get(3)?),
-        updated_at: ts(r.get(4)?),
+        created_at: ts(r, 3)?,
+        updated_at: ts(r, 4)?,
         access_count: r.get::<_, i64>(5)? as u64,
         tokens: r.get::<_, i64>(6)? as u32,
     })
@@ -511,11 +547,11 @@ fn read_memory(r: &Row<'_>) -> rusqlite::Result<Memory> {
         importance: r.get(8)?,
         source: source.parse().map_err(|e| conv_err(9, e))?,
         session: r.get(10)?,
-        created_at: ts(r.get(11)?),
-        updated_at: ts(r.get(12)?),
-        last_accessed_at: r.get::<_, Option<i64>>(13)?.map(ts),
+        created_at: ts(r, 11)?,
+        updated_at: ts(r, 12)?,
+        last_accessed_at: opt_ts_at(r, 13)?,
         access_count: r.get::<_, i64>(14)? as u64,
-        expires_at: r.get::<_, Option<i64>>(15)?.map(ts),
+        expires_at: opt_ts_at(r, 15)?,
         pinned: r.get(16)?,
         sensitive: r.get(17)?,
         tokens: r.get::<_, i64>(18)? as u32,
@@ -852,7 +888,7 @@ fn put_in(tx: &Transaction<'_>, m: Memory, check_archive: bool) -> Result<Put> {
             if msg.as_deref().is_some_and(|s| s.contains("memories.id")) {
                 return Err(Error::DuplicateId(m.id.clone()));
             }
-            return Err(Error::Sqlite(rusqlite::Error::SqliteFailure(e, msg)));
+            return Err(rusqlite::Error::SqliteFailure(e, msg).into());
         }
         Err(e) => return Err(e.into()),
     }
@@ -1528,7 +1564,7 @@ impl Store for SqliteStore {
             .query_map(params_from_iter(p), |r| {
                 Ok(Archived {
                     memory: read_memory(r)?,
-                    archived_at: ts(r.get(24)?),
+                    archived_at: ts(r, 24)?,
                     reason: r.get(25)?,
                 })
             })?
@@ -1970,9 +2006,9 @@ fn read_session(r: &Row<'_>) -> rusqlite::Result<Session> {
     Ok(Session {
         id: r.get(0)?,
         scope: Scope::parse(&scope).map_err(|e| conv_err(1, e))?,
-        created_at: ts(r.get(2)?),
-        last_activity_at: ts(r.get(3)?),
-        archived_at: r.get::<_, Option<i64>>(4)?.map(ts),
+        created_at: ts(r, 2)?,
+        last_activity_at: ts(r, 3)?,
+        archived_at: opt_ts_at(r, 4)?,
         max_bytes: r.get::<_, i64>(5)? as u64,
         bytes: r.get::<_, i64>(6)? as u64,
     })
