@@ -18,6 +18,7 @@ use crate::Result;
 use crate::error::Error;
 use crate::model::Memory;
 use crate::rank::Signals;
+use crate::text;
 
 #[derive(Clone, Debug, Default)]
 struct Inner {
@@ -63,6 +64,15 @@ fn sort(v: &mut [Memory], order: Order) {
 }
 
 impl Inner {
+    /// The active memories of `q`'s view, whatever its filter: the set
+    /// text statistics are over (as the SQLite store's index sees it).
+    fn in_view(&self, q: &Query) -> Vec<&Memory> {
+        self.active
+            .values()
+            .filter(|m| q.view.as_ref().is_none_or(|v| v.contains(&m.scope)))
+            .collect()
+    }
+
     /// A memory entering with a vector fixes its model's length, or must
     /// match it (as SQLite's `vector_models` does).
     fn stamp_dims(&mut self, m: &Memory) -> Result<()> {
@@ -178,6 +188,72 @@ impl Inner {
     }
 }
 
+impl MemoryStore {
+    /// BM25 by brute force, every matching memory scored: the independent
+    /// reference [`super::search::text_search`] is tested against (they
+    /// agree whenever no more than its cap of memories match).
+    pub fn search_reference(
+        &self,
+        q: &Query,
+        terms: &[String],
+        limit: usize,
+    ) -> Vec<(Signals, f64)> {
+        let g = self.lock();
+        let in_view = g.in_view(q);
+        let (matched, df) = text::match_terms(in_view.iter().map(|m| m.content.as_str()), terms);
+        let bm = text::Bm25::new(in_view.len(), &df);
+        let cands: Vec<(&Memory, &Vec<usize>)> = in_view
+            .iter()
+            .copied()
+            .zip(matched.iter())
+            .filter(|(m, t)| !t.is_empty() && q.selects(m))
+            .collect();
+        let avglen =
+            cands.iter().map(|(m, _)| m.tokens as f64).sum::<f64>() / (cands.len().max(1) as f64);
+        let mut hits: Vec<(Signals, f64)> = cands
+            .into_iter()
+            .map(|(m, t)| {
+                let score = bm.score(t.iter().copied(), m.tokens as f64, avglen);
+                (Signals::of(m), score)
+            })
+            .collect();
+        text::sort_hits(&mut hits, |s| s.id.as_str());
+        hits.truncate(limit);
+        hits
+    }
+}
+
+/// The view's memories as postings for [`super::search::text_search`]: a
+/// memory holds a term when its stems (FTS5's) include the term's.
+struct ViewPostings<'a> {
+    in_view: Vec<&'a Memory>,
+    stems: Vec<std::collections::HashSet<String>>,
+    q: &'a Query,
+}
+
+impl super::search::Postings for ViewPostings<'_> {
+    type Doc = usize;
+
+    fn docs_with(&mut self, term: &str) -> Result<Vec<usize>> {
+        let t = text::stem(term);
+        Ok((0..self.in_view.len())
+            .filter(|&i| self.stems[i].contains(&t))
+            .collect())
+    }
+
+    fn doc_count(&mut self) -> Result<usize> {
+        Ok(self.in_view.len())
+    }
+
+    fn signals(&mut self, docs: &[usize]) -> Result<Vec<(usize, Signals)>> {
+        Ok(docs
+            .iter()
+            .filter(|&&i| self.q.selects(self.in_view[i]))
+            .map(|&i| (i, Signals::of(self.in_view[i])))
+            .collect())
+    }
+}
+
 impl Store for MemoryStore {
     fn pending_vectors(
         &self,
@@ -233,24 +309,8 @@ impl Store for MemoryStore {
         items: &[(String, String, Vec<f32>)],
     ) -> Result<usize> {
         let mut g = self.lock();
-        if let Some((id, _, v)) = items.iter().find(|(_, _, v)| v.len() != dim) {
-            return Err(Error::Embedding(format!(
-                "memory `{id}`: vector of length {} from `{model}`, which makes vectors of length {dim}",
-                v.len()
-            )));
-        }
-        match g.vector_dims.get(model) {
-            Some(&d) if d != dim => {
-                return Err(Error::Embedding(format!(
-                    "the store holds `{model}` vectors of length {d}, not {dim}: \
-                     run `strata reindex` after changing the model"
-                )));
-            }
-            Some(_) => {}
-            None => {
-                g.vector_dims.insert(model.to_string(), dim);
-            }
-        }
+        super::search::check_vectors(model, dim, g.vector_dims.get(model).copied(), items)?;
+        g.vector_dims.entry(model.to_string()).or_insert(dim);
         let mut n = 0;
         for (id, checksum, v) in items {
             if let Some(m) = g.active.get_mut(id)
@@ -274,18 +334,20 @@ impl Store for MemoryStore {
         limit: usize,
     ) -> Result<Vec<(Signals, f32)>> {
         let g = self.lock();
-        let mut hits: Vec<(Signals, f32)> = g
-            .active
-            .values()
-            .filter(|m| q.selects(m))
-            .filter_map(|m| {
-                let e = m.embedding.as_ref().filter(|e| e.model == model)?;
-                (e.vector.len() == query.len())
-                    .then(|| (Signals::of(m), crate::embed::dot(query, &e.vector)))
-            })
+        let mut best = super::search::TopK::new(limit);
+        for m in g.active.values().filter(|m| q.selects(m)) {
+            if let Some(e) = m.embedding.as_ref().filter(|e| e.model == model)
+                && e.vector.len() == query.len()
+            {
+                best.push(&m.id, crate::embed::dot(query, &e.vector));
+            }
+        }
+        let mut hits: Vec<(Signals, f32)> = best
+            .into_vec()
+            .into_iter()
+            .map(|(id, sim)| (Signals::of(&g.active[id]), sim))
             .collect();
         super::sort_similar(&mut hits);
-        hits.truncate(limit);
         Ok(hits)
     }
 
@@ -540,36 +602,9 @@ impl Store for MemoryStore {
         limit: usize,
     ) -> Result<Vec<(Signals, f64)>> {
         let g = self.lock();
-        // Statistics over the view (as the SQLite store's index sees it):
-        // every active memory in it, whatever the filter.
-        let in_view: Vec<&Memory> = g
-            .active
-            .values()
-            .filter(|m| q.view.as_ref().is_none_or(|v| v.contains(&m.scope)))
-            .collect();
-        let (matched, df) =
-            crate::text::match_terms(in_view.iter().map(|m| m.content.as_str()), terms);
-        let bm = crate::text::Bm25::new(in_view.len(), &df);
-        let cands: Vec<(&Memory, &Vec<usize>)> = in_view
-            .iter()
-            .copied()
-            .zip(matched.iter())
-            .filter(|(m, t)| !t.is_empty() && q.selects(m))
-            .collect();
-        let avglen =
-            cands.iter().map(|(m, _)| m.tokens as f64).sum::<f64>() / (cands.len().max(1) as f64);
-        let mut hits: Vec<(Signals, f64)> = cands
-            .into_iter()
-            .map(|(m, t)| {
-                (
-                    Signals::of(m),
-                    bm.score(t.iter().copied(), m.tokens as f64, avglen),
-                )
-            })
-            .collect();
-        crate::text::sort_hits(&mut hits, |s| s.id.as_str());
-        hits.truncate(limit);
-        Ok(hits)
+        let in_view = g.in_view(q);
+        let stems = in_view.iter().map(|m| text::stems(&m.content)).collect();
+        super::search::text_search(&mut ViewPostings { in_view, stems, q }, terms, limit)
     }
 
     fn query_signals(&self, q: &Query) -> Result<Vec<Signals>> {

@@ -23,6 +23,7 @@ use crate::rank::Signals;
 use crate::scope::{Fence, Scope, View};
 
 pub mod memory;
+pub mod search;
 pub mod sqlite;
 
 pub use memory::MemoryStore;

@@ -554,3 +554,65 @@ fn relevance_agrees_across_backends() {
         }
     }
 }
+
+/// The search pipeline (`store::search::text_search`), as both stores run
+/// it, ranks exactly as the brute-force reference of the memory store on
+/// random corpora, views and filters small enough that no cap applies.
+#[test]
+fn text_search_matches_the_brute_force_reference() {
+    use strata::store::{MemoryStore, Query, SqliteStore, Store};
+    let words = [
+        "billing", "queue", "retry", "tabs", "deploy", "login", "flaky", "cache", "moved", "berlin",
+    ];
+    let scopes = ["project/a", "project/a/sprint/s1", "project/b", "global"];
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    for round in 0..12 {
+        let reference = MemoryStore::new();
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqliteStore::open(dir.path().join("t.db"), Default::default()).unwrap();
+        for i in 0..(20 + next(60)) {
+            let len = 1 + next(9);
+            let text: Vec<&str> = (0..len).map(|_| words[next(words.len())]).collect();
+            let mut m = crate::harness::mem(
+                scopes[next(scopes.len())],
+                &format!("{} n{i}", text.join(" ")),
+            );
+            m.tokens = (len + 1) as u32;
+            if next(3) == 0 {
+                m.kind = strata::Kind::Decision;
+            }
+            reference.put(&m).unwrap();
+            sqlite.put(&m).unwrap();
+        }
+        let terms: Vec<String> = (0..1 + next(3))
+            .map(|_| words[next(words.len())].to_string())
+            .collect();
+        let views: [&[&str]; 3] = [
+            &["project/a/**"],
+            &["project/b", "global"],
+            &["project/a", "project/b/**", "global"],
+        ];
+        let view = crate::harness::view(views[round % 3]);
+        let mut q = Query::view(view, crate::harness::now());
+        if round % 2 == 1 {
+            q = q.filter(strata::Filter::parse(&serde_json::json!({"kind": "decision"})).unwrap());
+        }
+        let want = reference.search_reference(&q, &terms, 50);
+        for (name, got) in [
+            ("memory", reference.search_signals(&q, &terms, 50).unwrap()),
+            ("sqlite", sqlite.search_signals(&q, &terms, 50).unwrap()),
+        ] {
+            assert_eq!(got.len(), want.len(), "{name}, round {round}, {terms:?}");
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.0.id, w.0.id, "{name}, round {round}");
+                assert!((g.1 - w.1).abs() < 1e-9, "{name}: {} vs {}", g.1, w.1);
+            }
+        }
+    }
+}

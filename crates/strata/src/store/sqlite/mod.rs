@@ -33,6 +33,7 @@ use rusqlite::{
     params_from_iter,
 };
 
+use super::search;
 use super::{
     Access, Archived, IdPlan, ImportCounts, ImportItem, ImportRules, Order, PendingVector, Put,
     Query, ScopeCount, Session, Store, StoreStats,
@@ -42,7 +43,6 @@ use crate::error::Error;
 use crate::model::{Embedding, Kind, Memory, Provenance};
 use crate::rank::Signals;
 use crate::scope::{Scope, View};
-use crate::text;
 
 #[cfg(feature = "ann")]
 mod ann;
@@ -498,10 +498,6 @@ fn opt_ts_at(r: &Row<'_>, i: usize) -> rusqlite::Result<Option<Timestamp>> {
 fn conv_err(i: usize, e: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
 }
-
-/// Fewest matching memories a text search reads and scores before it
-/// keeps only those matching the rarest terms (see `search_signals`).
-pub const SEARCH_CAP_MIN: usize = 500;
 
 /// The columns [`read_signals`] reads, in its order.
 const SIGNAL_COLS: &str =
@@ -1316,7 +1312,7 @@ impl Store for SqliteStore {
         terms: &[String],
         limit: usize,
     ) -> Result<Vec<(Signals, f64)>> {
-        if terms.is_empty() || q.view.as_ref().is_some_and(|v| v.is_empty()) {
+        if q.view.as_ref().is_some_and(|v| v.is_empty()) {
             return Ok(Vec::new());
         }
         let c = self.conn()?;
@@ -1325,87 +1321,15 @@ impl Store for SqliteStore {
             .as_ref()
             .map(|v| format!("scopes : ({}) AND ", fts::view_expr(v)))
             .unwrap_or_default();
-        // One index lookup per term: which memories of the view match it.
-        let mut matched: std::collections::HashMap<i64, Vec<usize>> =
-            std::collections::HashMap::new();
-        let mut df = Vec::with_capacity(terms.len());
-        {
-            let mut st =
-                c.prepare_cached("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")?;
-            for (i, t) in terms.iter().enumerate() {
-                let Some(expr) = fts::fts_terms_expr(std::slice::from_ref(t)) else {
-                    df.push(0);
-                    continue;
-                };
-                let rows = st.query_map([format!("{scope_part}content : ({expr})")], |r| {
-                    r.get::<_, i64>(0)
-                })?;
-                let mut n = 0;
-                for r in rows {
-                    matched.entry(r?).or_default().push(i);
-                    n += 1;
-                }
-                df.push(n);
-            }
-        }
-        if matched.is_empty() {
-            return Ok(Vec::new());
-        }
-        let n_docs = {
-            let mut p = Vec::new();
-            let v = view_sql(q.view.as_ref(), "m.", &mut p);
-            c.prepare_cached(&format!(
-                "SELECT COALESCE(SUM(m.n), 0) FROM scope_counts m WHERE {v}"
-            ))?
-            .query_row(params_from_iter(p), |r| r.get::<_, i64>(0))? as usize
-        };
-        let bm = text::Bm25::new(n_docs.max(df.iter().copied().max().unwrap_or(0)), &df);
-        // Scoring needs each candidate's row (length, signals). When very
-        // many memories match, only the `cap` that match the rarest terms
-        // (newest first among equals) are read and scored: the rest could
-        // only rank below them on length alone.
-        let cap = limit.saturating_mul(4).max(SEARCH_CAP_MIN);
-        let mut ids: Vec<(f64, i64)> = matched
-            .iter()
-            .map(|(rowid, t)| (bm.weight(t.iter().copied()), *rowid))
-            .collect();
-        if ids.len() > cap {
-            ids.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
-            ids.truncate(cap);
-        }
-        // The candidates' signals and lengths, checked against view, expiry
-        // and filter on the row itself.
-        let ids: Vec<i64> = ids.into_iter().map(|(_, r)| r).collect();
-        let mut p = vec![SqlValue::Text(
-            serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()),
-        )];
-        let w = where_sql(q, false, &mut p);
-        let sql = format!(
-            // CROSS JOIN keeps SQLite from walking the scope index instead
-            // of looking each candidate up by rowid.
-            "SELECT {SIGNAL_COLS}, m.rowid FROM json_each(?) AS j CROSS JOIN memories m
-             ON m.rowid = j.value WHERE {w}"
-        );
-        let mut st = c.prepare_cached(&sql)?;
-        let rows: Vec<(Signals, f64, i64)> = st
-            .query_map(params_from_iter(p), |r| {
-                let s = read_signals(r)?;
-                let len = f64::from(s.tokens);
-                Ok((s, len, r.get::<_, i64>(7)?))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        let avglen = rows.iter().map(|r| r.1).sum::<f64>() / (rows.len().max(1) as f64);
-        let mut hits: Vec<(Signals, f64)> = rows
-            .into_iter()
-            .map(|(s, len, rowid)| {
-                let t = matched.get(&rowid).map(|v| v.as_slice()).unwrap_or(&[]);
-                let score = bm.score(t.iter().copied(), len, avglen);
-                (s, score)
-            })
-            .collect();
-        text::sort_hits(&mut hits, |s| s.id.as_str());
-        hits.truncate(limit);
-        Ok(hits)
+        search::text_search(
+            &mut FtsPostings {
+                c: &c,
+                q,
+                scope_part,
+            },
+            terms,
+            limit,
+        )
     }
 
     fn query_signals(&self, q: &Query) -> Result<Vec<Signals>> {
@@ -1769,29 +1693,16 @@ impl Store for SqliteStore {
         dim: usize,
         items: &[(String, String, Vec<f32>)],
     ) -> Result<usize> {
-        if let Some((id, _, v)) = items.iter().find(|(_, _, v)| v.len() != dim) {
-            return Err(Error::Embedding(format!(
-                "memory `{id}`: vector of length {} from `{model}`, which makes vectors of length {dim}",
-                v.len()
-            )));
-        }
+        search::check_vectors(model, dim, None, items)?;
         self.write(|tx| {
             let known: Option<i64> = tx
                 .prepare_cached("SELECT dim FROM vector_models WHERE model = ?")?
                 .query_row([model], |r| r.get(0))
                 .optional()?;
-            match known {
-                Some(d) if d as usize != dim => {
-                    return Err(Error::Embedding(format!(
-                        "the store holds `{model}` vectors of length {d}, not {dim}: \
-                         run `strata reindex` after changing the model"
-                    )));
-                }
-                Some(_) => {}
-                None => {
-                    tx.prepare_cached("INSERT INTO vector_models (model, dim) VALUES (?, ?)")?
-                        .execute(params![model, dim as i64])?;
-                }
+            search::check_vectors(model, dim, known.map(|d| d as usize), &[])?;
+            if known.is_none() {
+                tx.prepare_cached("INSERT INTO vector_models (model, dim) VALUES (?, ?)")?
+                    .execute(params![model, dim as i64])?;
             }
             let seq: i64 = tx
                 .prepare_cached(
@@ -1835,30 +1746,21 @@ impl Store for SqliteStore {
         let sql = format!(
             "SELECT m.rowid, m.embedding FROM memories m WHERE {w} AND +m.embedding_model = ?"
         );
-        // The best `limit` by similarity: a min-heap of (similarity, rowid).
-        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<(OrdF32, i64)>> =
-            std::collections::BinaryHeap::with_capacity(limit + 1);
+        let mut best = search::TopK::new(limit);
         {
             let mut st = c.prepare_cached(&sql)?;
             let mut rows = st.query(params_from_iter(p))?;
             while let Some(r) = rows.next()? {
                 let rowid: i64 = r.get(0)?;
-                let sim = match r.get_ref(1)? {
+                match r.get_ref(1)? {
                     rusqlite::types::ValueRef::Blob(b) if b.len() == query.len() * 4 => {
-                        crate::embed::dot_bytes(query, b)
+                        best.push(rowid, crate::embed::dot_bytes(query, b));
                     }
-                    _ => continue,
-                };
-                if heap.len() < limit {
-                    heap.push(std::cmp::Reverse((OrdF32(sim), rowid)));
-                } else if heap.peek().is_some_and(|m| sim > m.0.0.0) {
-                    heap.pop();
-                    heap.push(std::cmp::Reverse((OrdF32(sim), rowid)));
+                    _ => {}
                 }
             }
         }
-        let sims: std::collections::HashMap<i64, f32> =
-            heap.into_iter().map(|r| (r.0.1, r.0.0.0)).collect();
+        let sims: std::collections::HashMap<i64, f32> = best.into_vec().into_iter().collect();
         let ids: Vec<i64> = sims.keys().copied().collect();
         let mut st = c.prepare_cached(&format!(
             "SELECT {SIGNAL_COLS}, m.rowid FROM json_each(?) AS j CROSS JOIN memories m ON m.rowid = j.value"
@@ -1983,21 +1885,60 @@ impl Store for SqliteStore {
     }
 }
 
-/// An f32 with a total order, for the similarity heap.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct OrdF32(f32);
-
-impl Eq for OrdF32 {}
-
-impl PartialOrd for OrdF32 {
-    fn partial_cmp(&self, other: &OrdF32) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
+/// The text index's answers to BM25 ([`search::text_search`]) for one
+/// query: one FTS5 lookup per term, inside the view's scope terms; the
+/// view's size from `scope_counts`; the candidates' signals checked against
+/// view, expiry and filter on the row itself.
+struct FtsPostings<'a> {
+    c: &'a Connection,
+    q: &'a Query,
+    /// `scopes : (…) AND `, or empty without a view.
+    scope_part: String,
 }
 
-impl Ord for OrdF32 {
-    fn cmp(&self, other: &OrdF32) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
+impl search::Postings for FtsPostings<'_> {
+    type Doc = i64;
+
+    fn docs_with(&mut self, term: &str) -> Result<Vec<i64>> {
+        let Some(expr) = fts::fts_terms_expr(&[term.to_string()]) else {
+            return Ok(Vec::new());
+        };
+        let mut st = self
+            .c
+            .prepare_cached("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")?;
+        let rows = st.query_map([format!("{}content : ({expr})", self.scope_part)], |r| {
+            r.get::<_, i64>(0)
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn doc_count(&mut self) -> Result<usize> {
+        let mut p = Vec::new();
+        let v = view_sql(self.q.view.as_ref(), "m.", &mut p);
+        Ok(self
+            .c
+            .prepare_cached(&format!(
+                "SELECT COALESCE(SUM(m.n), 0) FROM scope_counts m WHERE {v}"
+            ))?
+            .query_row(params_from_iter(p), |r| r.get::<_, i64>(0))? as usize)
+    }
+
+    fn signals(&mut self, docs: &[i64]) -> Result<Vec<(i64, Signals)>> {
+        let mut p = vec![SqlValue::Text(
+            serde_json::to_string(docs).unwrap_or_else(|_| "[]".into()),
+        )];
+        let w = where_sql(self.q, false, &mut p);
+        let sql = format!(
+            // CROSS JOIN keeps SQLite from walking the scope index instead
+            // of looking each candidate up by rowid.
+            "SELECT {SIGNAL_COLS}, m.rowid FROM json_each(?) AS j CROSS JOIN memories m
+             ON m.rowid = j.value WHERE {w}"
+        );
+        let mut st = self.c.prepare_cached(&sql)?;
+        let rows = st.query_map(params_from_iter(p), |r| {
+            Ok((r.get::<_, i64>(7)?, read_signals(r)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 }
 

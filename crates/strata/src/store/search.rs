@@ -1,0 +1,220 @@
+//! One search pipeline above the stores: BM25 ranking over a backend's
+//! postings and statistics ([`Postings`], what tantivy's
+//! `Bm25StatisticsProvider` is to its scorer), the exact top-k of a vector
+//! scan ([`TopK`]), and the checks every store makes of incoming vectors
+//! ([`check_vectors`]). A backend answers narrow questions (which memories
+//! of the view hold this term, how many memories the view has, what are
+//! these candidates' signals); how they become a ranking is decided here,
+//! once, so every backend ranks alike.
+//!
+//! Not here: a backend's dialect (FTS5 expressions, SQL) and the view and
+//! filter checks on each candidate, which the backend makes on the row
+//! itself.
+
+use std::collections::{BinaryHeap, HashMap};
+
+use crate::Result;
+use crate::error::Error;
+use crate::rank::Signals;
+use crate::text::{self, Bm25};
+
+/// Fewest matching memories a text search reads and scores before it keeps
+/// only those matching the rarest terms (see [`text_search`]).
+pub const SEARCH_CAP_MIN: usize = 500;
+
+/// What a backend gives BM25, for one query's view and filter.
+pub trait Postings {
+    /// The backend's key for a memory (SQLite's rowid).
+    type Doc: Copy + Eq + std::hash::Hash + Ord;
+    /// The memories of the view whose content holds `term` (one query
+    /// term, stemmed and matched as [`text::words`] and [`text::stem`] do).
+    fn docs_with(&mut self, term: &str) -> Result<Vec<Self::Doc>>;
+    /// Active memories in the view, whatever the filter: BM25's N.
+    fn doc_count(&mut self) -> Result<usize>;
+    /// The signals of those of `docs` that pass the query (view, expiry,
+    /// filter), checked on the memory itself; any order.
+    fn signals(&mut self, docs: &[Self::Doc]) -> Result<Vec<(Self::Doc, Signals)>>;
+}
+
+/// The memories matching any of `terms`, best BM25 first, at most `limit`.
+///
+/// Statistics are the view's: N is its size (or the largest document
+/// frequency, should a count lag), document frequencies are counted within
+/// it. When very many memories match, only the `max(4 × limit, 500)` that
+/// match the rarest terms (the newest first among equals) are read and
+/// scored: the rest could only rank below them on length alone. The average
+/// length is over the candidates scored.
+pub fn text_search<P: Postings>(
+    idx: &mut P,
+    terms: &[String],
+    limit: usize,
+) -> Result<Vec<(Signals, f64)>> {
+    if terms.is_empty() || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut matched: HashMap<P::Doc, Vec<usize>> = HashMap::new();
+    let mut df = Vec::with_capacity(terms.len());
+    for (i, t) in terms.iter().enumerate() {
+        let docs = idx.docs_with(t)?;
+        df.push(docs.len());
+        for d in docs {
+            matched.entry(d).or_default().push(i);
+        }
+    }
+    if matched.is_empty() {
+        return Ok(Vec::new());
+    }
+    let n_docs = idx.doc_count()?;
+    let bm = Bm25::new(n_docs.max(df.iter().copied().max().unwrap_or(0)), &df);
+    let cap = limit.saturating_mul(4).max(SEARCH_CAP_MIN);
+    let mut cands: Vec<(f64, P::Doc)> = matched
+        .iter()
+        .map(|(d, t)| (bm.weight(t.iter().copied()), *d))
+        .collect();
+    if cands.len() > cap {
+        cands.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        cands.truncate(cap);
+    }
+    let docs: Vec<P::Doc> = cands.into_iter().map(|(_, d)| d).collect();
+    let rows = idx.signals(&docs)?;
+    let avglen =
+        rows.iter().map(|(_, s)| f64::from(s.tokens)).sum::<f64>() / (rows.len().max(1) as f64);
+    let mut hits: Vec<(Signals, f64)> = rows
+        .into_iter()
+        .map(|(d, s)| {
+            let t = matched.get(&d).map(Vec::as_slice).unwrap_or(&[]);
+            let score = bm.score(t.iter().copied(), f64::from(s.tokens), avglen);
+            (s, score)
+        })
+        .collect();
+    text::sort_hits(&mut hits, |s| s.id.as_str());
+    hits.truncate(limit);
+    Ok(hits)
+}
+
+/// The `limit` most similar of a scan, exactly: a min-heap of (similarity,
+/// doc). A tie at the boundary keeps the larger doc key, so a scan's result
+/// does not depend on its order.
+#[derive(Debug)]
+pub struct TopK<D: Ord> {
+    heap: BinaryHeap<std::cmp::Reverse<(Sim, D)>>,
+    limit: usize,
+}
+
+impl<D: Ord> TopK<D> {
+    /// An empty selection of at most `limit`.
+    pub fn new(limit: usize) -> TopK<D> {
+        TopK {
+            heap: BinaryHeap::with_capacity(limit.saturating_add(1).min(1 << 16)),
+            limit,
+        }
+    }
+
+    /// Offers one scanned document.
+    pub fn push(&mut self, doc: D, sim: f32) {
+        if self.limit == 0 {
+            return;
+        }
+        let cand = (Sim(sim), doc);
+        if self.heap.len() < self.limit {
+            self.heap.push(std::cmp::Reverse(cand));
+        } else if self.heap.peek().is_some_and(|m| cand > m.0) {
+            self.heap.pop();
+            self.heap.push(std::cmp::Reverse(cand));
+        }
+    }
+
+    /// The selection, in no particular order (the caller loads and sorts
+    /// it with [`super::sort_similar`]).
+    pub fn into_vec(self) -> Vec<(D, f32)> {
+        self.heap.into_iter().map(|r| (r.0.1, r.0.0.0)).collect()
+    }
+}
+
+/// An f32 with a total order, for the similarity heap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Sim(f32);
+
+impl Eq for Sim {}
+
+impl PartialOrd for Sim {
+    fn partial_cmp(&self, other: &Sim) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Sim {
+    fn cmp(&self, other: &Sim) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Checks vectors a store is asked to keep for `model`: each of length
+/// `dim`, and `dim` the length the store already holds for the model
+/// (`held`), if any.
+pub fn check_vectors(
+    model: &str,
+    dim: usize,
+    held: Option<usize>,
+    items: &[(String, String, Vec<f32>)],
+) -> Result<()> {
+    if let Some((id, _, v)) = items.iter().find(|(_, _, v)| v.len() != dim) {
+        return Err(Error::Embedding(format!(
+            "memory `{id}`: vector of length {} from `{model}`, which makes vectors of length {dim}",
+            v.len()
+        )));
+    }
+    match held {
+        Some(d) if d != dim => Err(Error::Embedding(format!(
+            "the store holds `{model}` vectors of length {d}, not {dim}: \
+             run `strata reindex` after changing the model"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_keeps_the_best_whatever_the_order() {
+        let sims = [0.1, 0.9, 0.5, 0.9, 0.3, 0.7];
+        let mut a = TopK::new(3);
+        let mut b = TopK::new(3);
+        for (i, s) in sims.iter().enumerate() {
+            a.push(i, *s);
+        }
+        for (i, s) in sims.iter().enumerate().rev() {
+            b.push(i, *s);
+        }
+        let mut a = a.into_vec();
+        let mut b = b.into_vec();
+        a.sort_by_key(|x| x.0);
+        b.sort_by_key(|x| x.0);
+        assert_eq!(a, b);
+        assert_eq!(a.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 3, 5]);
+        // A tie at the boundary: the larger key stays, whatever the order.
+        for order in [[0usize, 1, 2], [2, 1, 0]] {
+            let mut t = TopK::new(2);
+            for i in order {
+                t.push(i, [0.9, 0.5, 0.5][i]);
+            }
+            let mut v: Vec<usize> = t.into_vec().into_iter().map(|x| x.0).collect();
+            v.sort();
+            assert_eq!(v, [0, 2]);
+        }
+        assert!(TopK::<usize>::new(0).into_vec().is_empty());
+    }
+
+    #[test]
+    fn vectors_keep_their_models_length() {
+        let items = vec![("m1".to_string(), "c".to_string(), vec![0.0; 3])];
+        assert!(check_vectors("m", 3, None, &items).is_ok());
+        assert!(check_vectors("m", 3, Some(3), &items).is_ok());
+        let e = check_vectors("m", 4, None, &items).unwrap_err();
+        assert!(e.to_string().contains("`m1`"), "{e}");
+        let e = check_vectors("m", 3, Some(8), &items).unwrap_err();
+        assert!(e.to_string().contains("length 8"), "{e}");
+    }
+}
