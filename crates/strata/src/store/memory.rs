@@ -11,8 +11,9 @@ use std::sync::Mutex;
 use jiff::Timestamp;
 
 use super::{
-    Access, Archived, IdPlan, ImportCounts, ImportItem, ImportRules, Order, PendingVector, Put,
-    Query, ScopeCount, Session, Store, StoreStats,
+    Access, Archived, ContextLog, IdPlan, ImportCounts, ImportItem, ImportRules, Order,
+    PendingVector, Put, Query, Rows, ScopeCount, Session, Sessions, Store, StoreStats, TextSearch,
+    VectorSearch,
 };
 use crate::Result;
 use crate::error::Error;
@@ -254,140 +255,7 @@ impl super::search::Postings for ViewPostings<'_> {
     }
 }
 
-impl Store for MemoryStore {
-    fn pending_vectors(
-        &self,
-        model: &str,
-        ids: Option<&[String]>,
-        limit: usize,
-    ) -> Result<Vec<PendingVector>> {
-        let g = self.lock();
-        let mut waiting: Vec<&Memory> = g
-            .active
-            .values()
-            .filter(|m| ids.is_none_or(|ids| ids.contains(&m.id)))
-            .filter(|m| m.embedding.as_ref().is_none_or(|e| e.model != model))
-            .collect();
-        waiting.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        Ok(waiting
-            .into_iter()
-            .take(limit)
-            .map(|m| PendingVector {
-                id: m.id.clone(),
-                checksum: m.checksum.clone(),
-                content: m.content.clone(),
-                before: (m.kind.as_str() == "conversation")
-                    .then(|| {
-                        g.active
-                            .values()
-                            .filter(|x| {
-                                x.scope == m.scope
-                                    && x.kind.as_str() == "conversation"
-                                    && x.session == m.session
-                                    && (x.created_at, &x.id) < (m.created_at, &m.id)
-                            })
-                            .max_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
-                            .map(|x| x.content.clone())
-                    })
-                    .flatten(),
-            })
-            .collect())
-    }
-
-    fn count_pending(&self, model: &str) -> Result<u64> {
-        let g = self.lock();
-        Ok(g.active
-            .values()
-            .filter(|m| m.embedding.as_ref().is_none_or(|e| e.model != model))
-            .count() as u64)
-    }
-
-    fn set_vectors(
-        &self,
-        model: &str,
-        dim: usize,
-        items: &[(String, String, Vec<f32>)],
-    ) -> Result<usize> {
-        let mut g = self.lock();
-        super::search::check_vectors(model, dim, g.vector_dims.get(model).copied(), items)?;
-        g.vector_dims.entry(model.to_string()).or_insert(dim);
-        let mut n = 0;
-        for (id, checksum, v) in items {
-            if let Some(m) = g.active.get_mut(id)
-                && &m.checksum == checksum
-            {
-                m.embedding = Some(crate::model::Embedding {
-                    model: model.to_string(),
-                    vector: v.clone(),
-                });
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    fn search_vectors(
-        &self,
-        q: &Query,
-        model: &str,
-        query: &[f32],
-        limit: usize,
-    ) -> Result<Vec<(Signals, f32)>> {
-        let g = self.lock();
-        let mut best = super::search::TopK::new(limit);
-        for m in g.active.values().filter(|m| q.selects(m)) {
-            if let Some(e) = m.embedding.as_ref().filter(|e| e.model == model)
-                && e.vector.len() == query.len()
-            {
-                best.push(&m.id, crate::embed::dot(query, &e.vector));
-            }
-        }
-        let mut hits: Vec<(Signals, f32)> = best
-            .into_vec()
-            .into_iter()
-            .map(|(id, sim)| (Signals::of(&g.active[id]), sim))
-            .collect();
-        super::sort_similar(&mut hits);
-        Ok(hits)
-    }
-
-    fn clear_vectors(&self, keep: Option<&str>) -> Result<u64> {
-        let mut g = self.lock();
-        let inner = &mut *g;
-        let drop = |e: &Option<crate::model::Embedding>| {
-            e.as_ref().is_some_and(|e| Some(e.model.as_str()) != keep)
-        };
-        let mut n = 0;
-        for m in inner.active.values_mut() {
-            if drop(&m.embedding) {
-                m.embedding = None;
-                n += 1;
-            }
-        }
-        for a in inner.archive.values_mut() {
-            if drop(&a.memory.embedding) {
-                a.memory.embedding = None;
-            }
-        }
-        inner.vector_dims.retain(|k, _| Some(k.as_str()) == keep);
-        Ok(n)
-    }
-
-    fn vector_models(&self) -> Result<Vec<(String, usize, u64)>> {
-        let g = self.lock();
-        Ok(g.vector_dims
-            .iter()
-            .map(|(model, dim)| {
-                let n = g
-                    .active
-                    .values()
-                    .filter(|m| m.embedding.as_ref().is_some_and(|e| &e.model == model))
-                    .count() as u64;
-                (model.clone(), *dim, n)
-            })
-            .collect())
-    }
-
+impl Rows for MemoryStore {
     fn put(&self, m: &Memory) -> Result<Put> {
         self.lock().put(m)
     }
@@ -595,18 +463,6 @@ impl Store for MemoryStore {
             .collect())
     }
 
-    fn search_signals(
-        &self,
-        q: &Query,
-        terms: &[String],
-        limit: usize,
-    ) -> Result<Vec<(Signals, f64)>> {
-        let g = self.lock();
-        let in_view = g.in_view(q);
-        let stems = in_view.iter().map(|m| text::stems(&m.content)).collect();
-        super::search::text_search(&mut ViewPostings { in_view, stems, q }, terms, limit)
-    }
-
     fn query_signals(&self, q: &Query) -> Result<Vec<Signals>> {
         Ok(self.query(q)?.iter().map(Signals::of).collect())
     }
@@ -762,7 +618,9 @@ impl Store for MemoryStore {
         h.push(m.clone());
         Ok(())
     }
+}
 
+impl Sessions for MemoryStore {
     fn create_session(&self, s: &Session) -> Result<()> {
         let mut g = self.lock();
         if g.sessions.contains_key(&s.id) {
@@ -821,7 +679,158 @@ impl Store for MemoryStore {
         s.archived_at.get_or_insert(at);
         Ok(s.clone())
     }
+}
 
+impl TextSearch for MemoryStore {
+    fn search_signals(
+        &self,
+        q: &Query,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f64)>> {
+        let g = self.lock();
+        let in_view = g.in_view(q);
+        let stems = in_view.iter().map(|m| text::stems(&m.content)).collect();
+        super::search::text_search(&mut ViewPostings { in_view, stems, q }, terms, limit)
+    }
+}
+
+impl VectorSearch for MemoryStore {
+    fn pending_vectors(
+        &self,
+        model: &str,
+        ids: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<PendingVector>> {
+        let g = self.lock();
+        let mut waiting: Vec<&Memory> = g
+            .active
+            .values()
+            .filter(|m| ids.is_none_or(|ids| ids.contains(&m.id)))
+            .filter(|m| m.embedding.as_ref().is_none_or(|e| e.model != model))
+            .collect();
+        waiting.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(waiting
+            .into_iter()
+            .take(limit)
+            .map(|m| PendingVector {
+                id: m.id.clone(),
+                checksum: m.checksum.clone(),
+                content: m.content.clone(),
+                before: (m.kind.as_str() == "conversation")
+                    .then(|| {
+                        g.active
+                            .values()
+                            .filter(|x| {
+                                x.scope == m.scope
+                                    && x.kind.as_str() == "conversation"
+                                    && x.session == m.session
+                                    && (x.created_at, &x.id) < (m.created_at, &m.id)
+                            })
+                            .max_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
+                            .map(|x| x.content.clone())
+                    })
+                    .flatten(),
+            })
+            .collect())
+    }
+
+    fn count_pending(&self, model: &str) -> Result<u64> {
+        let g = self.lock();
+        Ok(g.active
+            .values()
+            .filter(|m| m.embedding.as_ref().is_none_or(|e| e.model != model))
+            .count() as u64)
+    }
+
+    fn set_vectors(
+        &self,
+        model: &str,
+        dim: usize,
+        items: &[(String, String, Vec<f32>)],
+    ) -> Result<usize> {
+        let mut g = self.lock();
+        super::search::check_vectors(model, dim, g.vector_dims.get(model).copied(), items)?;
+        g.vector_dims.entry(model.to_string()).or_insert(dim);
+        let mut n = 0;
+        for (id, checksum, v) in items {
+            if let Some(m) = g.active.get_mut(id)
+                && &m.checksum == checksum
+            {
+                m.embedding = Some(crate::model::Embedding {
+                    model: model.to_string(),
+                    vector: v.clone(),
+                });
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn search_vectors(
+        &self,
+        q: &Query,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f32)>> {
+        let g = self.lock();
+        let mut best = super::search::TopK::new(limit);
+        for m in g.active.values().filter(|m| q.selects(m)) {
+            if let Some(e) = m.embedding.as_ref().filter(|e| e.model == model)
+                && e.vector.len() == query.len()
+            {
+                best.push(&m.id, crate::embed::dot(query, &e.vector));
+            }
+        }
+        let mut hits: Vec<(Signals, f32)> = best
+            .into_vec()
+            .into_iter()
+            .map(|(id, sim)| (Signals::of(&g.active[id]), sim))
+            .collect();
+        super::sort_similar(&mut hits);
+        Ok(hits)
+    }
+
+    fn clear_vectors(&self, keep: Option<&str>) -> Result<u64> {
+        let mut g = self.lock();
+        let inner = &mut *g;
+        let drop = |e: &Option<crate::model::Embedding>| {
+            e.as_ref().is_some_and(|e| Some(e.model.as_str()) != keep)
+        };
+        let mut n = 0;
+        for m in inner.active.values_mut() {
+            if drop(&m.embedding) {
+                m.embedding = None;
+                n += 1;
+            }
+        }
+        for a in inner.archive.values_mut() {
+            if drop(&a.memory.embedding) {
+                a.memory.embedding = None;
+            }
+        }
+        inner.vector_dims.retain(|k, _| Some(k.as_str()) == keep);
+        Ok(n)
+    }
+
+    fn vector_models(&self) -> Result<Vec<(String, usize, u64)>> {
+        let g = self.lock();
+        Ok(g.vector_dims
+            .iter()
+            .map(|(model, dim)| {
+                let n = g
+                    .active
+                    .values()
+                    .filter(|m| m.embedding.as_ref().is_some_and(|e| &e.model == model))
+                    .count() as u64;
+                (model.clone(), *dim, n)
+            })
+            .collect())
+    }
+}
+
+impl ContextLog for MemoryStore {
     fn log_context(&self, id: &str, _at: Timestamp, doc: &str) -> Result<()> {
         self.lock()
             .context_log
@@ -830,11 +839,13 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    fn reads_never_wait(&self, _with_vectors: bool) -> bool {
-        true
-    }
-
     fn context_log(&self, id: &str) -> Result<Option<String>> {
         Ok(self.lock().context_log.get(id).cloned())
+    }
+}
+
+impl Store for MemoryStore {
+    fn reads_never_wait(&self, _with_vectors: bool) -> bool {
+        true
     }
 }

@@ -125,7 +125,7 @@ pub struct Archived {
     pub reason: String,
 }
 
-/// What [`Store::put`] did.
+/// What [`Rows::put`] did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Put {
     /// A new memory was stored.
@@ -259,7 +259,7 @@ pub struct StoreStats {
 }
 
 /// A memory waiting for a vector: what the embedder reads.
-/// Reads of one memory, recorded together (see [`Store::touch`]).
+/// Reads of one memory, recorded together (see [`Rows::touch`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Access {
     pub id: String,
@@ -299,13 +299,17 @@ pub fn sort_similar(hits: &mut [(Signals, f32)]) {
     hits.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| b.0.id.cmp(&a.0.id)));
 }
 
-/// The storage backend interface.
-pub trait Store: Send + Sync + std::fmt::Debug {
+/// Memories: writes (one transaction each), reads by id and query, the
+/// archive and history. A store owns every invariant that must hold
+/// across processes: (scope, key) unique among active memories, versions
+/// that only grow, a session never over its bound, deletes that leave no
+/// copy behind.
+pub trait Rows {
     /// Stores a new memory, or supersedes the active memory with the same
     /// (scope, key). Fails with `DuplicateId` if the id exists, and with a
     /// session error if the memory's session is missing, archived or full.
     fn put(&self, m: &Memory) -> Result<Put>;
-    /// Like [`Store::put`] for many memories, all in one transaction: either
+    /// Like [`Rows::put`] for many memories, all in one transaction: either
     /// every memory is stored or none is. The memories are pulled from an
     /// iterator so a caller can prepare the next ones (count tokens, embed)
     /// while earlier ones are written; an `Err` item aborts the batch.
@@ -327,30 +331,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn delete(&self, ids: &[String]) -> Result<usize>;
     /// Active memories selected by `q`.
     fn query(&self, q: &Query) -> Result<Vec<Memory>>;
-    /// Active memories selected by `q` that match any of `terms`, best
-    /// relevance first (BM25: positive, higher is better),
-    /// at most `limit`; only what ranking reads.
-    fn search_signals(
-        &self,
-        q: &Query,
-        terms: &[String],
-        limit: usize,
-    ) -> Result<Vec<(Signals, f64)>>;
-    /// Like [`Store::search_signals`], with whole memories.
-    fn search_text(&self, q: &Query, terms: &[String], limit: usize) -> Result<Vec<(Memory, f64)>> {
-        let hits = self.search_signals(q, terms, limit)?;
-        let ids: Vec<String> = hits.iter().map(|(s, _)| s.id.clone()).collect();
-        let mut by_id: std::collections::HashMap<String, Memory> = self
-            .get_many(&ids)?
-            .into_iter()
-            .map(|m| (m.id.clone(), m))
-            .collect();
-        Ok(hits
-            .into_iter()
-            .filter_map(|(s, score)| by_id.remove(&s.id).map(|m| (m, score)))
-            .collect())
-    }
-    /// Like [`Store::query`], returning only what ranking reads.
+    /// Like [`Rows::query`], returning only what ranking reads.
     fn query_signals(&self, q: &Query) -> Result<Vec<Signals>>;
     /// Active memories by id, in the order asked; missing ids are skipped.
     fn get_many(&self, ids: &[String]) -> Result<Vec<Memory>>;
@@ -375,6 +356,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn history(&self, id: &str) -> Result<Vec<Memory>>;
     /// Adds a history entry (used by import to stay lossless).
     fn put_history(&self, m: &Memory) -> Result<()>;
+}
+
+/// Sessions: size-bounded groups of memories.
+pub trait Sessions {
     /// Creates a session; `DuplicateSession` if it exists.
     fn create_session(&self, s: &Session) -> Result<()>;
     /// Deletes a session that holds nothing (no memories, active or
@@ -388,6 +373,39 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Marks the session archived and moves its active memories to the
     /// archive (reason `session_archived`).
     fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session>;
+}
+
+/// Full-text search within a view; the ranking itself is
+/// [`search::text_search`], fed by the backend's postings.
+pub trait TextSearch: Rows {
+    /// Active memories selected by `q` that match any of `terms`, best
+    /// relevance first (BM25: positive, higher is better),
+    /// at most `limit`; only what ranking reads.
+    fn search_signals(
+        &self,
+        q: &Query,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f64)>>;
+    /// Like [`TextSearch::search_signals`], with whole memories.
+    fn search_text(&self, q: &Query, terms: &[String], limit: usize) -> Result<Vec<(Memory, f64)>> {
+        let hits = self.search_signals(q, terms, limit)?;
+        let ids: Vec<String> = hits.iter().map(|(s, _)| s.id.clone()).collect();
+        let mut by_id: std::collections::HashMap<String, Memory> = self
+            .get_many(&ids)?
+            .into_iter()
+            .map(|m| (m.id.clone(), m))
+            .collect();
+        Ok(hits
+            .into_iter()
+            .filter_map(|(s, score)| by_id.remove(&s.id).map(|m| (m, score)))
+            .collect())
+    }
+}
+
+/// Vectors: those waiting to be computed, storing them (one length per
+/// model), and exact or indexed nearest-neighbour search within a view.
+pub trait VectorSearch {
     /// Up to `limit` active memories without a vector of `model` (none, or
     /// another model's), oldest first; only those of `ids` when given.
     fn pending_vectors(
@@ -423,12 +441,24 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn clear_vectors(&self, keep: Option<&str>) -> Result<u64>;
     /// Vector models in the store with their dimension and vector count.
     fn vector_models(&self) -> Result<Vec<(String, usize, u64)>>;
+}
+
+/// Assembled context packages, kept for replay.
+pub trait ContextLog {
     /// Records an assembled context package for replay. `doc` holds ids and
     /// versions, never memory content (so `forget` leaves nothing here). A
     /// package id that is already logged keeps its first record.
     fn log_context(&self, id: &str, at: Timestamp, doc: &str) -> Result<()>;
     /// A logged context package by id.
     fn context_log(&self, id: &str) -> Result<Option<String>>;
+}
+
+/// The storage backend interface: every capability a backend implements,
+/// each with its conformance tests (`tests/it/conformance.rs`), run by
+/// both stores.
+pub trait Store:
+    Rows + Sessions + TextSearch + VectorSearch + ContextLog + Send + Sync + std::fmt::Debug
+{
     /// Whether reads (queries, searches, gets; vector searches too when
     /// `with_vectors`) only compute: no network round trip, no wait on a
     /// lock another process holds or one held for long (an index being
@@ -505,7 +535,7 @@ pub fn rekeyed(item: &ImportItem) -> ImportItem {
 /// its history's) must lie inside the fence; its session must too, must not
 /// be archived when the line is active, and must cover the line's scope; a
 /// session the import creates takes the line's scope. The byte bound is the
-/// store's to check, as for [`Store::put`]. Without a fence (the local user
+/// store's to check, as for [`Rows::put`]. Without a fence (the local user
 /// restoring an export) lines are stored as exported, and a missing session
 /// is created as `session/<id>`.
 pub fn import_session(

@@ -27,7 +27,7 @@ pub trait Postings {
     /// The backend's key for a memory (SQLite's rowid).
     type Doc: Copy + Eq + std::hash::Hash + Ord;
     /// The memories of the view whose content holds `term` (one query
-    /// term, stemmed and matched as [`text::words`] and [`text::stem`] do).
+    /// term, stemmed and matched as FTS5's `porter unicode61` tokenizer does).
     fn docs_with(&mut self, term: &str) -> Result<Vec<Self::Doc>>;
     /// Active memories in the view, whatever the filter: BM25's N.
     fn doc_count(&mut self) -> Result<usize>;

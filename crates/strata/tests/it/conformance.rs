@@ -1,7 +1,7 @@
 //! The store conformance suite: every backend passes the same tests.
 
 use serde_json::json;
-use strata::store::{Order, Put, Query, Session};
+use strata::store::{ImportItem, ImportRules, OnConflict, Order, Put, Query, Session};
 use strata::{Access, Embedding, Error, Filter, Provenance, Role};
 
 use crate::harness::{MakeStore, mem, now, scope, view};
@@ -21,6 +21,11 @@ backends!(store:
     expired_memories_are_hidden,
     touch_records_access,
     restore_checks_keys_and_session_bounds,
+    rows_by_signals_ids_and_history,
+    sessions_are_removed_only_when_empty,
+    import_follows_its_rules,
+    vectors_wait_are_kept_and_searched,
+    context_log_keeps_the_first_record,
 );
 
 fn restore_checks_keys_and_session_bounds(make: MakeStore) {
@@ -560,7 +565,7 @@ fn relevance_agrees_across_backends() {
 /// random corpora, views and filters small enough that no cap applies.
 #[test]
 fn text_search_matches_the_brute_force_reference() {
-    use strata::store::{MemoryStore, Query, SqliteStore, Store};
+    use strata::store::{MemoryStore, Query, Rows, SqliteStore, TextSearch};
     let words = [
         "billing", "queue", "retry", "tabs", "deploy", "login", "flaky", "cache", "moved", "berlin",
     ];
@@ -615,4 +620,204 @@ fn text_search_matches_the_brute_force_reference() {
             }
         }
     }
+}
+
+fn rows_by_signals_ids_and_history(make: MakeStore) {
+    let b = make();
+    let ms: Vec<_> = (0..4)
+        .map(|i| mem("project/a", &format!("row {i}")))
+        .collect();
+    for m in &ms {
+        b.store.put(m).unwrap();
+    }
+    b.store
+        .archive(std::slice::from_ref(&ms[3].id), "evicted", now())
+        .unwrap();
+    let q = Query::view(view(&["project/a"]), now()).order(Order::Oldest);
+    let rows: Vec<String> = b
+        .store
+        .query(&q)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    let sigs: Vec<String> = b
+        .store
+        .query_signals(&q)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(sigs, rows);
+    assert_eq!(rows.len(), 3);
+    // get_many: active memories only, unknown and archived ids left out.
+    let ids = vec![
+        ms[2].id.clone(),
+        "nope".into(),
+        ms[3].id.clone(),
+        ms[0].id.clone(),
+    ];
+    let mut got: Vec<String> = b
+        .store
+        .get_many(&ids)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    got.sort();
+    let mut want = vec![ms[0].id.clone(), ms[2].id.clone()];
+    want.sort();
+    assert_eq!(got, want);
+    // put_history: a version kept as history, replaced by the same version.
+    let mut old = ms[1].clone();
+    old.version = 0;
+    old.content = "row 1, before".into();
+    b.store.put_history(&old).unwrap();
+    old.content = "row 1, before (again)".into();
+    b.store.put_history(&old).unwrap();
+    let h = b.store.history(&ms[1].id).unwrap();
+    assert_eq!(h.len(), 1);
+    assert_eq!(h[0].content, "row 1, before (again)");
+}
+
+fn sessions_are_removed_only_when_empty(make: MakeStore) {
+    let b = make();
+    b.store.create_session(&session("empty", 100)).unwrap();
+    b.store.create_session(&session("used", 100)).unwrap();
+    let mut m = mem("session/used", "turn");
+    m.session = Some("used".into());
+    b.store.put(&m).unwrap();
+    assert!(b.store.remove_empty_session("empty").unwrap());
+    assert!(b.store.get_session("empty").unwrap().is_none());
+    assert!(!b.store.remove_empty_session("used").unwrap());
+    assert!(b.store.get_session("used").unwrap().is_some());
+    assert!(!b.store.remove_empty_session("never").unwrap());
+}
+
+fn import_follows_its_rules(make: MakeStore) {
+    let b = make();
+    let theirs = mem("project/b", "theirs");
+    let mine = mem("project/a", "mine");
+    b.store.put(&theirs).unwrap();
+    b.store.put(&mine).unwrap();
+    let item = |m: &strata::Memory, content: &str| {
+        let mut m = m.clone();
+        m.content = content.into();
+        m.checksum = strata::checksum(content, None);
+        ImportItem {
+            line: 1,
+            memory: m,
+            archived: None,
+            history: vec![],
+        }
+    };
+    let fenced = |on_conflict| ImportRules {
+        on_conflict,
+        fence: strata::Fence::within(vec![scope("project/a")]),
+        session_max_bytes: 1000,
+    };
+    // Another tenant's id: stored under a fresh id, the other untouched.
+    let mut onto = item(&theirs, "onto theirs");
+    onto.memory.scope = scope("project/a");
+    let n = b
+        .store
+        .import(&[onto], &fenced(OnConflict::Replace))
+        .unwrap();
+    assert_eq!((n.imported, n.replaced), (1, 0));
+    assert_eq!(b.store.get(&theirs.id).unwrap().unwrap().content, "theirs");
+    // The caller's own id follows the mode.
+    let err = b
+        .store
+        .import(&[item(&mine, "again")], &fenced(OnConflict::Error))
+        .unwrap_err();
+    assert!(matches!(err, Error::DuplicateId(_)), "{err}");
+    let n = b
+        .store
+        .import(&[item(&mine, "again")], &fenced(OnConflict::Skip))
+        .unwrap();
+    assert_eq!(n.skipped, 1);
+    let n = b
+        .store
+        .import(&[item(&mine, "replaced")], &fenced(OnConflict::Replace))
+        .unwrap();
+    assert_eq!(n.replaced, 1);
+    assert_eq!(b.store.get(&mine.id).unwrap().unwrap().content, "replaced");
+    // Unfenced, a missing session is created as `session/<id>`.
+    let mut s = item(&mem("project/c", "in a session"), "in a session");
+    s.memory.session = Some("imp".into());
+    b.store.import(&[s], &ImportRules::default()).unwrap();
+    assert_eq!(
+        b.store.get_session("imp").unwrap().unwrap().scope,
+        scope("session/imp")
+    );
+}
+
+fn vectors_wait_are_kept_and_searched(make: MakeStore) {
+    let b = make();
+    let ms: Vec<_> = (0..3)
+        .map(|i| mem("project/a", &format!("vec {i}")))
+        .collect();
+    for m in &ms {
+        b.store.put(m).unwrap();
+    }
+    b.store.put(&mem("project/b", "elsewhere")).unwrap();
+    assert_eq!(b.store.count_pending("m2").unwrap(), 4);
+    let waiting = b.store.pending_vectors("m2", None, 10).unwrap();
+    assert_eq!(waiting.len(), 4);
+    let items: Vec<(String, String, Vec<f32>)> = ms
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            (
+                m.id.clone(),
+                m.checksum.clone(),
+                vec![1.0 - i as f32 * 0.4, i as f32 * 0.4],
+            )
+        })
+        .collect();
+    // A stale checksum is skipped; a wrong length refused.
+    let mut stale = items.clone();
+    stale[0].1 = "stale".into();
+    assert_eq!(b.store.set_vectors("m2", 2, &stale[..1]).unwrap(), 0);
+    assert!(b.store.set_vectors("m2", 3, &items).is_err());
+    assert_eq!(b.store.set_vectors("m2", 2, &items).unwrap(), 3);
+    assert!(
+        b.store.set_vectors("m2", 3, &[]).is_err(),
+        "the model holds length 2"
+    );
+    assert_eq!(b.store.count_pending("m2").unwrap(), 1);
+    assert_eq!(
+        b.store.vector_models().unwrap(),
+        vec![("m2".to_string(), 2, 3)]
+    );
+    let q = Query::view(view(&["project/a"]), now());
+    let hits = b.store.search_vectors(&q, "m2", &[1.0, 0.0], 2).unwrap();
+    let ids: Vec<&str> = hits.iter().map(|h| h.0.id.as_str()).collect();
+    assert_eq!(ids, [ms[0].id.as_str(), ms[1].id.as_str()]);
+    assert!(
+        b.store
+            .search_vectors(&q, "other", &[1.0, 0.0], 2)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(b.store.clear_vectors(Some("m2")).unwrap(), 0);
+    assert_eq!(b.store.clear_vectors(None).unwrap(), 3);
+    assert!(b.store.vector_models().unwrap().is_empty());
+    assert_eq!(b.store.count_pending("m2").unwrap(), 4);
+    assert!(b.store.reads_never_wait(false));
+}
+
+fn context_log_keeps_the_first_record(make: MakeStore) {
+    let b = make();
+    assert_eq!(b.store.context_log("ctx-1").unwrap(), None);
+    b.store
+        .log_context("ctx-1", now(), "{\"first\":1}")
+        .unwrap();
+    b.store
+        .log_context("ctx-1", now(), "{\"second\":2}")
+        .unwrap();
+    assert_eq!(
+        b.store.context_log("ctx-1").unwrap().as_deref(),
+        Some("{\"first\":1}")
+    );
 }

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use strata::store::{MemoryStore, Query, SqliteStore, Store};
+use strata::store::{MemoryStore, Query, Rows, SqliteStore};
 use strata::{Filter, Role};
 
 use crate::harness::{mem, now, view};

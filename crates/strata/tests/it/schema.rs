@@ -1,7 +1,7 @@
 //! The on-disk format: versions, reopening, and files from the future.
 
 use strata::Error;
-use strata::store::{SqliteStore, Store};
+use strata::store::{ContextLog, Rows, SqliteStore, VectorSearch};
 
 use crate::harness::mem;
 

@@ -642,7 +642,7 @@ mod openai {
 #[cfg(feature = "ann")]
 mod ann {
     use super::*;
-    use strata::store::{Query, SqliteOptions, SqliteStore, Store};
+    use strata::store::{Query, SqliteOptions, SqliteStore, VectorSearch};
 
     /// Unit vectors drawn from a text's hash: well spread, deterministic.
     #[derive(Debug)]

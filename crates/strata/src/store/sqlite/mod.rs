@@ -35,8 +35,9 @@ use rusqlite::{
 
 use super::search;
 use super::{
-    Access, Archived, IdPlan, ImportCounts, ImportItem, ImportRules, Order, PendingVector, Put,
-    Query, ScopeCount, Session, Store, StoreStats,
+    Access, Archived, ContextLog, IdPlan, ImportCounts, ImportItem, ImportRules, Order,
+    PendingVector, Put, Query, Rows, ScopeCount, Session, Sessions, Store, StoreStats, TextSearch,
+    VectorSearch,
 };
 use crate::Result;
 use crate::error::Error;
@@ -1126,7 +1127,7 @@ impl SqliteStore {
     }
 }
 
-impl Store for SqliteStore {
+impl Rows for SqliteStore {
     fn put(&self, m: &Memory) -> Result<Put> {
         self.write(|tx| put_in(tx, m.clone(), true))
     }
@@ -1304,32 +1305,6 @@ impl Store for SqliteStore {
             .query_map(params_from_iter(p), read_memory)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(rows)
-    }
-
-    fn search_signals(
-        &self,
-        q: &Query,
-        terms: &[String],
-        limit: usize,
-    ) -> Result<Vec<(Signals, f64)>> {
-        if q.view.as_ref().is_some_and(|v| v.is_empty()) {
-            return Ok(Vec::new());
-        }
-        let c = self.conn()?;
-        let scope_part = q
-            .view
-            .as_ref()
-            .map(|v| format!("scopes : ({}) AND ", fts::view_expr(v)))
-            .unwrap_or_default();
-        search::text_search(
-            &mut FtsPostings {
-                c: &c,
-                q,
-                scope_part,
-            },
-            terms,
-            limit,
-        )
     }
 
     fn query_signals(&self, q: &Query) -> Result<Vec<Signals>> {
@@ -1547,7 +1522,9 @@ impl Store for SqliteStore {
     fn put_history(&self, m: &Memory) -> Result<()> {
         self.write(|tx| push_history(tx, m))
     }
+}
 
+impl Sessions for SqliteStore {
     fn create_session(&self, s: &Session) -> Result<()> {
         self.write(|tx| {
             let n = tx
@@ -1600,6 +1577,63 @@ impl Store for SqliteStore {
         Ok(rows)
     }
 
+    fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session> {
+        self.write(|tx| {
+            let exists: bool = tx.query_row(
+                "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
+                [id],
+                |r| r.get(0),
+            )?;
+            if !exists {
+                return Err(Error::SessionNotFound(id.into()));
+            }
+            let ids: Vec<String> = tx
+                .prepare_cached("SELECT id FROM memories WHERE session = ?")?
+                .query_map([id], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            for mid in ids {
+                archive_in(tx, &mid, "session_archived", at)?;
+            }
+            tx.execute(
+                "UPDATE sessions SET archived_at = COALESCE(archived_at, ?) WHERE id = ?",
+                params![at.as_millisecond(), id],
+            )?;
+            Ok(())
+        })?;
+        self.get_session(id)?
+            .ok_or_else(|| Error::SessionNotFound(id.into()))
+    }
+}
+
+impl TextSearch for SqliteStore {
+    fn search_signals(
+        &self,
+        q: &Query,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f64)>> {
+        if q.view.as_ref().is_some_and(|v| v.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let c = self.conn()?;
+        let scope_part = q
+            .view
+            .as_ref()
+            .map(|v| format!("scopes : ({}) AND ", fts::view_expr(v)))
+            .unwrap_or_default();
+        search::text_search(
+            &mut FtsPostings {
+                c: &c,
+                q,
+                scope_part,
+            },
+            terms,
+            limit,
+        )
+    }
+}
+
+impl VectorSearch for SqliteStore {
     fn pending_vectors(
         &self,
         model: &str,
@@ -1829,7 +1863,9 @@ impl Store for SqliteStore {
             .collect::<rusqlite::Result<_>>()?;
         Ok(rows)
     }
+}
 
+impl ContextLog for SqliteStore {
     fn log_context(&self, id: &str, at: Timestamp, doc: &str) -> Result<()> {
         self.write(|tx| {
             tx.prepare_cached(
@@ -1840,14 +1876,6 @@ impl Store for SqliteStore {
         })
     }
 
-    fn reads_never_wait(&self, with_vectors: bool) -> bool {
-        // WAL: a reader never waits for a writer, and the pool opens a
-        // connection rather than wait for one. The HNSW index, though, is
-        // one per process behind a lock held while it loads, catches up
-        // with new vectors (up to 5,000) or is saved: seconds, at times.
-        !(with_vectors && cfg!(feature = "ann") && self.opts.ann_min_view < usize::MAX)
-    }
-
     fn context_log(&self, id: &str) -> Result<Option<String>> {
         let c = self.conn()?;
         Ok(
@@ -1856,32 +1884,15 @@ impl Store for SqliteStore {
                 .optional()?,
         )
     }
+}
 
-    fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session> {
-        self.write(|tx| {
-            let exists: bool = tx.query_row(
-                "SELECT EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
-                [id],
-                |r| r.get(0),
-            )?;
-            if !exists {
-                return Err(Error::SessionNotFound(id.into()));
-            }
-            let ids: Vec<String> = tx
-                .prepare_cached("SELECT id FROM memories WHERE session = ?")?
-                .query_map([id], |r| r.get(0))?
-                .collect::<rusqlite::Result<_>>()?;
-            for mid in ids {
-                archive_in(tx, &mid, "session_archived", at)?;
-            }
-            tx.execute(
-                "UPDATE sessions SET archived_at = COALESCE(archived_at, ?) WHERE id = ?",
-                params![at.as_millisecond(), id],
-            )?;
-            Ok(())
-        })?;
-        self.get_session(id)?
-            .ok_or_else(|| Error::SessionNotFound(id.into()))
+impl Store for SqliteStore {
+    fn reads_never_wait(&self, with_vectors: bool) -> bool {
+        // WAL: a reader never waits for a writer, and the pool opens a
+        // connection rather than wait for one. The HNSW index, though, is
+        // one per process behind a lock held while it loads, catches up
+        // with new vectors (up to 5,000) or is saved: seconds, at times.
+        !(with_vectors && cfg!(feature = "ann") && self.opts.ann_min_view < usize::MAX)
     }
 }
 
