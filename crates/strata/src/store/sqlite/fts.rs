@@ -1,5 +1,6 @@
-//! The SQLite backend's full-text dialect: FTS5 match expressions, and the
-//! scope terms that put a view into the index.
+//! The SQLite backend's full-text dialect and index: FTS5 match
+//! expressions, the scope terms that put a view into the index, and the
+//! postings the search pipeline ranks with (`store/search.rs`).
 //!
 //! Why scope terms: FTS5 scores every match before a `WHERE scope = ?` on the
 //! joined table runs, so a scoped query costs as much as an unscoped one
@@ -10,6 +11,8 @@
 //! cost speed, never isolation.
 
 use crate::scope::{Scope, View};
+
+use super::*;
 
 /// An FTS5 expression OR-ing the quoted terms, or `None` when there are none.
 /// Terms are alphanumeric, so quoting cannot be broken out of.
@@ -59,6 +62,91 @@ pub fn view_expr(view: &View) -> String {
         })
         .collect();
     parts.join(" OR ")
+}
+
+/// The text index's answers to BM25 ([`search::text_search`]) for one
+/// query: one FTS5 lookup per term, inside the view's scope terms; the
+/// view's size from `scope_counts`; the candidates' signals checked against
+/// view, expiry and filter on the row itself.
+pub(super) struct FtsPostings<'a> {
+    c: &'a Connection,
+    q: &'a Query,
+    /// `scopes : (…) AND `, or empty without a view.
+    scope_part: String,
+}
+
+impl search::Postings for FtsPostings<'_> {
+    type Doc = i64;
+
+    fn docs_with(&mut self, term: &str) -> Result<Vec<i64>> {
+        let Some(expr) = fts::fts_terms_expr(&[term.to_string()]) else {
+            return Ok(Vec::new());
+        };
+        let mut st = self
+            .c
+            .prepare_cached("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")?;
+        let rows = st.query_map([format!("{}content : ({expr})", self.scope_part)], |r| {
+            r.get::<_, i64>(0)
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    fn doc_count(&mut self) -> Result<usize> {
+        let mut p = Vec::new();
+        let v = view_sql(self.q.view.as_ref(), "m.", &mut p);
+        Ok(self
+            .c
+            .prepare_cached(&format!(
+                "SELECT COALESCE(SUM(m.n), 0) FROM scope_counts m WHERE {v}"
+            ))?
+            .query_row(params_from_iter(p), |r| r.get::<_, i64>(0))? as usize)
+    }
+
+    fn signals(&mut self, docs: &[i64]) -> Result<Vec<(i64, Signals)>> {
+        let mut p = vec![SqlValue::Text(
+            serde_json::to_string(docs).unwrap_or_else(|_| "[]".into()),
+        )];
+        let w = where_sql(self.q, false, &mut p);
+        let sql = format!(
+            // CROSS JOIN keeps SQLite from walking the scope index instead
+            // of looking each candidate up by rowid.
+            "SELECT {SIGNAL_COLS}, m.rowid FROM json_each(?) AS j CROSS JOIN memories m
+             ON m.rowid = j.value WHERE {w}"
+        );
+        let mut st = self.c.prepare_cached(&sql)?;
+        let rows = st.query_map(params_from_iter(p), |r| {
+            Ok((r.get::<_, i64>(7)?, read_signals(r)?))
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+impl TextSearch for SqliteStore {
+    fn search_signals(
+        &self,
+        q: &Query,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f64)>> {
+        if q.view.as_ref().is_some_and(|v| v.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let c = self.conn()?;
+        let scope_part = q
+            .view
+            .as_ref()
+            .map(|v| format!("scopes : ({}) AND ", fts::view_expr(v)))
+            .unwrap_or_default();
+        search::text_search(
+            &mut FtsPostings {
+                c: &c,
+                q,
+                scope_part,
+            },
+            terms,
+            limit,
+        )
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,120 @@
+//! The schema: the memory columns (one list for `memories` and
+//! `archive`), the migrations, and the check that a file is strata's.
+//! docs/schema.md is the contract these implement.
+
+use super::*;
+
+pub(super) const COLS: &str = "id, scope, kind, role, content, payload, key, tags, importance, source, session, \
+     created_at, updated_at, last_accessed_at, access_count, expires_at, pinned, sensitive, tokens, \
+     checksum, version, embedding_model, embedding, provenance";
+
+pub(super) fn col_defs() -> &'static str {
+    "id TEXT NOT NULL UNIQUE,
+     scope TEXT NOT NULL,
+     kind TEXT NOT NULL,
+     role TEXT,
+     content TEXT NOT NULL,
+     payload TEXT,
+     key TEXT,
+     tags TEXT NOT NULL DEFAULT '[]',
+     importance REAL NOT NULL,
+     source TEXT NOT NULL,
+     session TEXT,
+     created_at INTEGER NOT NULL,
+     updated_at INTEGER NOT NULL,
+     last_accessed_at INTEGER,
+     access_count INTEGER NOT NULL DEFAULT 0,
+     expires_at INTEGER,
+     pinned INTEGER NOT NULL DEFAULT 0,
+     sensitive INTEGER NOT NULL DEFAULT 0,
+     tokens INTEGER NOT NULL,
+     checksum TEXT NOT NULL,
+     version INTEGER NOT NULL,
+     embedding_model TEXT,
+     embedding BLOB,
+     provenance TEXT"
+}
+
+pub(super) fn migration_1() -> String {
+    format!(
+        "CREATE TABLE memories (rowid INTEGER PRIMARY KEY, {cols});
+         CREATE INDEX memories_scope ON memories(scope, created_at);
+         CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
+         CREATE UNIQUE INDEX memories_scope_key ON memories(scope, key) WHERE key IS NOT NULL;
+         CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, content='',
+             tokenize='porter unicode61 remove_diacritics 2');
+         INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1);
+         CREATE TABLE archive (rowid INTEGER PRIMARY KEY, {cols}, archived_at INTEGER NOT NULL, reason TEXT NOT NULL);
+         CREATE INDEX archive_scope ON archive(scope, created_at);
+         CREATE TABLE history (id TEXT NOT NULL, version INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (id, version)) WITHOUT ROWID;
+         CREATE TABLE sessions (id TEXT PRIMARY KEY, scope TEXT NOT NULL, created_at INTEGER NOT NULL,
+             last_activity_at INTEGER NOT NULL, archived_at INTEGER, max_bytes INTEGER NOT NULL, bytes INTEGER NOT NULL DEFAULT 0);",
+        cols = col_defs()
+    )
+}
+
+/// Version 2: the context log; scope indexes that cover the full
+/// (created_at, id) order, so a newest-first read of a scope whose memories
+/// share a timestamp (one batch) stops at its limit instead of sorting them
+/// all; and active-memory counts per scope (kept where rows enter and leave
+/// the text index, `fts_insert` and `fts_delete`), so text search gets a
+/// view's size without counting its rows. (Triggers kept the counts too,
+/// but made batched inserts 3.5× slower.)
+pub(super) fn migration_2() -> String {
+    "CREATE TABLE context_log (id TEXT PRIMARY KEY, created_at INTEGER NOT NULL, doc TEXT NOT NULL) WITHOUT ROWID;
+     DROP INDEX memories_scope;
+     CREATE INDEX memories_scope ON memories(scope, created_at, id);
+     DROP INDEX archive_scope;
+     CREATE INDEX archive_scope ON archive(scope, created_at, id);
+     CREATE TABLE scope_counts (scope TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+     INSERT INTO scope_counts (scope, n) SELECT scope, COUNT(*) FROM memories GROUP BY scope;"
+        .into()
+}
+
+/// Version 3: vectors. They stay in `memories.embedding` (little-endian
+/// f32, normalised) beside `embedding_model`; an index on the model finds
+/// the memories still waiting for a vector, `vector_models` fixes each
+/// model's dimension so vectors of different lengths never mix, and
+/// `vector_seq` / `version` / `epoch` / `index_version` keep the HNSW side
+/// file in step (see `ann.rs`).
+pub(super) fn migration_3() -> String {
+    "ALTER TABLE memories ADD COLUMN vector_seq INTEGER;
+     CREATE INDEX memories_embedding_model ON memories(embedding_model, vector_seq);
+     CREATE TABLE vector_models (model TEXT PRIMARY KEY, dim INTEGER NOT NULL,
+         version INTEGER NOT NULL DEFAULT 0, epoch INTEGER NOT NULL DEFAULT 0,
+         index_version INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+     INSERT OR IGNORE INTO vector_models (model, dim, version)
+         SELECT embedding_model, length(embedding) / 4, 1 FROM memories
+         WHERE embedding_model IS NOT NULL GROUP BY embedding_model;
+     UPDATE memories SET vector_seq = 1 WHERE embedding_model IS NOT NULL;"
+        .into()
+}
+
+/// Refuses a file that is another application's SQLite database, before
+/// anything (the switch to WAL, strata's tables) changes it. A new or empty
+/// file, or one holding strata's `schema_version`, is strata's.
+pub(super) fn refuse_foreign(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() > 0 => {}
+        _ => return Ok(()),
+    }
+    let c = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    let tables: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if tables.is_empty() || tables.iter().any(|t| t == "schema_version") {
+        return Ok(());
+    }
+    let mut shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+    if tables.len() > shown.len() {
+        shown.push("…");
+    }
+    Err(Error::ForeignDatabase {
+        path: path.display().to_string(),
+        tables: shown.join(", "),
+    })
+}

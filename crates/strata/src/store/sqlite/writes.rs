@@ -1,0 +1,255 @@
+//! Writes inside a transaction: a row with its text-index entries, scope
+//! count and vector stamp together; history; archive moves; deletes
+//! everywhere; session byte accounting.
+
+use super::*;
+
+/// Adds `delta` bytes to a session inside `tx`, enforcing its bound on growth.
+pub(super) fn session_delta(
+    tx: &Transaction<'_>,
+    session: Option<&str>,
+    delta: i64,
+    at: Option<Timestamp>,
+) -> Result<()> {
+    let Some(id) = session else { return Ok(()) };
+    let row: Option<(i64, i64, Option<i64>)> = tx
+        .prepare_cached("SELECT bytes, max_bytes, archived_at FROM sessions WHERE id = ?")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let (bytes, max, archived) = row.ok_or_else(|| Error::SessionNotFound(id.into()))?;
+    if delta > 0 {
+        if archived.is_some() {
+            return Err(Error::SessionArchived(id.into()));
+        }
+        if bytes + delta > max {
+            return Err(Error::SessionFull {
+                session: id.into(),
+                used: bytes as u64,
+                adding: delta as u64,
+                bound: max as u64,
+            });
+        }
+    }
+    let at = at.map(|t| t.as_millisecond());
+    tx.prepare_cached(
+        "UPDATE sessions SET bytes = MAX(0, bytes + ?), last_activity_at = MAX(last_activity_at, COALESCE(?, last_activity_at)) WHERE id = ?",
+    )?
+    .execute(params![delta, at, id])?;
+    Ok(())
+}
+
+pub(super) fn fts_insert(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
+    // Batches write many memories to few scopes; their terms are cached.
+    thread_local! {
+        static TERMS: std::cell::RefCell<std::collections::HashMap<String, String>> = Default::default();
+    }
+    let mut st =
+        tx.prepare_cached("INSERT INTO memories_fts(rowid, content, scopes) VALUES (?, ?, ?)")?;
+    TERMS.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.len() > 256 {
+            t.clear();
+        }
+        if !t.contains_key(m.scope.as_str()) {
+            t.insert(m.scope.to_string(), fts::scope_terms(&m.scope));
+        }
+        st.execute(params![rowid, m.content, t[m.scope.as_str()].as_str()])
+    })?;
+    count_scope(tx, &m.scope, 1)?;
+    stamp_vector(tx, rowid, m)
+}
+
+/// A row that enters `memories` with a vector (restore, import, a key
+/// superseded by an import) gets the model's next version, so the vector
+/// index picks it up.
+pub(super) fn stamp_vector(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
+    let Some(e) = &m.embedding else {
+        return Ok(());
+    };
+    tx.prepare_cached("INSERT OR IGNORE INTO vector_models (model, dim) VALUES (?, ?)")?
+        .execute(params![e.model, e.vector.len() as i64])?;
+    let dim: i64 = tx
+        .prepare_cached("SELECT dim FROM vector_models WHERE model = ?")?
+        .query_row([&e.model], |r| r.get(0))?;
+    if dim as usize != e.vector.len() {
+        return Err(Error::Embedding(format!(
+            "memory `{}`: a vector of length {} from `{}`, whose vectors in this store have length {dim}",
+            m.id,
+            e.vector.len(),
+            e.model
+        )));
+    }
+    let v: i64 = tx
+        .prepare_cached(
+            "UPDATE vector_models SET version = version + 1 WHERE model = ? RETURNING version",
+        )?
+        .query_row([&e.model], |r| r.get(0))?;
+    tx.prepare_cached("UPDATE memories SET vector_seq = ? WHERE rowid = ?")?
+        .execute(params![v, rowid])?;
+    Ok(())
+}
+
+/// Removes a row's entries from the index; `old` must be the memory exactly
+/// as it was indexed.
+pub(super) fn fts_delete(tx: &Transaction<'_>, rowid: i64, old: &Memory) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO memories_fts(memories_fts, rowid, content, scopes) VALUES ('delete', ?, ?, ?)",
+    )?
+    .execute(params![rowid, old.content, fts::scope_terms(&old.scope)])?;
+    count_scope(tx, &old.scope, -1)
+}
+
+/// Keeps `scope_counts` (active memories per scope) in step with the rows
+/// entering and leaving `memories`; a scope's row goes when it reaches 0.
+pub(super) fn count_scope(tx: &Transaction<'_>, scope: &Scope, delta: i64) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO scope_counts (scope, n) VALUES (?1, ?2) ON CONFLICT (scope) DO UPDATE SET n = n + ?2",
+    )?
+    .execute(params![scope.as_str(), delta])?;
+    if delta < 0 {
+        tx.prepare_cached("DELETE FROM scope_counts WHERE scope = ? AND n <= 0")?
+            .execute([scope.as_str()])?;
+    }
+    Ok(())
+}
+
+pub(super) fn get_active(tx: &Connection, id: &str) -> Result<Option<(i64, Memory)>> {
+    Ok(tx
+        .prepare_cached(&format!("SELECT {COLS}, rowid FROM memories WHERE id = ?"))?
+        .query_row([id], |r| Ok((r.get(24)?, read_memory(r)?)))
+        .optional()?)
+}
+
+pub(super) fn push_history(tx: &Transaction<'_>, old: &Memory) -> Result<()> {
+    let doc = serde_json::to_string(old).map_err(|e| Error::field("history", e))?;
+    tx.prepare_cached("INSERT OR REPLACE INTO history (id, version, doc) VALUES (?, ?, ?)")?
+        .execute(params![old.id, old.version as i64, doc])?;
+    Ok(())
+}
+
+/// Stores one memory inside `tx`. `check_archive` may be false only when the
+/// archive is known to be empty in this transaction.
+pub(super) fn put_in(tx: &Transaction<'_>, m: Memory, check_archive: bool) -> Result<Put> {
+    if let Some(key) = &m.key {
+        let existing: Option<String> = tx
+            .prepare_cached("SELECT id FROM memories WHERE scope = ? AND key = ?")?
+            .query_row(params![m.scope.as_str(), key], |r| r.get(0))
+            .optional()?;
+        if let Some(old_id) = existing {
+            let (rowid, old) =
+                get_active(tx, &old_id)?.ok_or_else(|| Error::NotFound(old_id.clone()))?;
+            let mut new = m;
+            new.id = old.id.clone();
+            new.created_at = old.created_at;
+            new.version = old.version + 1;
+            new.access_count = old.access_count;
+            new.last_accessed_at = old.last_accessed_at;
+            if old.session == new.session {
+                let delta = new.size_bytes() as i64 - old.size_bytes() as i64;
+                session_delta(tx, new.session.as_deref(), delta, Some(new.updated_at))?;
+            } else {
+                session_delta(
+                    tx,
+                    new.session.as_deref(),
+                    new.size_bytes() as i64,
+                    Some(new.updated_at),
+                )?;
+                session_delta(tx, old.session.as_deref(), -(old.size_bytes() as i64), None)?;
+            }
+            push_history(tx, &old)?;
+            replace_row(tx, rowid, &old, &new)?;
+            return Ok(Put::Superseded(new));
+        }
+    }
+    let archived = check_archive
+        && tx
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM archive WHERE id = ?)")?
+            .query_row([&m.id], |r| r.get::<_, bool>(0))?;
+    if archived {
+        return Err(Error::DuplicateId(m.id.clone()));
+    }
+    session_delta(
+        tx,
+        m.session.as_deref(),
+        m.size_bytes() as i64,
+        Some(m.updated_at),
+    )?;
+    let inserted = insert_row(tx, &m);
+    match inserted {
+        Ok(_) => {}
+        Err(rusqlite::Error::SqliteFailure(e, msg))
+            if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            if msg.as_deref().is_some_and(|s| s.contains("memories.id")) {
+                return Err(Error::DuplicateId(m.id.clone()));
+            }
+            return Err(rusqlite::Error::SqliteFailure(e, msg).into());
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let rowid = tx.last_insert_rowid();
+    fts_insert(tx, rowid, &m)?;
+    Ok(Put::Inserted(m))
+}
+
+pub(super) fn replace_row(
+    tx: &Transaction<'_>,
+    rowid: i64,
+    old: &Memory,
+    m: &Memory,
+) -> Result<()> {
+    let sets = COLS
+        .split(", ")
+        .map(|c| format!("{c} = ?"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut p = memory_params(m);
+    p.push(SqlValue::Integer(rowid));
+    tx.prepare_cached(&format!("UPDATE memories SET {sets} WHERE rowid = ?"))?
+        .execute(params_from_iter(p))?;
+    fts_delete(tx, rowid, old)?;
+    fts_insert(tx, rowid, m)?;
+    Ok(())
+}
+
+pub(super) fn archive_in(
+    tx: &Transaction<'_>,
+    id: &str,
+    reason: &str,
+    at: Timestamp,
+) -> Result<bool> {
+    let Some((rowid, m)) = get_active(tx, id)? else {
+        return Ok(false);
+    };
+    session_delta(tx, m.session.as_deref(), -(m.size_bytes() as i64), None)?;
+    tx.prepare_cached(&format!(
+        "INSERT INTO archive ({COLS}, archived_at, reason) SELECT {COLS}, ?, ? FROM memories WHERE rowid = ?"
+    ))?
+    .execute(params![at.as_millisecond(), reason, rowid])?;
+    tx.prepare_cached("DELETE FROM memories WHERE rowid = ?")?
+        .execute([rowid])?;
+    fts_delete(tx, rowid, &m)?;
+    Ok(true)
+}
+
+/// Deletes one memory everywhere: row, text index, archive, history.
+pub(super) fn delete_in(tx: &Transaction<'_>, id: &str) -> Result<bool> {
+    let mut found = false;
+    if let Some((rowid, m)) = get_active(tx, id)? {
+        if let Some(s) = &m.session {
+            tx.prepare_cached("UPDATE sessions SET bytes = MAX(0, bytes - ?) WHERE id = ?")?
+                .execute(params![m.size_bytes() as i64, s])?;
+        }
+        tx.prepare_cached("DELETE FROM memories WHERE rowid = ?")?
+            .execute([rowid])?;
+        fts_delete(tx, rowid, &m)?;
+        found = true;
+    }
+    found |= tx
+        .prepare_cached("DELETE FROM archive WHERE id = ?")?
+        .execute([id])?
+        > 0;
+    tx.prepare_cached("DELETE FROM history WHERE id = ?")?
+        .execute([id])?;
+    Ok(found)
+}
