@@ -1,0 +1,327 @@
+//! Reads: ranked recall (two phases: signals, then the memories that
+//! made the cut), lists and counts.
+
+use super::*;
+
+/// A recall request.
+#[derive(Clone, Debug)]
+pub struct Recall {
+    /// Natural-language or keyword query; may be empty.
+    pub query: String,
+    /// Scopes that may be seen.
+    pub view: View,
+    /// Conditions.
+    pub filter: Filter,
+    /// Ranking; `None` uses the configured default (hybrid).
+    pub strategy: Option<Strategy>,
+    /// Most results.
+    pub limit: usize,
+    /// Return score parts.
+    pub explain: bool,
+    /// Record the access (count and time) on returned memories.
+    pub touch: bool,
+    /// Search the archive too.
+    pub include_archived: bool,
+}
+
+impl Recall {
+    /// A recall of `query` over `view` with the defaults: hybrid, 10 results,
+    /// access recorded.
+    pub fn new(query: impl Into<String>, view: View) -> Recall {
+        Recall {
+            query: query.into(),
+            view,
+            filter: Filter::all(),
+            strategy: None,
+            limit: 10,
+            explain: false,
+            touch: true,
+            include_archived: false,
+        }
+    }
+}
+
+/// One recall result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Recalled {
+    /// The memory.
+    #[serde(flatten)]
+    pub memory: Memory,
+    /// The score it was ranked by.
+    pub score: f64,
+    /// Score parts, under `explain`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<ScoreParts>,
+    /// Set when the memory came from the archive.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<ArchiveMark>,
+}
+
+/// Order of [`Engine::list`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListOrder {
+    /// Newest first.
+    #[default]
+    Recency,
+    /// Oldest first.
+    Oldest,
+    /// Highest effective importance first.
+    Importance,
+}
+
+impl std::str::FromStr for ListOrder {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<ListOrder> {
+        match s {
+            "recency" | "newest" => Ok(ListOrder::Recency),
+            "oldest" => Ok(ListOrder::Oldest),
+            "importance" => Ok(ListOrder::Importance),
+            _ => Err(Error::field(
+                "order",
+                format!("`{s}` is not one of recency, oldest, importance"),
+            )),
+        }
+    }
+}
+
+/// A list request: memories in a view, filtered and ordered, no query.
+#[derive(Clone, Debug)]
+pub struct List {
+    /// Scopes that may be seen.
+    pub view: View,
+    /// Conditions.
+    pub filter: Filter,
+    /// Order.
+    pub order: ListOrder,
+    /// Most results.
+    pub limit: usize,
+    /// Skip this many.
+    pub offset: usize,
+}
+
+impl List {
+    /// Newest 50 in `view`.
+    pub fn new(view: View) -> List {
+        List {
+            view,
+            filter: Filter::all(),
+            order: ListOrder::Recency,
+            limit: 50,
+            offset: 0,
+        }
+    }
+}
+
+impl Engine {
+    /// Ranked memories for a query within a view.
+    ///
+    /// Two phases: candidates are ranked on a few columns ([`Signals`]:
+    /// bm25 from the full-text index, importance, kind, times, reads), then
+    /// only the memories that made the cut are loaded.
+    pub fn recall(&self, req: &Recall) -> Result<Vec<Recalled>> {
+        req.view.check()?;
+        let terms = text::query_terms(&req.query);
+        text::check_query_terms(&terms)?;
+        if req.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let strategy = req.strategy.unwrap_or(self.cfg.ranking.strategy);
+        let base = Query::view(req.view.clone(), now).filter(req.filter.clone());
+        // Relevance and hybrid rank the best text matches; recency and
+        // importance order every match by their own measure.
+        let want = match strategy {
+            Strategy::Relevance | Strategy::Hybrid => req
+                .limit
+                .saturating_mul(self.cfg.ranking.candidates_per_result)
+                .max(100),
+            Strategy::Recency | Strategy::Importance => usize::MAX,
+        };
+        // Vectors rank for relevance and hybrid (recency and importance
+        // order by their own measure).
+        let qvec = match strategy {
+            Strategy::Relevance | Strategy::Hybrid => self.query_vector(&req.query)?,
+            Strategy::Recency | Strategy::Importance => None,
+        };
+        let mut cands: Vec<(Signals, Relevance)> = if !terms.is_empty() || qvec.is_some() {
+            self.relevant(&base, &terms, qvec.as_ref(), want)?
+        } else if strategy == Strategy::Recency {
+            self.store
+                .query_signals(&base.limit(req.limit))?
+                .into_iter()
+                .map(|m| (m, Relevance::default()))
+                .collect()
+        } else {
+            self.store
+                .query_signals(&base)?
+                .into_iter()
+                .map(|m| (m, Relevance::default()))
+                .collect()
+        };
+        // Archived memories, when asked for, compete in the same ranking
+        // (one normalisation of relevance across both).
+        let mut archived: BTreeMap<String, (Memory, ArchiveMark)> = BTreeMap::new();
+        if req.include_archived {
+            let found: Vec<(Memory, ArchiveMark)> = self
+                .store
+                .query_archived(&Query::view(req.view.clone(), now).filter(req.filter.clone()))?
+                .into_iter()
+                .map(|a| {
+                    (
+                        a.memory,
+                        ArchiveMark {
+                            at: a.archived_at,
+                            reason: a.reason,
+                        },
+                    )
+                })
+                .collect();
+            let scores: Vec<Option<f64>> = if terms.is_empty() {
+                vec![None; found.len()]
+            } else {
+                let docs: Vec<(&str, f64)> = found
+                    .iter()
+                    .map(|(m, _)| (m.content.as_str(), m.tokens as f64))
+                    .collect();
+                text::bm25_docs(&docs, &terms)
+                    .into_iter()
+                    .map(Some)
+                    .collect()
+            };
+            for ((m, mark), s) in found.into_iter().zip(scores) {
+                if terms.is_empty() || s.is_some_and(|x| x > 0.0) {
+                    cands.push((Signals::of(&m), Relevance::text(s)));
+                    archived.insert(m.id.clone(), (m, mark));
+                }
+            }
+        }
+        let mut ranked: Vec<(Signals, ScoreParts, bool)> = self
+            .rank(cands, strategy, now)
+            .into_iter()
+            .map(|(s, p)| {
+                let arch = archived.contains_key(&s.id);
+                (s, p, arch)
+            })
+            .collect();
+        ranked.truncate(req.limit);
+        let active_ids: Vec<String> = ranked
+            .iter()
+            .filter(|r| !r.2)
+            .map(|r| r.0.id.clone())
+            .collect();
+        let mut loaded: BTreeMap<String, Memory> = self
+            .store
+            .get_many(&active_ids)?
+            .into_iter()
+            .map(|m| (m.id.clone(), m))
+            .collect();
+        let mut out = Vec::with_capacity(ranked.len());
+        for (sig, parts, arch) in ranked {
+            let found = if arch {
+                archived.remove(&sig.id).map(|(m, mark)| (m, Some(mark)))
+            } else {
+                // None when forgotten between the two phases.
+                loaded.remove(&sig.id).map(|m| (m, None))
+            };
+            let Some((mut memory, mark)) = found else {
+                continue;
+            };
+            // A caller reads what was recalled; the vector is for ranking
+            // (and stays in `get` and exports).
+            memory.embedding = None;
+            out.push(Recalled {
+                score: parts.total,
+                explain: req.explain.then_some(parts),
+                memory,
+                archived: mark,
+            });
+        }
+        if req.touch {
+            self.record_access(&active_ids, now)?;
+        }
+        Ok(out)
+    }
+
+    /// Scores and sorts candidates, best first.
+    pub(crate) fn rank(
+        &self,
+        mut cands: Vec<(Signals, Relevance)>,
+        strategy: Strategy,
+        now: Timestamp,
+    ) -> Vec<(Signals, ScoreParts)> {
+        rank::fuse(&self.cfg.ranking, &mut cands);
+        let mut scored: Vec<(Signals, ScoreParts)> = cands
+            .into_iter()
+            .map(|(m, r)| {
+                let p = rank::score(&self.cfg.ranking, strategy, &m, &r, now);
+                (m, p)
+            })
+            .collect();
+        rank::sort_scored(&mut scored, |m| m.id.as_str());
+        scored
+    }
+
+    /// Memories in a view, filtered and ordered (no query, no access recorded).
+    pub fn list(&self, req: &List) -> Result<Vec<Memory>> {
+        req.view.check()?;
+        if req.offset > i64::MAX as usize {
+            return Err(Error::field(
+                "offset",
+                format!("{} is over the largest offset, {}", req.offset, i64::MAX),
+            ));
+        }
+        self.settle_accesses();
+        let now = self.now();
+        let mut q = Query::view(req.view.clone(), now).filter(req.filter.clone());
+        match req.order {
+            ListOrder::Recency | ListOrder::Oldest => {
+                q.order = if req.order == ListOrder::Oldest {
+                    Order::Oldest
+                } else {
+                    Order::Newest
+                };
+                q.limit = Some(req.limit);
+                q.offset = req.offset;
+                self.store.query(&q)
+            }
+            ListOrder::Importance => {
+                let cands = self
+                    .store
+                    .query_signals(&q)?
+                    .into_iter()
+                    .map(|m| (m, Relevance::default()))
+                    .collect();
+                let ids: Vec<String> = self
+                    .rank(cands, Strategy::Importance, now)
+                    .into_iter()
+                    .skip(req.offset)
+                    .take(req.limit)
+                    .map(|(s, _)| s.id)
+                    .collect();
+                self.store.get_many(&ids)
+            }
+        }
+    }
+
+    /// Archived memories in a view, newest first.
+    pub fn list_archived(
+        &self,
+        view: &View,
+        filter: &Filter,
+        limit: usize,
+    ) -> Result<Vec<Archived>> {
+        self.store.query_archived(
+            &Query::view(view.clone(), self.now())
+                .filter(filter.clone())
+                .limit(limit),
+        )
+    }
+
+    /// How many active memories a view and filter select.
+    pub fn count(&self, view: &View, filter: &Filter) -> Result<u64> {
+        self.store
+            .count(&Query::view(view.clone(), self.now()).filter(filter.clone()))
+    }
+}
