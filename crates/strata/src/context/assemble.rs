@@ -21,10 +21,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use jiff::Timestamp;
-use sha2::{Digest, Sha256};
 
+use super::package::{Cand, apply_cut, marker, package_id};
 use super::profile::{self, Profile, Render};
 use super::render;
+use super::render::finish;
 use super::summary;
 use super::{ContextItem, ContextPackage, ContextRequest, Cut, SourceUsage, Summary, Why};
 use crate::Result;
@@ -41,21 +42,6 @@ use crate::tokens::TokenCounter;
 
 /// Fewest content tokens worth keeping of a cut item.
 pub const MIN_CUT: u32 = 32;
-
-/// The elision marker put where a cut item's middle was.
-pub fn marker(elided: u32) -> String {
-    format!(" […{elided} tokens cut…] ")
-}
-
-/// A ranked candidate.
-#[derive(Clone, Debug)]
-pub(crate) struct Cand {
-    pub sig: Signals,
-    pub parts: ScoreParts,
-    pub why: Why,
-    /// Tokens of the line around the content (prefix and newline).
-    pub fixed: u32,
-}
 
 /// A source, filled and with its candidates in fill order (always, head,
 /// tail, ranked).
@@ -241,18 +227,6 @@ pub(crate) fn cut_content(counter: &TokenCounter, content: &str, room: u32) -> (
         elided: total.saturating_sub(keep),
     };
     (apply_cut(counter, content, cut), cut)
-}
-
-/// Applies a recorded cut (replay uses this too).
-pub(crate) fn apply_cut(counter: &TokenCounter, content: &str, cut: Cut) -> String {
-    let head = counter.head(content, cut.head as usize);
-    let tail = counter.tail(content, cut.tail as usize);
-    format!(
-        "{}{}{}",
-        head.trim_end(),
-        marker(cut.elided),
-        tail.trim_start()
-    )
 }
 
 impl Engine {
@@ -765,85 +739,6 @@ fn dropped_in_order(srcs: &[Src], p: &Plan, n: usize) -> Vec<(usize, Cand)> {
         pos += 1;
     }
     out
-}
-
-/// Counts the rendered package exactly, removes the lowest-ranked items
-/// while it is over budget, and fills in the totals and the id.
-pub(crate) fn finish(
-    counter: &TokenCounter,
-    cache: &render::CountCache,
-    pkg: &mut ContextPackage,
-    cands: &[usize],
-) {
-    loop {
-        let total = render::count_cached(cache, counter, pkg.render, pkg);
-        if total <= pkg.max_tokens || (pkg.items.is_empty() && pkg.summary.is_none()) {
-            pkg.total_tokens = total;
-            break;
-        }
-        // Over: drop the lowest-scored ranked item (or, failing that, the
-        // last item, then the summary).
-        let victim = pkg
-            .items
-            .iter()
-            .enumerate()
-            .filter(|(_, it)| it.why == Why::Rank)
-            .min_by(|a, b| a.1.score.total_cmp(&b.1.score))
-            .map(|(k, _)| k)
-            .or(pkg.items.len().checked_sub(1));
-        match victim {
-            Some(k) => {
-                pkg.items.remove(k);
-            }
-            None => pkg.summary = None,
-        }
-    }
-    let mut used_items = vec![0usize; pkg.per_source.len()];
-    for it in &pkg.items {
-        used_items[it.source] += 1;
-    }
-    for (i, u) in pkg.per_source.iter_mut().enumerate() {
-        u.items = used_items[i];
-        u.dropped = cands.get(i).copied().unwrap_or(0).saturating_sub(u.items);
-    }
-    pkg.dropped = pkg.per_source.iter().map(|u| u.dropped).sum();
-    let used: u64 = pkg.items.iter().map(|it| u64::from(it.tokens)).sum();
-    pkg.compression_ratio = if pkg.available_tokens == 0 {
-        1.0
-    } else {
-        (used as f64 / pkg.available_tokens as f64).min(1.0)
-    };
-    pkg.id = package_id(pkg);
-}
-
-/// The package id: a hash of the profile, the render, the budget, each
-/// item's id, version and cut, and the summary's sources.
-pub(crate) fn package_id(pkg: &ContextPackage) -> String {
-    let mut h = Sha256::new();
-    h.update(format!(
-        "{}\0{}\0{}\0",
-        pkg.profile,
-        pkg.render.as_str(),
-        pkg.max_tokens
-    ));
-    for it in &pkg.items {
-        h.update(format!("{}\0{}\0{}\0", it.source, it.id, it.version));
-        if let Some(c) = it.cut {
-            h.update(format!("cut {} {} {}\0", c.head, c.tail, c.elided));
-        }
-    }
-    if let Some(s) = &pkg.summary {
-        h.update(format!("summary {}\0", s.method));
-        for p in &s.picks {
-            h.update(format!("{}\0{}\0{}\0", p.id, p.version, p.sentence));
-        }
-        for id in &s.ids {
-            h.update(format!("{id}\0"));
-        }
-    }
-    let d = h.finalize();
-    let hex: String = d.iter().take(12).map(|b| format!("{b:02x}")).collect();
-    format!("ctx-{hex}")
 }
 
 /// The package of profile `"none"`.

@@ -18,7 +18,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ContextItem, ContextPackage, Render};
+use super::package::package_id;
+use super::{ContextItem, ContextPackage, Render, Why};
 use crate::model::Role;
 use crate::tokens::TokenCounter;
 
@@ -241,6 +242,72 @@ pub fn to_text(p: &ContextPackage, render: Render) -> String {
                 + "\n"
         }
     }
+}
+
+impl ContextPackage {
+    /// Renders the package (`json` includes the markdown as `text`).
+    pub fn to_text(&self, render: Render) -> String {
+        to_text(self, render)
+    }
+
+    /// The package as markdown.
+    pub fn markdown(&self) -> String {
+        markdown(self)
+    }
+
+    /// The package as chat messages.
+    pub fn messages(&self) -> Vec<Message> {
+        messages(self)
+    }
+}
+
+/// Counts the rendered package exactly, removes the lowest-ranked items
+/// while it is over budget, and fills in the totals and the id.
+pub(crate) fn finish(
+    counter: &TokenCounter,
+    cache: &CountCache,
+    pkg: &mut ContextPackage,
+    cands: &[usize],
+) {
+    loop {
+        let total = count_cached(cache, counter, pkg.render, pkg);
+        if total <= pkg.max_tokens || (pkg.items.is_empty() && pkg.summary.is_none()) {
+            pkg.total_tokens = total;
+            break;
+        }
+        // Over: drop the lowest-scored ranked item (or, failing that, the
+        // last item, then the summary).
+        let victim = pkg
+            .items
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| it.why == Why::Rank)
+            .min_by(|a, b| a.1.score.total_cmp(&b.1.score))
+            .map(|(k, _)| k)
+            .or(pkg.items.len().checked_sub(1));
+        match victim {
+            Some(k) => {
+                pkg.items.remove(k);
+            }
+            None => pkg.summary = None,
+        }
+    }
+    let mut used_items = vec![0usize; pkg.per_source.len()];
+    for it in &pkg.items {
+        used_items[it.source] += 1;
+    }
+    for (i, u) in pkg.per_source.iter_mut().enumerate() {
+        u.items = used_items[i];
+        u.dropped = cands.get(i).copied().unwrap_or(0).saturating_sub(u.items);
+    }
+    pkg.dropped = pkg.per_source.iter().map(|u| u.dropped).sum();
+    let used: u64 = pkg.items.iter().map(|it| u64::from(it.tokens)).sum();
+    pkg.compression_ratio = if pkg.available_tokens == 0 {
+        1.0
+    } else {
+        (used as f64 / pkg.available_tokens as f64).min(1.0)
+    };
+    pkg.id = package_id(pkg);
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use super::assemble::{apply_cut, finish};
+use super::package::apply_cut;
 use super::profile::{Profile, Render};
+use super::render::finish;
 use super::summary;
 use super::{
     ContextItem, ContextPackage, ContextRequest, Cut, SourceUsage, Summary, SummaryPick, Why,

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::assemble::Cand;
+use super::package::Cand;
 use super::profile::SummarizerKind;
 use super::{Summary, SummaryPick};
 use crate::Result;
