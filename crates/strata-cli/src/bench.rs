@@ -409,24 +409,12 @@ fn bench_config(path: &Path) -> strata::Config {
 
 /// Raw rusqlite: the same rows (built beforehand, untimed) into the same
 /// tables, one transaction, prepared statements. The ceiling strata's
-/// batched insert is measured against.
+/// batched insert is measured against. The tables are the store's own:
+/// a `SqliteStore` creates them (every migration), then steps aside.
 fn raw_insert(path: &Path, rows: &[strata::Memory]) -> Result<Duration> {
+    drop(strata::store::SqliteStore::open(path, Default::default())?);
     let c = rusqlite::Connection::open(path)?;
-    c.execute_batch(
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA secure_delete=ON; PRAGMA cache_size=-32768;
-         CREATE TABLE memories (rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, scope TEXT NOT NULL, kind TEXT NOT NULL,
-           role TEXT, content TEXT NOT NULL, payload TEXT, key TEXT, tags TEXT NOT NULL, importance REAL NOT NULL,
-           source TEXT NOT NULL, session TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
-           last_accessed_at INTEGER, access_count INTEGER NOT NULL, expires_at INTEGER, pinned INTEGER NOT NULL,
-           sensitive INTEGER NOT NULL, tokens INTEGER NOT NULL, checksum TEXT NOT NULL, version INTEGER NOT NULL,
-           embedding_model TEXT, embedding BLOB, provenance TEXT);
-         CREATE INDEX memories_scope ON memories(scope, created_at);
-         CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
-         CREATE UNIQUE INDEX memories_scope_key ON memories(scope, key) WHERE key IS NOT NULL;
-         CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, content='',
-             tokenize='porter unicode61 remove_diacritics 2');
-         INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1);",
-    )?;
+    c.execute_batch("PRAGMA synchronous=FULL; PRAGMA secure_delete=ON; PRAGMA cache_size=-32768;")?;
     let prepared: Vec<(String, String, String, String, String)> = rows
         .iter()
         .map(|m| {
