@@ -129,8 +129,25 @@ impl utoipa::Modify for Bearer {
 async fn guard(State(st): St, req: Request, next: Next) -> Response {
     match admit(&st, &req) {
         Ok(grant) => read_then(st, req, grant, next).await,
-        Err(e) => e.into_response(),
+        Err(e) => {
+            let unread = content_length(&req).is_some_and(|n| n > 0)
+                || req.headers().contains_key(header::TRANSFER_ENCODING);
+            let mut resp = e.into_response();
+            if unread {
+                close(&mut resp);
+            }
+            resp
+        }
     }
+}
+
+/// Marks an answer as the connection's last. A request whose body the
+/// server did not read leaves it in the connection: hyper then closes it,
+/// and a client that pooled it would send its next request into a closed
+/// socket. Saying so lets the client open a new one.
+fn close(resp: &mut Response) {
+    resp.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
 }
 
 fn admit(st: &Shared, req: &Request) -> Result<Grant> {
@@ -155,7 +172,9 @@ async fn read_then(st: Arc<Shared>, req: Request, grant: Grant, next: Next) -> R
     let bytes = match read.await {
         Ok(Ok(bytes)) => bytes,
         Ok(Err(e)) if e.to_string().contains("length limit") => {
-            return body_too_large(max).into_response();
+            let mut resp = body_too_large(max).into_response();
+            close(&mut resp);
+            return resp;
         }
         Ok(Err(e)) => {
             return ApiError::invalid("body", format!("could not read the request body: {e}"))
@@ -174,8 +193,7 @@ async fn read_then(st: Arc<Shared>, req: Request, grant: Grant, next: Next) -> R
             .into_response();
             // The rest of the body may still come: the connection cannot
             // carry another request.
-            resp.headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            close(&mut resp);
             return resp;
         }
     };

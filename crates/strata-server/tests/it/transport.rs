@@ -87,6 +87,7 @@ fn oversized_bodies_are_413_with_a_token() {
     );
     assert_eq!(r.status, 413, "{r:?}");
     assert_error(&r.json(), "too_large", "max_body_bytes");
+    assert!(r.head.contains("connection: close"), "{r:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
     let big = json!({"content": "x".repeat(100 << 10), "scope": "project/acme"}).to_string();
     let chunked = format!("{:x}\r\n{big}\r\n0\r\n\r\n", big.len());
@@ -520,4 +521,28 @@ fn oversized_heads_are_431() {
     let (status, _) = s.call("GET", "/v1/scopes", Some(&t), None);
     assert_eq!(status, 200);
     assert_eq!(s.snapshot(), before);
+}
+
+/// Regression (a CI run): the server answered 413 from the head and closed
+/// the connection with the body unread, while the client pooled it and
+/// sent its next request into the closed socket. An answer that leaves a
+/// body unread now says `Connection: close`.
+#[test]
+fn a_refused_body_does_not_break_the_next_request() {
+    let (s, t) = with_token(Limits {
+        max_body_bytes: 64 << 10,
+        ..Default::default()
+    });
+    let big = json!({"content": "x".repeat(100 << 10), "scope": "project/acme"}).to_string();
+    let small = json!({"content": "fits", "scope": "project/acme"}).to_string();
+    for _ in 0..20 {
+        let (status, v) = s.call("POST", "/v1/memories", Some(&t), Some(&big));
+        assert_eq!(status, 413, "{v}");
+        let (status, v) = s.call("POST", "/v1/memories", Some(&t), Some(&small));
+        assert_eq!(status, 201, "{v}");
+        let (status, v) = s.call("POST", "/v1/memories", Some("strata_wrong"), Some(&small));
+        assert_eq!(status, 401, "{v}");
+        let (status, v) = s.call("GET", "/v1/scopes", Some(&t), None);
+        assert_eq!(status, 200, "{v}");
+    }
 }
