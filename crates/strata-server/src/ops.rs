@@ -61,15 +61,8 @@ impl Ctx<'_> {
                 "name at least one scope the read may see (e.g. [\"project/acme\", \"global\"])",
             ));
         }
-        if entries.len() > View::MAX_ENTRIES {
-            return Err(ApiError::invalid(
-                field,
-                format!(
-                    "{} scopes, over the limit of {}; name a subtree (`project/**`) instead of its scopes",
-                    entries.len(),
-                    View::MAX_ENTRIES
-                ),
-            ));
+        if let Err(strata::Error::InvalidField { reason, .. }) = View::check_len(entries.len()) {
+            return Err(ApiError::invalid(field, reason));
         }
         let parsed = entries
             .iter()

@@ -324,12 +324,17 @@ impl View {
         if self.entries.is_empty() {
             return Err(Error::field("view", "no scope named"));
         }
-        if self.entries.len() > View::MAX_ENTRIES {
+        View::check_len(self.entries.len())
+    }
+
+    /// Checks a view's size before its entries are parsed (a front end
+    /// refuses a huge list without reading it).
+    pub fn check_len(n: usize) -> Result<(), Error> {
+        if n > View::MAX_ENTRIES {
             return Err(Error::field(
                 "view",
                 format!(
-                    "{} scopes, over the limit of {}; name a subtree (`project/**`) instead of its scopes",
-                    self.entries.len(),
+                    "{n} scopes, over the limit of {}; name a subtree (`project/**`) instead of its scopes",
                     View::MAX_ENTRIES
                 ),
             ));

@@ -158,11 +158,17 @@ impl Engine {
     }
 
     /// Creates the session with the configured defaults and `scope` unless
-    /// it exists; true when this call created it. A write creates its
-    /// session in its own scope, so the session covers what it holds.
-    pub(super) fn ensure_session(&self, id: &str, scope: &Scope, now: Timestamp) -> Result<bool> {
-        if self.store.get_session(id)?.is_some() {
-            return Ok(false);
+    /// it exists; returns whether this call created it, and the scope the
+    /// session covers. A write creates its session in its own scope, so the
+    /// session covers what it holds.
+    pub(super) fn ensure_session(
+        &self,
+        id: &str,
+        scope: &Scope,
+        now: Timestamp,
+    ) -> Result<(bool, Scope)> {
+        if let Some(held) = self.store.get_session(id)? {
+            return Ok((false, held.scope));
         }
         let s = Session {
             id: id.into(),
@@ -174,24 +180,13 @@ impl Engine {
             bytes: 0,
         };
         match self.store.create_session(&s) {
-            Ok(()) => Ok(true),
+            Ok(()) => Ok((true, s.scope)),
             // Another writer created it first.
-            Err(Error::DuplicateSession(_)) => Ok(false),
+            Err(Error::DuplicateSession(_)) => {
+                let held = self.store.get_session(id)?.map(|h| h.scope);
+                Ok((false, held.unwrap_or(s.scope)))
+            }
             Err(e) => Err(e),
-        }
-    }
-
-    /// A session holds only memories inside its scope: one whose scope
-    /// covers `project/acme` may take a memory of `project/acme/sprint/s1`,
-    /// never one of `project/beta`. Reading or archiving a session then
-    /// touches nothing outside the scope it was created for.
-    pub(super) fn check_joins(&self, m: &Memory) -> Result<()> {
-        let Some(id) = &m.session else {
-            return Ok(());
-        };
-        match self.store.get_session(id)? {
-            Some(s) if !m.scope.is_within(&s.scope) => Err(beside_session(id, &s.scope, &m.scope)),
-            _ => Ok(()),
         }
     }
 
@@ -207,17 +202,25 @@ impl Engine {
         self.check_new(&new)?;
         let now = self.now();
         let m = self.build(new, now)?;
-        let created = match &m.session {
-            Some(s) => self.ensure_session(s, &m.scope, now)?,
-            None => false,
+        // A session holds only memories inside its scope: one covering
+        // `project/acme` may take a memory of `project/acme/sprint/s1`,
+        // never one of `project/beta`. Reading or archiving a session then
+        // touches nothing outside the scope it was created for.
+        let joins = |covers: &Scope| match &m.session {
+            Some(id) if !m.scope.is_within(covers) => Err(beside_session(id, covers, &m.scope)),
+            _ => Ok(()),
         };
-        let mut put = self.check_joins(&m).and_then(|()| self.store.put(&m));
+        let (created, covers) = match &m.session {
+            Some(s) => self.ensure_session(s, &m.scope, now)?,
+            None => (false, m.scope.clone()),
+        };
+        let mut put = joins(&covers).and_then(|()| self.store.put(&m));
         if let (Err(Error::SessionNotFound(s)), false) = (&put, created) {
             // Another writer's failed write removed the session it had just
             // created, between our check and our put: create it and retry.
             let s = s.clone();
-            self.ensure_session(&s, &m.scope, now)?;
-            put = self.check_joins(&m).and_then(|()| self.store.put(&m));
+            let (_, covers) = self.ensure_session(&s, &m.scope, now)?;
+            put = joins(&covers).and_then(|()| self.store.put(&m));
         }
         let stored = match put {
             Ok(p) => p.into_memory(),
@@ -271,8 +274,8 @@ impl Engine {
         let mut created = Vec::new();
         for (s, scope) in &sessions {
             match self.ensure_session(s, scope, now) {
-                Ok(true) => created.push(s.clone()),
-                Ok(false) => {}
+                Ok((true, _)) => created.push(s.clone()),
+                Ok((false, _)) => {}
                 Err(e) => {
                     for c in &created {
                         let _ = self.store.remove_empty_session(c);

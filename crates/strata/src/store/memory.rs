@@ -84,15 +84,7 @@ impl Inner {
             .vector_dims
             .entry(e.model.clone())
             .or_insert(e.vector.len());
-        if dim != e.vector.len() {
-            return Err(Error::Embedding(format!(
-                "memory `{}`: a vector of length {} from `{}`, whose vectors in this store have length {dim}",
-                m.id,
-                e.vector.len(),
-                e.model
-            )));
-        }
-        Ok(())
+        super::search::check_vector(&m.id, e, dim)
     }
 
     fn put(&mut self, m: &Memory) -> Result<Put> {

@@ -173,6 +173,19 @@ pub fn check_vectors(
     }
 }
 
+/// Checks a stored memory's vector (a write, an import, a restore) against
+/// the length `dim` its model holds in the store.
+pub fn check_vector(id: &str, e: &crate::model::Embedding, dim: usize) -> Result<()> {
+    if e.vector.len() == dim {
+        return Ok(());
+    }
+    Err(Error::Embedding(format!(
+        "memory `{id}`: a vector of length {} from `{}`, whose vectors in this store have length {dim}",
+        e.vector.len(),
+        e.model
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,14 +71,7 @@ pub(super) fn stamp_vector(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Resu
     let dim: i64 = tx
         .prepare_cached("SELECT dim FROM vector_models WHERE model = ?")?
         .query_row([&e.model], |r| r.get(0))?;
-    if dim as usize != e.vector.len() {
-        return Err(Error::Embedding(format!(
-            "memory `{}`: a vector of length {} from `{}`, whose vectors in this store have length {dim}",
-            m.id,
-            e.vector.len(),
-            e.model
-        )));
-    }
+    search::check_vector(&m.id, e, dim as usize)?;
     let v: i64 = tx
         .prepare_cached(
             "UPDATE vector_models SET version = version + 1 WHERE model = ? RETURNING version",
