@@ -162,7 +162,7 @@ struct Synthetic(usize);
 fn synthetic_vector(seed: u64, dim: usize) -> Vec<f32> {
     let mut rng = Rng(seed | 1);
     let mut v: Vec<f32> = (0..dim).map(|_| rng.unit() as f32 - 0.5).collect();
-    strata::embed::normalize(&mut v);
+    strata::normalize(&mut v);
     v
 }
 
@@ -176,11 +176,7 @@ impl strata::Embedder for Synthetic {
     fn is_local(&self) -> bool {
         true
     }
-    fn embed(
-        &self,
-        texts: &[&str],
-        _: strata::embed::Purpose,
-    ) -> Result<Vec<Vec<f32>>, strata::Error> {
+    fn embed(&self, texts: &[&str], _: strata::Purpose) -> Result<Vec<Vec<f32>>, strata::Error> {
         Ok(texts
             .iter()
             .map(|t| {
@@ -412,7 +408,7 @@ fn bench_config(path: &Path) -> strata::Config {
 /// batched insert is measured against. The tables are the store's own:
 /// a `SqliteStore` creates them (every migration), then steps aside.
 fn raw_insert(path: &Path, rows: &[strata::Memory]) -> Result<Duration> {
-    drop(strata::store::SqliteStore::open(path, Default::default())?);
+    drop(strata::SqliteStore::open(path, Default::default())?);
     let c = rusqlite::Connection::open(path)?;
     c.execute_batch("PRAGMA synchronous=FULL; PRAGMA secure_delete=ON; PRAGMA cache_size=-32768;")?;
     let prepared: Vec<(String, String, String, String, String)> = rows
@@ -423,7 +419,7 @@ fn raw_insert(path: &Path, rows: &[strata::Memory]) -> Result<Duration> {
                 m.scope.to_string(),
                 serde_json::to_string(&m.tags).unwrap_or_default(),
                 m.checksum.clone(),
-                strata::scope_terms(&m.scope),
+                strata::SqliteStore::scope_terms(&m.scope),
             )
         })
         .collect();
@@ -1042,13 +1038,13 @@ fn vector_bench(
     // Every memory at once, scanned and through the HNSW index: engines
     // over the same file with the index threshold out of reach, and at 1.
     let with_threshold = |ann_min_view: usize| -> Result<strata::Engine> {
-        let opts = strata::store::SqliteOptions {
+        let opts = strata::SqliteOptions {
             ann_min_view,
-            ..strata::store::SqliteOptions::default()
+            ..strata::SqliteOptions::default()
         };
         let e = strata::Engine::with_store(
             bench_config(db),
-            Box::new(strata::store::SqliteStore::open(db, opts)?),
+            Box::new(strata::SqliteStore::open(db, opts)?),
         )?;
         e.set_embedder(Some(std::sync::Arc::new(Synthetic(DIM))))?;
         Ok(e)
@@ -1105,15 +1101,15 @@ fn vector_bench(
         say(format!("timing the local model ({})…", e.model()));
         let docs: Vec<String> = (0..a.embed_texts).map(|_| datagen.sentence()).collect();
         let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
-        e.embed(&refs[..refs.len().min(8)], strata::embed::Purpose::Document)?;
+        e.embed(&refs[..refs.len().min(8)], strata::Purpose::Document)?;
         let t = Instant::now();
-        e.embed(&refs, strata::embed::Purpose::Document)?;
+        e.embed(&refs, strata::Purpose::Document)?;
         embed_docs_per_sec = Some(docs.len() as f64 / t.elapsed().as_secs_f64());
         let mut lat = Vec::new();
         for _ in 0..a.queries.min(200) {
             let q = datagen.query();
             let t = Instant::now();
-            e.embed(&[&q], strata::embed::Purpose::Query)?;
+            e.embed(&[&q], strata::Purpose::Query)?;
             lat.push(t.elapsed());
         }
         embed_query = Some(latency(lat));

@@ -392,7 +392,7 @@ pub struct ContextAnswer {
 /// `GET /v1/scopes`: scopes in use inside the caller's scopes.
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct ScopesAnswer {
-    pub scopes: Vec<strata::store::ScopeCount>,
+    pub scopes: Vec<strata::ScopeCount>,
 }
 
 /// `GET /v1/sessions`: sessions inside the caller's scopes.

@@ -85,8 +85,8 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
         RestoreBody, CompleteTaskBody, ContextBody, SessionBody, Stats, ErrorBody,
         RecallAnswer, BatchAnswer, ContextAnswer, MemoryAnswer, ListAnswer, ScopesAnswer, SessionsAnswer,
         RestoreAnswer, HealthAnswer, strata::Memory, strata::Recalled, strata::ForgetReport,
-        strata::TaskReport, strata::Session, strata::Manifest, strata::store::ScopeCount,
-        strata::store::ImportCounts
+        strata::TaskReport, strata::Session, strata::Manifest, strata::ScopeCount,
+        strata::ImportCounts
     )),
     modifiers(&Bearer)
 )]
@@ -759,7 +759,7 @@ impl std::io::Write for ChannelWriter {
 /// Read JSONL (from export) into the store; all lines are checked first.
 #[utoipa::path(post, path = "/v1/import", params(("on_conflict" = Option<String>, Query, description = "error (default), skip or replace")),
     request_body(content = String, content_type = "application/x-ndjson", description = "JSONL as `GET /v1/export` writes it"),
-    responses((status = 200, description = "What was imported", body = strata::store::ImportCounts), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "What was imported", body = strata::ImportCounts), (status = "4XX", body = ErrorBody)))]
 async fn import(State(st): St, g: G, RawQuery(q): RawQuery, req: Request) -> Result<Response> {
     let pairs = query_pairs(q.as_deref());
     known_params(&pairs, &["on_conflict"])?;

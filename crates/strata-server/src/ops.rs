@@ -466,7 +466,7 @@ impl Ctx<'_> {
         let req = self.context_request(b)?;
         if let Some(profile) = self.engine.resolve_profile(&req.profile)? {
             for src in &profile.sources {
-                if let Some(entry) = strata::context::profile::fill(&src.scope, &req.vars)?
+                if let Some(entry) = src.view_entry(&req.vars)?
                     && !self.grant.allows_entry(&entry)
                 {
                     return Err(ApiError::outside(
@@ -576,7 +576,7 @@ impl Ctx<'_> {
     }
 
     /// Scopes in use inside the grant, with counts.
-    pub fn scopes(&self) -> Result<Vec<strata::store::ScopeCount>> {
+    pub fn scopes(&self) -> Result<Vec<strata::ScopeCount>> {
         let mut all = self.engine.list_scopes()?;
         all.retain(|s| self.grant.allows_scope(&s.scope));
         Ok(all)

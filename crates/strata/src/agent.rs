@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
-use crate::context::{ContextPackage, ContextRequest, Profile, Render, Source, SummarizerKind};
+use crate::context::{
+    ContextPackage, ContextRequest, Profile, ProfileSource, Render, SummarizerKind,
+};
 use crate::engine::{Confirm, Engine};
 use crate::error::Error;
 use crate::model::{Kind, Memory, NewMemory, Role};
@@ -199,11 +201,11 @@ impl<'e> Agent<'e> {
                 for src in &mut prof.sources {
                     src.share = src.share.map(|x| x * (1.0 - c));
                 }
-                prof.sources.push(Source {
+                prof.sources.push(ProfileSource {
                     title: "Conversation so far".into(),
                     kinds: vec![Kind::Conversation],
                     share: Some(c),
-                    ..Source::new(scope)
+                    ..ProfileSource::new(scope)
                 });
             }
         }

@@ -20,7 +20,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
-use crate::context::{ContextRequest, Profile, Render, Source, SummarizerKind, render};
+use crate::context::{ContextRequest, Profile, ProfileSource, Render, SummarizerKind, render};
 use crate::engine::{Confirm, Engine, Recall};
 use crate::error::Error;
 use crate::model::{Kind, NewMemory};
@@ -579,7 +579,7 @@ fn assemble(
         summarizer: SummarizerKind::Extractive,
         render: Render::Markdown,
         include_sensitive: false,
-        sources: vec![Source::new(scope.as_str())],
+        sources: vec![ProfileSource::new(scope.as_str())],
     };
     let req = ContextRequest::new("locomo").query(question);
     let t = Instant::now();

@@ -18,10 +18,10 @@
 //! # Ok::<(), strata::Error>(())
 //! ```
 
-pub mod agent;
+mod agent;
 mod config;
-pub mod context;
-pub mod embed;
+mod context;
+mod embed;
 mod engine;
 mod error;
 pub mod eval;
@@ -30,7 +30,7 @@ mod jsonl;
 mod model;
 mod rank;
 mod scope;
-pub mod store;
+mod store;
 mod sync;
 mod text;
 mod tokens;
@@ -38,31 +38,59 @@ mod tokens;
 #[cfg(test)]
 pub(crate) mod testutil;
 
-pub use agent::{Agent, Depth, NodeRun, NodeSpec, Pipeline, WriteSpec};
-pub use config::{Config, FileConfig, StoreConfig, default_db_path};
-pub use context::{
-    ContextItem, ContextPackage, ContextRequest, Message, Profile, Render, Replay, SourceUsage,
-    SummarizerConfig, Summary, Why,
+// The whole public API, one path per item. The modules above are private;
+// ARCHITECTURE.md says what each one holds.
+
+// Memories, scopes and views.
+pub use model::{
+    Embedding, Kind, Memory, NewMemory, Provenance, Role, Source, checksum, parse_time, parse_ttl,
 };
-pub use embed::{Embedder, EmbedderConfig, EmbedderKind};
+pub use scope::{Fence, Scope, Tier, View, ViewEntry};
+
+// The engine and its operations, each with its request and report.
+pub use config::{Config, FileConfig, StoreConfig, default_db_path};
 pub use engine::{
     ArchiveMark, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions, ForgetReport,
     List, ListOrder, Manifest, Patch, Promotion, QueryVector, Recall, Recalled, TaskReport,
     UpkeepReport,
 };
 pub use error::{Error, ErrorClass};
+
+// Ranking and filtering.
 pub use filter::{Field, Filter, Op, Scalar};
-pub use jsonl::{Export, ExportReport, parse_line};
-pub use model::{
-    Embedding, Kind, Memory, NewMemory, Provenance, Role, Source, checksum, parse_time, parse_ttl,
-};
 pub use rank::{Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Weights};
-pub use scope::{Fence, Scope, Tier, View, ViewEntry};
-pub use store::sqlite::scope_terms;
-pub use store::{Access, Archived, ImportCounts, OnConflict, PendingVector, Session, StoreStats};
-pub use sync::{FILE_TAG, SyncReport};
 pub use text::query_terms;
+
+// Context assembly.
+pub use context::{
+    ContextItem, ContextPackage, ContextRequest, Cut, FileProfile, FileProfiles, FileSource,
+    Message, Profile, ProfileSource, Render, Replay, ShareOrBool, SourceUsage, SummarizerConfig,
+    SummarizerKind, Summary, SummaryPick, Why,
+};
 pub use tokens::{TOKENIZERS, TokenCounter};
+
+// Agents and pipelines.
+pub use agent::{Agent, Depth, NodeRun, NodeSpec, Pipeline, WriteSpec};
+
+// Embeddings.
+#[cfg(feature = "local-embed")]
+pub use embed::write_tiny_model;
+pub use embed::{
+    DEFAULT_MODEL, Embedder, EmbedderConfig, EmbedderKind, MINILM_PACKAGE, MINILM_SHA256, Purpose,
+    default_model_dir, dot, file_sha256, normalize,
+};
+
+// Storage: the store traits (a backend implements them and passes the
+// conformance suite), the two stores, and the types they exchange.
+pub use store::{
+    Access, Archived, ContextLog, Durability, ImportCounts, ImportItem, ImportRules, MemoryStore,
+    OnConflict, Order, PendingVector, Put, Query, Rows, SCHEMA_VERSION, ScopeCount, Session,
+    Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch, VectorSearch,
+};
+
+// Import, export and file sync.
+pub use jsonl::{Export, ExportReport, parse_line};
+pub use sync::{FILE_TAG, SyncReport};
 
 /// Results of the strata engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

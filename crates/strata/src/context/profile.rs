@@ -89,7 +89,7 @@ pub enum SummarizerKind {
 
 /// One source of a profile: a scope pattern and what to take from it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Source {
+pub struct ProfileSource {
     /// Scope pattern (`project/{project}`, `global`, `project/{project}/**`).
     pub scope: String,
     /// Section heading; derived from the pattern's layer when unset.
@@ -112,12 +112,12 @@ pub struct Source {
     pub optional: bool,
 }
 
-impl Source {
+impl ProfileSource {
     /// A source over `scope` (a pattern) with its heading derived from the
     /// pattern and no conditions.
-    pub fn new(scope: impl Into<String>) -> Source {
+    pub fn new(scope: impl Into<String>) -> ProfileSource {
         let scope = scope.into();
-        Source {
+        ProfileSource {
             title: title_for(&scope),
             scope,
             kinds: Vec::new(),
@@ -128,6 +128,14 @@ impl Source {
             always: Vec::new(),
             optional: false,
         }
+    }
+
+    /// The view entry this source reads for a request's `vars`
+    /// (`project/{project}` with `project = acme` is `project/acme`);
+    /// `Ok(None)` when a placeholder has no value, an error when the filled
+    /// pattern is not a scope.
+    pub fn view_entry(&self, vars: &BTreeMap<String, String>) -> Result<Option<ViewEntry>, Error> {
+        fill(&self.scope, vars)
     }
 }
 
@@ -151,16 +159,16 @@ pub struct Profile {
     /// Let sensitive memories in.
     pub include_sensitive: bool,
     /// Sources, in priority order.
-    pub sources: Vec<Source>,
+    pub sources: Vec<ProfileSource>,
 }
 
 impl Profile {
     /// The built-in profile behind `"global"`: recency over the task, the
     /// project and global memory (the first two when the request names them).
     pub fn builtin_global() -> Profile {
-        let src = |layer: &str, optional: bool| Source {
+        let src = |layer: &str, optional: bool| ProfileSource {
             optional,
-            ..Source::new(layer_pattern(layer).unwrap_or("global"))
+            ..ProfileSource::new(layer_pattern(layer).unwrap_or("global"))
         };
         Profile {
             id: "global".into(),
@@ -265,7 +273,7 @@ pub fn fill(pattern: &str, vars: &BTreeMap<String, String>) -> Result<Option<Vie
 }
 
 /// The filter a source applies (sensitivity aside).
-pub fn source_filter(src: &Source, include_sensitive: bool) -> Result<Filter, Error> {
+pub fn source_filter(src: &ProfileSource, include_sensitive: bool) -> Result<Filter, Error> {
     let mut all = Vec::new();
     if !src.kinds.is_empty() {
         let kinds: Vec<&str> = src.kinds.iter().map(|k| k.as_str()).collect();
@@ -513,7 +521,7 @@ impl FileProfile {
                     return Err(bad(&field("always"), format!("`{a}` must be 1–512 bytes")));
                 }
             }
-            let src = Source {
+            let src = ProfileSource {
                 title: s.title.unwrap_or_else(|| title_for(&scope)),
                 scope,
                 kinds,

@@ -123,15 +123,18 @@ pub fn messages(p: &ContextPackage) -> Vec<Message> {
     out
 }
 
-/// Exact tokens of the package as `render` renders it (`json` is counted
-/// as its markdown `text`, the part meant for the model).
-pub fn count(counter: &TokenCounter, render: Render, p: &ContextPackage) -> u32 {
-    match render {
-        Render::Markdown | Render::Json => counter.count(&markdown(p)),
-        Render::Messages => messages(p)
-            .iter()
-            .map(|m| MESSAGE_OVERHEAD + counter.count(&m.content))
-            .sum(),
+impl ContextPackage {
+    /// Exact tokens of the package as `render` renders it, counted afresh
+    /// by `counter` (`json` is counted as its markdown `text`, the part
+    /// meant for the model). Assembly keeps this within the budget.
+    pub fn count_tokens(&self, counter: &TokenCounter, render: Render) -> u32 {
+        match render {
+            Render::Markdown | Render::Json => counter.count(&markdown(self)),
+            Render::Messages => messages(self)
+                .iter()
+                .map(|m| MESSAGE_OVERHEAD + counter.count(&m.content))
+                .sum(),
+        }
     }
 }
 

@@ -183,8 +183,8 @@ impl Inner {
 
 impl MemoryStore {
     /// BM25 by brute force, every matching memory scored: the independent
-    /// reference [`super::search::text_search`] is tested against (they
-    /// agree whenever no more than its cap of memories match).
+    /// reference the stores' shared search pipeline is tested against (they
+    /// agree whenever no more than the pipeline's cap of memories match).
     pub fn search_reference(
         &self,
         q: &Query,

@@ -316,9 +316,10 @@ pub trait Rows {
     fn put_batch(&self, ms: &mut dyn Iterator<Item = Result<Memory>>) -> Result<Vec<Put>>;
     /// Stores exported memories exactly as given (ids, versions, archive
     /// marks, history), all in one transaction.
-    /// `rules.fence` limits what the import may touch ([`plan_import_id`]
-    /// and [`import_session`] say how): an id or session outside it is
-    /// never changed or revealed.
+    /// `rules.fence` limits what the import may touch: a line whose id is
+    /// held outside the fence is stored under a fresh id, and a line joins
+    /// a session only as a write inside the fence could; an id or session
+    /// outside it is never changed or revealed.
     fn import(&self, items: &[ImportItem], rules: &ImportRules) -> Result<ImportCounts>;
     /// An active memory by id.
     fn get(&self, id: &str) -> Result<Option<Memory>>;
@@ -375,8 +376,8 @@ pub trait Sessions {
     fn archive_session(&self, id: &str, at: Timestamp) -> Result<Session>;
 }
 
-/// Full-text search within a view; the ranking itself is
-/// [`search::text_search`], fed by the backend's postings.
+/// Full-text search within a view. The ranking (BM25) is shared by every
+/// backend: each one feeds the same pipeline its postings and statistics.
 pub trait TextSearch: Rows {
     /// Active memories selected by `q` that match any of `terms`, best
     /// relevance first (BM25: positive, higher is better),

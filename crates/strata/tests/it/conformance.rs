@@ -1,8 +1,8 @@
 //! The store conformance suite: every backend passes the same tests.
 
 use serde_json::json;
-use strata::store::{ImportItem, ImportRules, OnConflict, Order, Put, Query, Session};
 use strata::{Access, Embedding, Error, Filter, Provenance, Role};
+use strata::{ImportItem, ImportRules, OnConflict, Order, Put, Query, Session};
 
 use crate::harness::{MakeStore, mem, now, scope, view};
 
@@ -565,7 +565,7 @@ fn relevance_agrees_across_backends() {
 /// random corpora, views and filters small enough that no cap applies.
 #[test]
 fn text_search_matches_the_brute_force_reference() {
-    use strata::store::{MemoryStore, Query, Rows, SqliteStore, TextSearch};
+    use strata::{MemoryStore, Query, Rows, SqliteStore, TextSearch};
     let words = [
         "billing", "queue", "retry", "tabs", "deploy", "login", "flaky", "cache", "moved", "berlin",
     ];

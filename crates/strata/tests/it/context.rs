@@ -3,7 +3,6 @@
 
 use jiff::Timestamp;
 use proptest::prelude::*;
-use strata::context::render;
 use strata::{
     Config, ContextRequest, Engine, Forget, ForgetOptions, Kind, NewMemory, Patch, Render, Role,
     Why,
@@ -74,7 +73,7 @@ fn req(profile: &str) -> ContextRequest {
 fn check_budget(e: &Engine, p: &strata::ContextPackage) {
     for r in [Render::Markdown, Render::Messages, Render::Json] {
         if r == p.render || (p.render == Render::Json && r == Render::Markdown) {
-            let exact = render::count(e.token_counter(), r, p);
+            let exact = p.count_tokens(e.token_counter(), r);
             assert_eq!(exact, p.total_tokens, "{r:?}");
             assert!(exact <= p.max_tokens, "{r:?}: {exact} > {}", p.max_tokens);
         }
@@ -463,7 +462,7 @@ scope = "global"
         let mut r = req("p").query(query);
         r.render = Some(render);
         let p = e.context(&r).unwrap();
-        let exact = render::count(e.token_counter(), render, &p);
+        let exact = p.count_tokens(e.token_counter(), render);
         prop_assert_eq!(exact, p.total_tokens);
         prop_assert!(exact <= budget, "{} > {}", exact, budget);
     }

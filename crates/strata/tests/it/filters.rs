@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use strata::store::{MemoryStore, Query, Rows, SqliteStore};
 use strata::{Filter, Role};
+use strata::{MemoryStore, Query, Rows, SqliteStore};
 
 use crate::harness::{mem, now, view};
 

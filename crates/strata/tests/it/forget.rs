@@ -1,7 +1,7 @@
 //! Forgetting: removed everywhere, including the bytes of the file.
 
 use serde_json::json;
-use strata::store::SqliteStore;
+use strata::SqliteStore;
 use strata::{Confirm, Error, Filter, Forget, ForgetOptions, NewMemory, Recall};
 
 use crate::harness::{MakeEngine, TestEngine, fingerprint, scope, view};

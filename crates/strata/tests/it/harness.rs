@@ -1,8 +1,8 @@
 //! Shared helpers: temporary stores and engines, memory builders.
 
 use jiff::Timestamp;
-use strata::store::{MemoryStore, SqliteStore, Store};
 use strata::{Config, Engine, Kind, Memory, Scope, Source, checksum};
+use strata::{MemoryStore, SqliteStore, Store};
 
 /// A backend under test, kept alive with its temporary directory.
 pub struct Backend {

@@ -4,7 +4,7 @@
 //! answers and the same errors.
 
 use proptest::prelude::*;
-use strata::store::{ImportItem, ImportRules, OnConflict, Query, Session, Store};
+use strata::{ImportItem, ImportRules, OnConflict, Query, Session, Store};
 
 use crate::harness::{Backend, mem, now, view};
 

@@ -1,7 +1,7 @@
 //! The on-disk format: versions, reopening, and files from the future.
 
 use strata::Error;
-use strata::store::{ContextLog, Rows, SqliteStore, VectorSearch};
+use strata::{ContextLog, Rows, SqliteStore, VectorSearch};
 
 use crate::harness::mem;
 
@@ -20,11 +20,8 @@ fn reopening_keeps_data_and_applies_no_migration_twice() {
     let rows: i64 = c
         .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(rows, strata::store::SCHEMA_VERSION);
-    assert_eq!(
-        s.stats().unwrap().schema_version,
-        strata::store::SCHEMA_VERSION
-    );
+    assert_eq!(rows, strata::SCHEMA_VERSION);
+    assert_eq!(s.stats().unwrap().schema_version, strata::SCHEMA_VERSION);
 }
 
 #[test]
@@ -64,7 +61,7 @@ fn processes_creating_one_file_at_once_agree() {
     let rows: i64 = c
         .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(rows, strata::store::SCHEMA_VERSION);
+    assert_eq!(rows, strata::SCHEMA_VERSION);
 }
 
 #[test]
@@ -114,10 +111,7 @@ fn a_version_1_file_is_upgraded_in_place() {
     );
     assert_eq!(s.count_pending("some-model").unwrap(), 0);
     assert_eq!(s.count_pending("another").unwrap(), 1);
-    assert_eq!(
-        s.stats().unwrap().schema_version,
-        strata::store::SCHEMA_VERSION
-    );
+    assert_eq!(s.stats().unwrap().schema_version, strata::SCHEMA_VERSION);
 }
 
 /// docs/schema.md is the contract: every table, column and index of a new

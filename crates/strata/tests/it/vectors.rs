@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strata::embed::{Embedder, Purpose};
 use strata::{EmbedWorker, Engine, Error, Filter, Kind, NewMemory, Recall, Strategy};
+use strata::{Embedder, Purpose};
 
 use crate::harness::{MakeEngine, scope, view};
 
@@ -58,7 +58,7 @@ impl Embedder for Concepts {
                         }
                     }
                 }
-                strata::embed::normalize(&mut v);
+                strata::normalize(&mut v);
                 v
             })
             .collect())
@@ -247,7 +247,7 @@ fn models_never_mix(make: MakeEngine<'_>) {
     assert!(
         store
             .search_vectors(
-                &strata::store::Query::view(view(&["project/a"]), jiff::Timestamp::now()),
+                &strata::Query::view(view(&["project/a"]), jiff::Timestamp::now()),
                 "concepts-v2",
                 &[0.0, 0.0, 0.0, 1.0],
                 10
@@ -411,11 +411,11 @@ fn recall_never_waits_only_when_store_and_embedder_say_so() {
     let dir = tempfile::tempdir().unwrap();
     let open = |embedder: Option<Arc<dyn Embedder>>, ann_min_view: usize| {
         let path = dir.path().join("m.db");
-        let opts = strata::store::SqliteOptions {
+        let opts = strata::SqliteOptions {
             ann_min_view,
-            ..strata::store::SqliteOptions::default()
+            ..strata::SqliteOptions::default()
         };
-        let store = strata::store::SqliteStore::open(&path, opts).unwrap();
+        let store = strata::SqliteStore::open(&path, opts).unwrap();
         let cfg = strata::Config {
             embedder: strata::EmbedderConfig::none(),
             ..strata::Config::sqlite(&path)
@@ -432,7 +432,7 @@ fn recall_never_waits_only_when_store_and_embedder_say_so() {
             dim: 4,
         })))
     };
-    let default_view = strata::store::SqliteOptions::default().ann_min_view;
+    let default_view = strata::SqliteOptions::default().ann_min_view;
     // No embedder: SQLite's reads alone (a reader never waits in WAL).
     assert!(open(None, default_view).recall_never_waits());
     // The memory store, with the default embedder: the local model when
@@ -471,7 +471,7 @@ mod local {
         let words = [
             "we", "moved", "to", "berlin", "the", "database", "is", "postgres", "lunch",
         ];
-        strata::embed::local::write_tiny_model(dir.path(), &words).unwrap();
+        strata::write_tiny_model(dir.path(), &words).unwrap();
         let e = EmbedderConfig::local(dir.path()).open().unwrap().unwrap();
         assert_eq!(e.dim(), 16);
         let texts = [
@@ -486,10 +486,10 @@ mod local {
             let norm: f32 = v.iter().map(|x| x * x).sum();
             assert!((norm - 1.0).abs() < 1e-4);
             // Per-batch padding is masked: same vector as alone.
-            let cos = strata::embed::dot(v, &alone);
+            let cos = strata::dot(v, &alone);
             assert!(cos > 0.9999, "{t}: {cos}");
         }
-        assert!(strata::embed::dot(&batch[0], &batch[1]) < 0.9999);
+        assert!(strata::dot(&batch[0], &batch[1]) < 0.9999);
     }
 
     /// The real all-MiniLM-L6-v2, when installed (`.ci/run` fetches it and
@@ -498,7 +498,7 @@ mod local {
     fn the_real_model_finds_paraphrases() {
         let dir = std::env::var_os("STRATA_TEST_MODEL_DIR")
             .map(std::path::PathBuf::from)
-            .unwrap_or_else(strata::embed::default_model_dir);
+            .unwrap_or_else(strata::default_model_dir);
         if !dir.join("model.safetensors").is_file() {
             eprintln!("skipped: no model at {}", dir.display());
             return;
@@ -533,8 +533,8 @@ mod local {
                 Purpose::Document,
             )
             .unwrap();
-        assert!(strata::embed::dot(&v[0], &v[1]) > 0.7);
-        assert!(strata::embed::dot(&v[0], &v[2]) < 0.3);
+        assert!(strata::dot(&v[0], &v[1]) > 0.7);
+        assert!(strata::dot(&v[0], &v[2]) < 0.3);
     }
 }
 
@@ -642,7 +642,7 @@ mod openai {
 #[cfg(feature = "ann")]
 mod ann {
     use super::*;
-    use strata::store::{Query, SqliteOptions, SqliteStore, VectorSearch};
+    use strata::{Query, SqliteOptions, SqliteStore, VectorSearch};
 
     /// Unit vectors drawn from a text's hash: well spread, deterministic.
     #[derive(Debug)]
@@ -670,7 +670,7 @@ mod ann {
                             (h % 2000) as f32 / 1000.0 - 1.0
                         })
                         .collect();
-                    strata::embed::normalize(&mut v);
+                    strata::normalize(&mut v);
                     v
                 })
                 .collect())
@@ -816,7 +816,13 @@ mod ann {
         // Forget leaves no copy of the vector on disk: the side file goes,
         // and the next build is made from the store without it.
         let m = indexed.get(&late.id).unwrap().unwrap();
-        let bytes = strata::embed::to_bytes(&m.embedding.unwrap().vector);
+        let bytes = m
+            .embedding
+            .unwrap()
+            .vector
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<u8>>();
         let has = |hay: &[u8]| hay.windows(bytes.len()).any(|w| w == bytes.as_slice());
         // Written into the file by a save (the late vector is in a rebuilt file).
         std::fs::remove_file(&side).unwrap();

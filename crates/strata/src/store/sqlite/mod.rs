@@ -94,8 +94,6 @@ impl From<rusqlite::Error> for Error {
     }
 }
 
-pub use fts::scope_terms;
-
 /// Newest schema version this build writes and reads.
 pub const SCHEMA_VERSION: i64 = 3;
 
@@ -192,6 +190,13 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The full-text terms this store indexes a scope's memories under
+    /// (`memories_fts.scope_terms`), for tools that write rows themselves,
+    /// such as the benchmark's raw-insert ceiling.
+    pub fn scope_terms(scope: &Scope) -> String {
+        fts::scope_terms(scope)
     }
 
     fn connect(&self) -> Result<Connection> {
