@@ -115,10 +115,12 @@ pub enum Command {
     #[command(subcommand)]
     Token(crate::cmd::serve::TokenCmd),
     /// Run the benchmarks (insert, remember, recall, cold start).
-    Bench(crate::bench::BenchArgs),
+    #[cfg(feature = "bench")]
+    Bench(strata_bench::BenchArgs),
     /// Retrieval benchmarks: LoCoMo recall@k and evidence inside contexts.
+    #[cfg(feature = "bench")]
     #[command(subcommand)]
-    Eval(crate::cmd::eval::EvalCmd),
+    Eval(strata_bench::EvalCmd),
     /// Tools for tests (not a stable interface).
     #[command(subcommand, hide = true)]
     Debug(crate::cmd::debug::DebugCmd),
@@ -242,31 +244,5 @@ pub fn with_confirm<T>(
             }
         }
         r => Ok(r?),
-    }
-}
-
-/// A directory of this process's own under the system's temporary
-/// directory, removed with everything in it when dropped, on success and
-/// error alike.
-pub struct Scratch(PathBuf);
-
-impl Scratch {
-    /// `<tmp>/<prefix>-<pid>`, emptied if a previous process of the same
-    /// id left it behind.
-    pub fn new(prefix: &str) -> Result<Scratch> {
-        let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(Scratch(dir))
-    }
-
-    pub fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

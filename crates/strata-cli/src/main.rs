@@ -5,7 +5,6 @@
 //! the library. Exit codes: 0 ok, 1 error, 2 usage.
 
 mod app;
-mod bench;
 mod cmd;
 mod output;
 
@@ -39,7 +38,7 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            let usage = e.downcast_ref::<app::UsageError>().is_some();
+            let usage = e.downcast_ref::<app::UsageError>().is_some() || bench_usage(&e);
             let mut err = std::io::stderr().lock();
             if json {
                 let class = e
@@ -53,4 +52,15 @@ fn main() -> ExitCode {
             ExitCode::from(if usage { 2 } else { 1 })
         }
     }
+}
+
+/// Whether `e` is a usage error of `strata bench` or `strata eval`.
+fn bench_usage(e: &anyhow::Error) -> bool {
+    #[cfg(feature = "bench")]
+    return e.downcast_ref::<strata_bench::UsageError>().is_some();
+    #[cfg(not(feature = "bench"))]
+    return {
+        let _ = e;
+        false
+    };
 }

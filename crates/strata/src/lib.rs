@@ -24,7 +24,6 @@ mod context;
 mod embed;
 mod engine;
 mod error;
-pub mod eval;
 mod filter;
 mod jsonl;
 mod model;
@@ -62,6 +61,7 @@ pub use rank::{Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Wei
 pub use text::query_terms;
 
 // Context assembly.
+pub use context::render::{markdown_heading, markdown_line};
 pub use context::{
     ContextItem, ContextPackage, ContextRequest, Cut, FileProfile, FileProfiles, FileSource,
     Message, Profile, ProfileSource, Render, Replay, ShareOrBool, SourceUsage, SummarizerConfig,

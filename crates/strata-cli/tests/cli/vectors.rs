@@ -6,7 +6,7 @@ use crate::util::{Env, write};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../strata/tests/fixtures/retrieval.json"
+    "/../strata-bench/tests/fixtures/retrieval.json"
 );
 
 /// A tiny random-weight BERT in the env's directory (real code path, no

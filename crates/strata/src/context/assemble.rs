@@ -327,7 +327,7 @@ impl Engine {
         let mut srcs: Vec<Src> = Vec::with_capacity(prof.sources.len());
         let mut resolved = Vec::with_capacity(prof.sources.len());
         for (i, s) in prof.sources.iter().enumerate() {
-            let header = counter.count(&render::heading(&s.title)) + 1;
+            let header = counter.count(&render::markdown_heading(&s.title)) + 1;
             let entry = profile::fill(&s.scope, &req.vars)?;
             let Some(entry) = entry else {
                 let missing: Vec<String> = profile::placeholders(&s.scope)
@@ -466,7 +466,7 @@ impl Engine {
             let reserve = (f64::from(budget) * prof.summary_share).floor() as u32;
             let smaller = plan(&srcs, budget - reserve);
             let room = budget - smaller.total();
-            let header = counter.count(&render::heading(render::SUMMARY_TITLE)) + 1;
+            let header = counter.count(&render::markdown_heading(render::SUMMARY_TITLE)) + 1;
             if room > header + 8 {
                 let dropped =
                     dropped_in_order(&srcs, &smaller, summary::max_summarized(room - header));

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::package::package_id;
 use super::{ContextItem, ContextPackage, Render, Why};
-use crate::model::Role;
+use crate::model::{Memory, Role};
 use crate::tokens::TokenCounter;
 
 /// Tokens a chat message costs beyond its content (OpenAI's accounting:
@@ -39,9 +39,16 @@ pub struct Message {
     pub content: String,
 }
 
-/// A section heading line.
-pub fn heading(title: &str) -> String {
+/// A section heading as the markdown rendering writes it (`## Title`).
+pub fn markdown_heading(title: &str) -> String {
     format!("## {title}\n")
+}
+
+/// A memory as the markdown rendering lists it under a heading
+/// (`- [decision · 2026-05-01] content`), for tools that lay memories out
+/// the way a context package does and count their tokens the same way.
+pub fn markdown_line(m: &Memory) -> String {
+    format!("{}{}\n", prefix(m.kind.as_str(), m.created_at), m.content)
 }
 
 /// The part of an item's line before its content.
@@ -80,14 +87,14 @@ fn sections(p: &ContextPackage, turns: bool) -> String {
         if !out.is_empty() {
             out.push('\n');
         }
-        out.push_str(&heading(&src.title));
+        out.push_str(&markdown_heading(&src.title));
         out.push_str(&body);
     }
     if let Some(s) = p.summary.as_ref().filter(|s| !s.text.is_empty()) {
         if !out.is_empty() {
             out.push('\n');
         }
-        out.push_str(&heading(SUMMARY_TITLE));
+        out.push_str(&markdown_heading(SUMMARY_TITLE));
         out.push_str(&s.text);
     }
     out

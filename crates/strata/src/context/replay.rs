@@ -209,9 +209,9 @@ impl Engine {
                 match summary::rebuild(&counts, &s.picks, &lookup) {
                     Some((text, tokens)) => Some(Summary {
                         method: s.method.clone(),
-                        tokens: counter
-                            .count(&super::render::heading(super::render::SUMMARY_TITLE))
-                            + 1
+                        tokens: counter.count(&super::render::markdown_heading(
+                            super::render::SUMMARY_TITLE,
+                        )) + 1
                             + tokens,
                         text,
                         ids: s.ids.clone(),

@@ -8,7 +8,6 @@ mod harness;
 
 mod conformance;
 mod context;
-mod eval;
 mod fences;
 mod filters;
 mod forget;

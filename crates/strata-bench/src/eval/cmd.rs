@@ -1,12 +1,12 @@
-//! `strata eval locomo FILE`: the LoCoMo retrieval benchmark.
+//! `strata eval`: the flags of the two evaluations and their printed
+//! reports.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
-use crate::app::{self, Global};
-use crate::output;
+use crate::out::{self as output, usage};
 
 #[derive(Debug, Subcommand)]
 pub enum EvalCmd {
@@ -74,18 +74,18 @@ pub struct LocomoArgs {
 /// An engine over a fresh database in `--dir` (or a temporary directory),
 /// with the embedder and fusion the flags name; and the temporary
 /// directory, removed when dropped (after the engine).
-fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<app::Scratch>)> {
+fn open(g: &Env, c: &Common) -> Result<(strata::Engine, Option<tempfile::TempDir>)> {
     let (dir, scratch) = match &c.dir {
         Some(d) => (d.clone(), None),
         None => {
-            let s = app::Scratch::new("strata-eval")?;
+            let s = crate::out::scratch("strata-eval")?;
             (s.path().to_path_buf(), Some(s))
         }
     };
     std::fs::create_dir_all(&dir)?;
     let db = dir.join("eval.db");
     if c.reuse && !db.is_file() {
-        return app::usage(format!("--reuse: no database at {}", db.display()));
+        return usage(format!("--reuse: no database at {}", db.display()));
     }
     if !c.reuse {
         for suffix in ["", "-wal", "-shm"] {
@@ -93,7 +93,7 @@ fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<app::Scratch>)
         }
     }
     // The configuration's [embedder] and [ranking] apply; the store is ours.
-    let mut cfg = app::resolve_config(g)?;
+    let mut cfg = (g.config)()?;
     cfg.store = strata::Config::sqlite(&db).store;
     cfg.max_items = 0;
     cfg.embedder.kind = match c.embedder.as_str() {
@@ -102,7 +102,7 @@ fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<app::Scratch>)
         "openai" => strata::EmbedderKind::Openai,
         "none" => strata::EmbedderKind::None,
         other => {
-            return app::usage(format!(
+            return usage(format!(
                 "--embedder: `{other}` is not one of auto, local, openai, none"
             ));
         }
@@ -111,7 +111,7 @@ fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<app::Scratch>)
         cfg.ranking.fusion = match f.as_str() {
             "rrf" => strata::Fusion::Rrf,
             "weighted" => strata::Fusion::Weighted,
-            other => return app::usage(format!("--fusion: `{other}` is not one of rrf, weighted")),
+            other => return usage(format!("--fusion: `{other}` is not one of rrf, weighted")),
         };
     }
     let engine = strata::Engine::open(cfg)?;
@@ -126,7 +126,7 @@ fn open(g: &Global, c: &Common) -> Result<(strata::Engine, Option<app::Scratch>)
 /// temporary directory (if any), whatever `f` returned.
 fn finish<T>(
     engine: strata::Engine,
-    scratch: Option<app::Scratch>,
+    scratch: Option<tempfile::TempDir>,
     f: impl FnOnce(&strata::Engine) -> strata::Result<T>,
 ) -> Result<T> {
     let out = f(&engine);
@@ -141,19 +141,33 @@ fn read_json(file: &std::path::Path) -> Result<serde_json::Value> {
     serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))
 }
 
-pub fn run(g: &Global, c: EvalCmd) -> Result<()> {
+/// How an evaluation reports, and where its engine's configuration comes
+/// from (the `strata` command resolves `strata.toml` and the environment).
+struct Env<'a> {
+    json: bool,
+    config: &'a dyn Fn() -> Result<strata::Config>,
+}
+
+/// Runs the evaluation `c` names and prints its report (JSON when `json`).
+/// `config` gives the base configuration: its `[embedder]` and `[ranking]`
+/// apply, the store is the evaluation's own.
+pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>) -> Result<()> {
+    let g = &Env {
+        json,
+        config: &config,
+    };
     let a = match c {
         EvalCmd::Locomo(a) => a,
         EvalCmd::Retrieval(a) => return run_retrieval(g, a),
     };
     if !(0.0..1.0).contains(&a.summary_share) {
-        return app::usage(format!(
+        return usage(format!(
             "--summary-share: {} must be in [0, 1)",
             a.summary_share
         ));
     }
     let data = read_json(&a.file)?;
-    let opts = strata::eval::LocomoOptions {
+    let opts = crate::eval::LocomoOptions {
         ks: a.k.clone(),
         budgets: a.budgets.clone(),
         strategy: a.common.strategy.parse()?,
@@ -169,22 +183,22 @@ pub fn run(g: &Global, c: EvalCmd) -> Result<()> {
             opts.strategy.as_str()
         );
     }
-    let rep = finish(engine, tmp, |e| strata::eval::locomo(e, &data, &opts))?;
+    let rep = finish(engine, tmp, |e| crate::eval::locomo(e, &data, &opts))?;
     if g.json {
         return output::json(&rep);
     }
     print_report(&rep, &opts)
 }
 
-fn run_retrieval(g: &Global, a: RetrievalArgs) -> Result<()> {
+fn run_retrieval(g: &Env, a: RetrievalArgs) -> Result<()> {
     let data = read_json(&a.file)?;
-    let opts = strata::eval::RetrievalOptions {
+    let opts = crate::eval::RetrievalOptions {
         ks: a.k.clone(),
         strategy: a.common.strategy.parse()?,
         reuse: a.common.reuse,
     };
     let (engine, tmp) = open(g, &a.common)?;
-    let rep = finish(engine, tmp, |e| strata::eval::retrieval(e, &data, &opts))?;
+    let rep = finish(engine, tmp, |e| crate::eval::retrieval(e, &data, &opts))?;
     if g.json {
         return output::json(&rep);
     }
@@ -212,7 +226,7 @@ fn table_head(ks: &[usize]) -> String {
     head
 }
 
-fn table_row(name: &str, m: &strata::eval::Metrics, ks: &[usize]) -> String {
+fn table_row(name: &str, m: &crate::eval::Metrics, ks: &[usize]) -> String {
     let mut s = format!("{name:<22}{:>6}", m.questions);
     for k in ks {
         s.push_str(&format!(
@@ -230,10 +244,7 @@ fn table_row(name: &str, m: &strata::eval::Metrics, ks: &[usize]) -> String {
     s
 }
 
-fn print_report(
-    rep: &strata::eval::LocomoReport,
-    opts: &strata::eval::LocomoOptions,
-) -> Result<()> {
+fn print_report(rep: &crate::eval::LocomoReport, opts: &crate::eval::LocomoOptions) -> Result<()> {
     output::line(format!(
         "LoCoMo retrieval — strategy {} — {} conversations, {} turns, {} questions with evidence ({} without; {} evidence ids name no turn, counted as misses)",
         rep.strategy,
@@ -248,8 +259,8 @@ fn print_report(
         "categories as in LoCoMo: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial",
     )?;
     output::line(table_head(&opts.ks))?;
-    let row = |name: &str, m: &strata::eval::Metrics| table_row(name, m, &opts.ks);
-    for (c, name) in strata::eval::CATEGORIES {
+    let row = |name: &str, m: &crate::eval::Metrics| table_row(name, m, &opts.ks);
+    for (c, name) in crate::eval::CATEGORIES {
         if let Some(m) = rep.by_category.get(&c) {
             output::line(row(&format!("{c} {name}"), m))?;
         }

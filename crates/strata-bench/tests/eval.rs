@@ -1,7 +1,7 @@
 //! The LoCoMo protocol on a small fixture in LoCoMo's layout.
 
-use strata::eval::{LocomoOptions, locomo};
 use strata::{Config, Engine};
+use strata_bench::{LocomoOptions, locomo};
 
 fn fixture() -> serde_json::Value {
     serde_json::json!([

@@ -19,13 +19,20 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::Result;
-use crate::context::{ContextRequest, Profile, ProfileSource, Render, SummarizerKind, render};
-use crate::engine::{Confirm, Engine, Recall};
-use crate::error::Error;
-use crate::model::{Kind, NewMemory};
-use crate::rank::Strategy;
-use crate::scope::{Scope, View};
+use strata::{
+    Confirm, ContextRequest, Engine, Error, Kind, NewMemory, Profile, ProfileSource, Recall,
+    Render, Result, Scope, Strategy, SummarizerKind, View,
+};
+
+pub(crate) mod cmd;
+
+/// An invalid field of the evaluation's input, named by its JSON path.
+fn invalid(path: impl Into<String>, reason: impl std::fmt::Display) -> Error {
+    Error::InvalidField {
+        field: path.into(),
+        reason: reason.to_string(),
+    }
+}
 
 /// LoCoMo's category names, by number.
 pub const CATEGORIES: [(u8, &str); 5] = [
@@ -259,7 +266,7 @@ pub fn parse_date(text: &str) -> Option<Timestamp> {
 
 fn field<'a>(v: &'a serde_json::Value, path: &str, name: &str) -> Result<&'a serde_json::Value> {
     v.get(name)
-        .ok_or_else(|| Error::field(format!("{path}.{name}"), "missing"))
+        .ok_or_else(|| invalid(format!("{path}.{name}"), "missing"))
 }
 
 /// Stores one conversation's turns; returns the turn ids it stored.
@@ -272,11 +279,11 @@ fn load_conversation(
     let path = format!("[{i}]");
     let id = field(sample, &path, "sample_id")?
         .as_str()
-        .ok_or_else(|| Error::field(format!("{path}.sample_id"), "not a string"))?;
+        .ok_or_else(|| invalid(format!("{path}.sample_id"), "not a string"))?;
     let scope = Scope::parse(&format!("project/{id}"))?;
     let conv = field(sample, &path, "conversation")?
         .as_object()
-        .ok_or_else(|| Error::field(format!("{path}.conversation"), "not an object"))?;
+        .ok_or_else(|| invalid(format!("{path}.conversation"), "not an object"))?;
     let mut sessions: Vec<(usize, &serde_json::Value)> = conv
         .iter()
         .filter_map(|(k, v)| {
@@ -294,20 +301,20 @@ fn load_conversation(
             .and_then(|d| d.as_str())
             .and_then(parse_date)
             .ok_or_else(|| {
-                Error::field(
+                invalid(
                     format!("{path}.conversation.{date_key}"),
                     "missing or not a date like `1:56 pm on 8 May, 2023`",
                 )
             })?;
-        let turns = turns.as_array().ok_or_else(|| {
-            Error::field(format!("{path}.conversation.session_{n}"), "not a list")
-        })?;
+        let turns = turns
+            .as_array()
+            .ok_or_else(|| invalid(format!("{path}.conversation.session_{n}"), "not a list"))?;
         for (j, t) in turns.iter().enumerate() {
             let tp = format!("{path}.conversation.session_{n}[{j}]");
             let speaker = field(t, &tp, "speaker")?.as_str().unwrap_or("someone");
             let dia = field(t, &tp, "dia_id")?
                 .as_str()
-                .ok_or_else(|| Error::field(format!("{tp}.dia_id"), "not a string"))?;
+                .ok_or_else(|| invalid(format!("{tp}.dia_id"), "not a string"))?;
             let text = field(t, &tp, "text")?.as_str().unwrap_or("");
             let mut content = format!("{speaker} said, \"{text}\"");
             if let Some(c) = t.get("blip_caption").and_then(|c| c.as_str()) {
@@ -366,12 +373,12 @@ pub fn locomo(
 ) -> Result<LocomoReport> {
     let samples = data
         .as_array()
-        .ok_or_else(|| Error::field("locomo", "the file must be a JSON list of conversations"))?;
+        .ok_or_else(|| invalid("locomo", "the file must be a JSON list of conversations"))?;
     if opts.ks.is_empty() || opts.ks.contains(&0) {
-        return Err(Error::field("k", "give positive cut-offs"));
+        return Err(invalid("k", "give positive cut-offs"));
     }
     if opts.budgets.contains(&0) {
-        return Err(Error::field("budgets", "budgets must be positive"));
+        return Err(invalid("budgets", "budgets must be positive"));
     }
     let kmax = *opts.ks.iter().max().unwrap_or(&10);
     let mut rep = LocomoReport {
@@ -406,7 +413,7 @@ pub fn locomo(
         let (scope, turn_ids) = &convs[i];
         let qa = field(s, &format!("[{i}]"), "qa")?
             .as_array()
-            .ok_or_else(|| Error::field(format!("[{i}].qa"), "not a list"))?;
+            .ok_or_else(|| invalid(format!("[{i}].qa"), "not a list"))?;
         for (j, q) in qa
             .iter()
             .enumerate()
@@ -492,14 +499,10 @@ pub fn locomo(
                 });
                 // Plain top-k at the same token cost: ranked lines under
                 // one heading until the budget is reached.
-                let mut used = counter.count(&render::heading("Project context")) + 1;
+                let mut used = counter.count(&strata::markdown_heading("Project context")) + 1;
                 let mut k = 0;
                 for h in &hits {
-                    let line = format!(
-                        "{}{}\n",
-                        render::prefix(h.memory.kind.as_str(), h.memory.created_at),
-                        h.memory.content
-                    );
+                    let line = strata::markdown_line(&h.memory);
                     let c = counter.count(&line);
                     if used + c > *budget {
                         break;
@@ -569,7 +572,7 @@ fn assemble(
     budget: u32,
     strategy: Strategy,
     summary_share: f64,
-) -> Result<(crate::context::ContextPackage, Duration)> {
+) -> Result<(strata::ContextPackage, Duration)> {
     let prof = Profile {
         id: "locomo".into(),
         max_tokens: budget,
@@ -653,7 +656,7 @@ pub struct RetrievalReport {
 fn str_field<'a>(v: &'a serde_json::Value, path: &str, name: &str) -> Result<&'a str> {
     field(v, path, name)?
         .as_str()
-        .ok_or_else(|| Error::field(format!("{path}.{name}"), "not a string"))
+        .ok_or_else(|| invalid(format!("{path}.{name}"), "not a string"))
 }
 
 /// Runs recall@k, any@k, all@k and MRR over a labelled set in the generic
@@ -667,14 +670,14 @@ pub fn retrieval(
     opts: &RetrievalOptions,
 ) -> Result<RetrievalReport> {
     if opts.ks.is_empty() || opts.ks.contains(&0) {
-        return Err(Error::field("k", "give positive cut-offs"));
+        return Err(invalid("k", "give positive cut-offs"));
     }
     let corpora = field(data, "", "corpora")?
         .as_array()
-        .ok_or_else(|| Error::field("corpora", "not a list"))?;
+        .ok_or_else(|| invalid("corpora", "not a list"))?;
     let queries = field(data, "", "queries")?
         .as_array()
-        .ok_or_else(|| Error::field("queries", "not a list"))?;
+        .ok_or_else(|| invalid("queries", "not a list"))?;
     let mut rep = RetrievalReport {
         strategy: opts.strategy.as_str().into(),
         corpora: corpora.len(),
@@ -690,14 +693,14 @@ pub fn retrieval(
         let scope = Scope::parse(&format!("project/eval-{i}"))?;
         let mems = field(c, &path, "memories")?
             .as_array()
-            .ok_or_else(|| Error::field(format!("{path}.memories"), "not a list"))?;
+            .ok_or_else(|| invalid(format!("{path}.memories"), "not a list"))?;
         let mut ids = HashSet::new();
         for (j, m) in mems.iter().enumerate() {
             let mp = format!("{path}.memories[{j}]");
             let mid = str_field(m, &mp, "id")?;
             let text = str_field(m, &mp, "text")?;
             if !ids.insert(mid.to_string()) {
-                return Err(Error::field(format!("{mp}.id"), format!("`{mid}` repeats")));
+                return Err(invalid(format!("{mp}.id"), format!("`{mid}` repeats")));
             }
             let at = match m.get("timestamp") {
                 None | Some(serde_json::Value::Null) => base
@@ -705,9 +708,9 @@ pub fn retrieval(
                     .unwrap_or(base),
                 Some(t) => t
                     .as_str()
-                    .and_then(|t| crate::model::parse_time("timestamp", t).ok())
+                    .and_then(|t| strata::parse_time("timestamp", t).ok())
                     .ok_or_else(|| {
-                        Error::field(format!("{mp}.timestamp"), "not an RFC 3339 time or date")
+                        invalid(format!("{mp}.timestamp"), "not an RFC 3339 time or date")
                     })?,
             };
             let (content, kind) = match m.get("speaker").and_then(|s| s.as_str()) {
@@ -723,29 +726,26 @@ pub fn retrieval(
         }
         rep.memories += mems.len();
         if scopes.insert(id.to_string(), (scope, ids)).is_some() {
-            return Err(Error::field(
-                format!("{path}.id"),
-                format!("`{id}` repeats"),
-            ));
+            return Err(invalid(format!("{path}.id"), format!("`{id}` repeats")));
         }
     }
     let mut asks = Vec::with_capacity(queries.len());
     for (i, q) in queries.iter().enumerate() {
         let path = format!("queries[{i}]");
         let corpus = str_field(q, &path, "corpus")?;
-        let (scope, ids) = scopes.get(corpus).ok_or_else(|| {
-            Error::field(format!("{path}.corpus"), format!("no corpus `{corpus}`"))
-        })?;
+        let (scope, ids) = scopes
+            .get(corpus)
+            .ok_or_else(|| invalid(format!("{path}.corpus"), format!("no corpus `{corpus}`")))?;
         let query = str_field(q, &path, "query")?;
         let relevant: Vec<String> = field(q, &path, "relevant")?
             .as_array()
             .and_then(|a| a.iter().map(|x| x.as_str().map(String::from)).collect())
-            .ok_or_else(|| Error::field(format!("{path}.relevant"), "not a list of ids"))?;
+            .ok_or_else(|| invalid(format!("{path}.relevant"), "not a list of ids"))?;
         if relevant.is_empty() {
-            return Err(Error::field(format!("{path}.relevant"), "empty"));
+            return Err(invalid(format!("{path}.relevant"), "empty"));
         }
         if let Some(r) = relevant.iter().find(|r| !ids.contains(*r)) {
-            return Err(Error::field(
+            return Err(invalid(
                 format!("{path}.relevant"),
                 format!("`{r}` is no memory of corpus `{corpus}`"),
             ));

@@ -25,10 +25,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use crate::app::Global;
-use crate::output;
+use crate::out::{self as output, usage};
 
-#[cfg(feature = "server")]
+#[cfg(feature = "http")]
 mod http;
 
 #[derive(Debug, Args)]
@@ -123,7 +122,7 @@ struct Report {
     context: Option<ContextBench>,
     #[serde(skip_serializing_if = "Option::is_none")]
     vectors: Option<VectorBench>,
-    #[cfg(feature = "server")]
+    #[cfg(feature = "http")]
     #[serde(skip_serializing_if = "Option::is_none")]
     http: Option<http::HttpBench>,
 }
@@ -454,9 +453,11 @@ fn raw_insert(path: &Path, rows: &[strata::Memory]) -> Result<Duration> {
     Ok(t.elapsed())
 }
 
-pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
+/// Runs the benchmarks `a` selects and prints their report (JSON when
+/// `json`; progress goes to standard error otherwise).
+pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
     if a.memories == 0 || a.scopes == 0 {
-        return crate::app::usage("bench: --memories and --scopes must be positive");
+        return usage("bench: --memories and --scopes must be positive");
     }
     for o in &a.only {
         if ![
@@ -464,12 +465,12 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         ]
         .contains(&o.as_str())
         {
-            return crate::app::usage(format!(
+            return usage(format!(
                 "bench --only: `{o}` is not one of insert, remember, recall, cold, context, vectors, http"
             ));
         }
-        if o == "http" && !cfg!(feature = "server") {
-            return crate::app::usage("bench --only http: built without the `server` feature");
+        if o == "http" && !cfg!(feature = "http") {
+            return usage("bench --only http: built without the `http` feature");
         }
     }
     let tmp;
@@ -479,7 +480,7 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
             d.clone()
         }
         None => {
-            tmp = crate::app::Scratch::new("strata-bench")?;
+            tmp = crate::out::scratch("strata-bench")?;
             tmp.path().to_path_buf()
         }
     };
@@ -494,7 +495,7 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         ..Report::default()
     };
     let say = |s: String| {
-        if !g.json {
+        if !json {
             eprintln!("{s}")
         }
     };
@@ -631,14 +632,14 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
         rep.vectors = Some(vector_bench(&a, &db, &mut datagen, &say)?);
     }
 
-    #[cfg(feature = "server")]
+    #[cfg(feature = "http")]
     if a.only.iter().any(|o| o == "http") {
         rep.http = Some(http::run(&a, &db, &mut datagen, &say)?);
     }
 
     // The http benchmark is also a check: a failed request or a lost
     // acknowledged write fails the run (after the report).
-    #[cfg(feature = "server")]
+    #[cfg(feature = "http")]
     let http_failures = rep.http.as_ref().map_or(0, |h| {
         h.in_process.iter().map(|p| p.phase.errors).sum::<usize>()
             + h.http.errors
@@ -646,17 +647,17 @@ pub fn run(g: &Global, a: BenchArgs) -> Result<()> {
             + h.mixed.errors
             + h.mixed.lost_writes
     });
-    #[cfg(not(feature = "server"))]
+    #[cfg(not(feature = "http"))]
     let http_failures = 0;
-    print_report(g, &rep)?;
+    print_report(json, &rep)?;
     if http_failures > 0 {
         anyhow::bail!("bench http: {http_failures} failed requests or lost writes");
     }
     Ok(())
 }
 
-fn print_report(g: &Global, rep: &Report) -> Result<()> {
-    if g.json {
+fn print_report(json: bool, rep: &Report) -> Result<()> {
+    if json {
         return output::json(rep);
     }
     output::line(format!(
@@ -721,7 +722,7 @@ fn print_report(g: &Global, rep: &Report) -> Result<()> {
             c.mean_items, c.mean_tokens
         ))?;
     }
-    #[cfg(feature = "server")]
+    #[cfg(feature = "http")]
     if let Some(h) = &rep.http {
         for p in &h.in_process {
             output::line(format!(
