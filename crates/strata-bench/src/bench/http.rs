@@ -418,8 +418,8 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     // Start from an empty write-ahead log: pages still in it from loading
     // the data (read with pread, not through the memory map) would slow
     // whichever side ran first.
-    rusqlite::Connection::open(db)?
-        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+    strata::SqliteStore::open(db, strata::SqliteOptions::default())?
+        .checkpoint()
         .context("checkpointing the benchmark database")?;
     let engine = strata::Engine::open(bench_config(db))?;
     let shared = strata_server::Shared::new(engine, &cfg, strata_server::AuthMode::Tokens)?;
