@@ -96,24 +96,9 @@ impl Inner {
                 .find(|x| x.scope == m.scope && x.key.as_deref() == Some(key))
                 .cloned();
             if let Some(old) = existing {
-                let mut new = m.clone();
-                new.id = old.id.clone();
-                new.created_at = old.created_at;
-                new.version = old.version + 1;
-                new.access_count = old.access_count;
-                new.last_accessed_at = old.last_accessed_at;
-                // The growing side is checked first: it is the only one that
-                // can fail, so a failure leaves nothing changed.
-                if old.session == new.session {
-                    let delta = new.size_bytes() as i64 - old.size_bytes() as i64;
-                    self.session_delta(new.session.as_deref(), delta, Some(new.updated_at))?;
-                } else {
-                    self.session_delta(
-                        new.session.as_deref(),
-                        new.size_bytes() as i64,
-                        Some(new.updated_at),
-                    )?;
-                    self.session_delta(old.session.as_deref(), -(old.size_bytes() as i64), None)?;
+                let new = super::superseding(&old, m.clone());
+                for (session, delta, at) in super::session_deltas(&old, &new) {
+                    self.session_delta(session, delta, at)?;
                 }
                 self.history.entry(old.id.clone()).or_default().push(old);
                 self.active.insert(new.id.clone(), new.clone());

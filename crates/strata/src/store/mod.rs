@@ -517,6 +517,39 @@ pub fn plan_import_id(
     }
 }
 
+/// A write under the `(scope, key)` of `old`: `new` takes its id, creation
+/// time and access statistics, one version up (every store supersedes so).
+pub fn superseding(old: &Memory, mut new: Memory) -> Memory {
+    new.id = old.id.clone();
+    new.created_at = old.created_at;
+    new.version = old.version + 1;
+    new.access_count = old.access_count;
+    new.last_accessed_at = old.last_accessed_at;
+    new
+}
+
+/// The session byte changes of replacing `old` by `new` as
+/// `(session, delta, activity time)`, the growing side first: it is the
+/// only one that can fail, so a failure leaves nothing changed.
+pub fn session_deltas<'a>(
+    old: &'a Memory,
+    new: &'a Memory,
+) -> Vec<(Option<&'a str>, i64, Option<Timestamp>)> {
+    if old.session == new.session {
+        let delta = new.size_bytes() as i64 - old.size_bytes() as i64;
+        vec![(new.session.as_deref(), delta, Some(new.updated_at))]
+    } else {
+        vec![
+            (
+                new.session.as_deref(),
+                new.size_bytes() as i64,
+                Some(new.updated_at),
+            ),
+            (old.session.as_deref(), -(old.size_bytes() as i64), None),
+        ]
+    }
+}
+
 /// `item` under a fresh id, its history with it.
 pub fn rekeyed(item: &ImportItem) -> ImportItem {
     let id = uuid::Uuid::now_v7().to_string();

@@ -131,23 +131,9 @@ pub(super) fn put_in(tx: &Transaction<'_>, m: Memory, check_archive: bool) -> Re
         if let Some(old_id) = existing {
             let (rowid, old) =
                 get_active(tx, &old_id)?.ok_or_else(|| Error::NotFound(old_id.clone()))?;
-            let mut new = m;
-            new.id = old.id.clone();
-            new.created_at = old.created_at;
-            new.version = old.version + 1;
-            new.access_count = old.access_count;
-            new.last_accessed_at = old.last_accessed_at;
-            if old.session == new.session {
-                let delta = new.size_bytes() as i64 - old.size_bytes() as i64;
-                session_delta(tx, new.session.as_deref(), delta, Some(new.updated_at))?;
-            } else {
-                session_delta(
-                    tx,
-                    new.session.as_deref(),
-                    new.size_bytes() as i64,
-                    Some(new.updated_at),
-                )?;
-                session_delta(tx, old.session.as_deref(), -(old.size_bytes() as i64), None)?;
+            let new = crate::store::superseding(&old, m);
+            for (session, delta, at) in crate::store::session_deltas(&old, &new) {
+                session_delta(tx, session, delta, at)?;
             }
             push_history(tx, &old)?;
             replace_row(tx, rowid, &old, &new)?;
