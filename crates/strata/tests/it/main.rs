@@ -11,6 +11,7 @@ mod context;
 mod fences;
 mod filters;
 mod forget;
+mod group_commit;
 mod isolation;
 mod jsonl;
 mod lifecycle;

@@ -15,16 +15,19 @@
 //! - `history`: superseded versions, one JSON document each.
 //! - `sessions`, and `schema_version`.
 //!
-//! Every write is one `BEGIN IMMEDIATE` transaction (row, index, session
-//! bytes together), so several processes can share the file: SQLite's
-//! `busy_timeout` queues the writers and WAL lets readers go on.
+//! Every write is all or nothing inside one `BEGIN IMMEDIATE` transaction
+//! (row, index, session bytes together), so several processes can share
+//! the file: SQLite's `busy_timeout` queues the writers and WAL lets
+//! readers go on. Concurrent writers of one process share transactions
+//! (`group.rs`: each write under its own savepoint, one commit for the
+//! group, every writer answered after that commit).
 //! `secure_delete` overwrites freed pages, so forgotten text leaves the file
 //! at the next checkpoint.
 //!
 //! This file holds the store, its options, opening and the capabilities
 //! that are a statement or two each (rows, sessions, the context log); the
 //! rest by concern: `schema.rs` (columns, migrations, the foreign-file
-//! check), `pool.rs` (connections), `rows.rs` (row ↔ memory), `sql.rs`
+//! check), `pool.rs` (connections), `group.rs` (group commit), `rows.rs` (row ↔ memory), `sql.rs`
 //! (view, filter, order and limit as SQL), `filter_sql.rs` (filters as
 //! JSON1), `writes.rs` (what a transaction does to a row, its index entries
 //! and counts), `fts.rs` (FTS5 expressions, scope terms, the postings BM25
@@ -39,8 +42,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params,
-    params_from_iter,
+    Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params, params_from_iter,
 };
 
 use super::search;
@@ -59,6 +61,7 @@ use crate::scope::{Scope, View};
 mod ann;
 mod filter_sql;
 mod fts;
+mod group;
 mod pool;
 mod rows;
 mod schema;
@@ -148,8 +151,8 @@ pub struct SqliteStore {
     path: PathBuf,
     opts: SqliteOptions,
     pool: Mutex<Vec<Connection>>,
-    /// See [`SqliteStore::write_turn`].
-    writer: Mutex<()>,
+    /// Every write goes through it (group commit).
+    writer: group::Writer,
     #[cfg(feature = "ann")]
     ann: std::sync::Arc<ann::Indexes>,
 }
@@ -177,7 +180,7 @@ impl SqliteStore {
             path,
             opts,
             pool: Mutex::new(Vec::new()),
-            writer: Mutex::new(()),
+            writer: Default::default(),
             #[cfg(feature = "ann")]
             ann: Default::default(),
         };
@@ -291,22 +294,10 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// This process's turn to write. SQLite's own lock makes a writer that
-    /// finds it taken sleep and retry (1, 2, 5 … 100 ms), so writers of one
-    /// process queue here first and wake the moment the one before them
-    /// commits; the busy timeout still settles contention between
-    /// processes.
-    fn write_turn(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.writer.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T>) -> Result<T> {
-        let mut c = self.conn()?;
-        let _turn = self.write_turn();
-        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+    /// Runs `f` in this process's write transaction (`group.rs`): it
+    /// returns once the transaction holding `f`'s work has committed.
+    fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.writer.write(|| self.connect(), f)
     }
 
     /// Writes the WAL back into the database file and truncates it. Fails
@@ -624,32 +615,17 @@ impl Rows for SqliteStore {
         if accesses.is_empty() {
             return Ok(());
         }
-        // Access statistics steer ranking but are not acknowledged writes:
-        // this commit skips the WAL fsync (`synchronous=NORMAL` still
-        // survives a process crash; only power loss can drop the last few).
-        let mut c = self.conn()?;
-        c.execute_batch("PRAGMA synchronous=NORMAL")?;
-        let r = (|| -> Result<()> {
-            let _turn = self.write_turn();
-            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            {
-                let mut st = tx.prepare_cached(
-                    "UPDATE memories SET access_count = access_count + ?1,
-                         last_accessed_at = MAX(COALESCE(last_accessed_at, ?2), ?2)
-                     WHERE id = ?3",
-                )?;
-                for a in accesses {
-                    st.execute(params![a.count as i64, a.at.as_millisecond(), a.id])?;
-                }
+        self.write(|tx| {
+            let mut st = tx.prepare_cached(
+                "UPDATE memories SET access_count = access_count + ?1,
+                     last_accessed_at = MAX(COALESCE(last_accessed_at, ?2), ?2)
+                 WHERE id = ?3",
+            )?;
+            for a in accesses {
+                st.execute(params![a.count as i64, a.at.as_millisecond(), a.id])?;
             }
-            tx.commit()?;
             Ok(())
-        })();
-        if c.execute_batch(sync_pragma(self.opts.durability)).is_err() {
-            // Never pool a connection left at the weaker setting.
-            c.discard();
-        }
-        r
+        })
     }
 
     fn archive(&self, ids: &[String], reason: &str, at: Timestamp) -> Result<usize> {

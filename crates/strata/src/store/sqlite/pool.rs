@@ -21,13 +21,6 @@ impl std::ops::DerefMut for Conn<'_> {
     }
 }
 
-impl Conn<'_> {
-    /// Closes the connection instead of returning it to the pool.
-    pub(super) fn discard(&mut self) {
-        self.conn.take();
-    }
-}
-
 impl Drop for Conn<'_> {
     fn drop(&mut self) {
         if let Some(c) = self.conn.take()

@@ -138,7 +138,7 @@ pub(super) fn memory_params(m: &Memory) -> Vec<SqlValue> {
 pub(super) const PLACEHOLDERS: &str = "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?";
 
 /// Inserts a memory row, binding fields by reference.
-pub(super) fn insert_row(tx: &Transaction<'_>, m: &Memory) -> rusqlite::Result<usize> {
+pub(super) fn insert_row(tx: &Connection, m: &Memory) -> rusqlite::Result<usize> {
     static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         format!("INSERT INTO memories ({COLS}) VALUES ({PLACEHOLDERS})")
     });

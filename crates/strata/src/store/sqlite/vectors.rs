@@ -120,7 +120,7 @@ impl SqliteStore {
                 path,
                 opts,
                 pool: Mutex::new(Vec::new()),
-                writer: Mutex::new(()),
+                writer: Default::default(),
                 ann: Default::default(),
             };
             probe.connect()

@@ -6,7 +6,7 @@ use super::*;
 
 /// Adds `delta` bytes to a session inside `tx`, enforcing its bound on growth.
 pub(super) fn session_delta(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     session: Option<&str>,
     delta: i64,
     at: Option<Timestamp>,
@@ -38,7 +38,7 @@ pub(super) fn session_delta(
     Ok(())
 }
 
-pub(super) fn fts_insert(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
+pub(super) fn fts_insert(tx: &Connection, rowid: i64, m: &Memory) -> Result<()> {
     // Batches write many memories to few scopes; their terms are cached.
     thread_local! {
         static TERMS: std::cell::RefCell<std::collections::HashMap<String, String>> = Default::default();
@@ -62,7 +62,7 @@ pub(super) fn fts_insert(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result
 /// A row that enters `memories` with a vector (restore, import, a key
 /// superseded by an import) gets the model's next version, so the vector
 /// index picks it up.
-pub(super) fn stamp_vector(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Result<()> {
+pub(super) fn stamp_vector(tx: &Connection, rowid: i64, m: &Memory) -> Result<()> {
     let Some(e) = &m.embedding else {
         return Ok(());
     };
@@ -84,7 +84,7 @@ pub(super) fn stamp_vector(tx: &Transaction<'_>, rowid: i64, m: &Memory) -> Resu
 
 /// Removes a row's entries from the index; `old` must be the memory exactly
 /// as it was indexed.
-pub(super) fn fts_delete(tx: &Transaction<'_>, rowid: i64, old: &Memory) -> Result<()> {
+pub(super) fn fts_delete(tx: &Connection, rowid: i64, old: &Memory) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO memories_fts(memories_fts, rowid, content, scopes) VALUES ('delete', ?, ?, ?)",
     )?
@@ -94,7 +94,7 @@ pub(super) fn fts_delete(tx: &Transaction<'_>, rowid: i64, old: &Memory) -> Resu
 
 /// Keeps `scope_counts` (active memories per scope) in step with the rows
 /// entering and leaving `memories`; a scope's row goes when it reaches 0.
-pub(super) fn count_scope(tx: &Transaction<'_>, scope: &Scope, delta: i64) -> Result<()> {
+pub(super) fn count_scope(tx: &Connection, scope: &Scope, delta: i64) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO scope_counts (scope, n) VALUES (?1, ?2) ON CONFLICT (scope) DO UPDATE SET n = n + ?2",
     )?
@@ -113,7 +113,7 @@ pub(super) fn get_active(tx: &Connection, id: &str) -> Result<Option<(i64, Memor
         .optional()?)
 }
 
-pub(super) fn push_history(tx: &Transaction<'_>, old: &Memory) -> Result<()> {
+pub(super) fn push_history(tx: &Connection, old: &Memory) -> Result<()> {
     let doc = serde_json::to_string(old).map_err(|e| Error::field("history", e))?;
     tx.prepare_cached("INSERT OR REPLACE INTO history (id, version, doc) VALUES (?, ?, ?)")?
         .execute(params![old.id, old.version as i64, doc])?;
@@ -122,7 +122,7 @@ pub(super) fn push_history(tx: &Transaction<'_>, old: &Memory) -> Result<()> {
 
 /// Stores one memory inside `tx`. `check_archive` may be false only when the
 /// archive is known to be empty in this transaction.
-pub(super) fn put_in(tx: &Transaction<'_>, m: Memory, check_archive: bool) -> Result<Put> {
+pub(super) fn put_in(tx: &Connection, m: Memory, check_archive: bool) -> Result<Put> {
     if let Some(key) = &m.key {
         let existing: Option<String> = tx
             .prepare_cached("SELECT id FROM memories WHERE scope = ? AND key = ?")?
@@ -171,12 +171,7 @@ pub(super) fn put_in(tx: &Transaction<'_>, m: Memory, check_archive: bool) -> Re
     Ok(Put::Inserted(m))
 }
 
-pub(super) fn replace_row(
-    tx: &Transaction<'_>,
-    rowid: i64,
-    old: &Memory,
-    m: &Memory,
-) -> Result<()> {
+pub(super) fn replace_row(tx: &Connection, rowid: i64, old: &Memory, m: &Memory) -> Result<()> {
     let sets = COLS
         .split(", ")
         .map(|c| format!("{c} = ?"))
@@ -191,12 +186,7 @@ pub(super) fn replace_row(
     Ok(())
 }
 
-pub(super) fn archive_in(
-    tx: &Transaction<'_>,
-    id: &str,
-    reason: &str,
-    at: Timestamp,
-) -> Result<bool> {
+pub(super) fn archive_in(tx: &Connection, id: &str, reason: &str, at: Timestamp) -> Result<bool> {
     let Some((rowid, m)) = get_active(tx, id)? else {
         return Ok(false);
     };
@@ -212,7 +202,7 @@ pub(super) fn archive_in(
 }
 
 /// Deletes one memory everywhere: row, text index, archive, history.
-pub(super) fn delete_in(tx: &Transaction<'_>, id: &str) -> Result<bool> {
+pub(super) fn delete_in(tx: &Connection, id: &str) -> Result<bool> {
     let mut found = false;
     if let Some((rowid, m)) = get_active(tx, id)? {
         if let Some(s) = &m.session {

@@ -1,0 +1,175 @@
+//! Group commit: the writers of one process share transactions.
+//!
+//! Every write of a [`super::SqliteStore`] runs here, one at a time, on one
+//! connection kept for writing. A writer that finds the transaction already
+//! open (an earlier writer left it open because more were queued) runs its
+//! work inside it, under a savepoint of its own, so a write that fails is
+//! undone alone. The transaction commits when nobody else is waiting to
+//! write, or when it holds [`MAX_WRITES`] writes or has been open for
+//! [`MAX_OPEN`]; each writer returns only once the commit that holds its
+//! work has returned, so an acknowledged write is as durable as before
+//! (`synchronous=FULL`: the commit's fsync covers every write in it).
+//!
+//! What this saves is commits: one fsync and one round of every other
+//! connection dropping its page cache and memory map per group instead of
+//! per write. Under concurrent writers the groups form by themselves (the
+//! writers that queue while one commits make the next group); a writer
+//! alone commits at once, as before.
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+
+use crate::Result;
+use crate::error::Error;
+
+/// A group commits once it holds this many writes, waiting or not.
+pub(super) const MAX_WRITES: usize = 256;
+/// A group commits once it has been open this long, waiting or not.
+pub(super) const MAX_OPEN: Duration = Duration::from_millis(20);
+
+/// The write side of a store: its connection and the open group.
+#[derive(Debug, Default)]
+pub(super) struct Writer {
+    state: Mutex<State>,
+    /// Signalled whenever a group ends (committed or rolled back).
+    ended: Condvar,
+    /// Writers blocked on `state`: while there are any, a writer leaves the
+    /// group open for them.
+    waiting: AtomicUsize,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    conn: Option<Connection>,
+    /// The group's transaction is open on `conn`.
+    open: Option<Instant>,
+    /// Writes done in the open group.
+    writes: usize,
+    /// Number of the open (or next) group.
+    group: u64,
+    /// Every group below this one has ended.
+    ended: u64,
+    /// The last group whose commit failed, and why.
+    failed: Option<(u64, String)>,
+}
+
+impl Writer {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        s
+    }
+
+    /// Runs `f` inside the process's write transaction and returns once
+    /// that transaction has committed (or `f`'s error, its work undone).
+    /// `connect` opens the write connection the first time.
+    pub(super) fn write<T>(
+        &self,
+        connect: impl FnOnce() -> Result<Connection>,
+        f: impl FnOnce(&Connection) -> Result<T>,
+    ) -> Result<T> {
+        let mut s = self.lock();
+        if s.conn.is_none() {
+            s.conn = Some(connect()?);
+        }
+        if s.open.is_none() {
+            conn(&s).execute_batch("BEGIN IMMEDIATE")?;
+            s.open = Some(Instant::now());
+        }
+        let out = match conn(&s).execute_batch("SAVEPOINT write") {
+            Ok(()) => catch_unwind(AssertUnwindSafe(|| f(conn(&s)))),
+            Err(e) => Ok(Err(e.into())),
+        };
+        let done = match &out {
+            Ok(Ok(_)) => conn(&s).execute_batch("RELEASE write"),
+            _ => conn(&s).execute_batch("ROLLBACK TO write; RELEASE write"),
+        };
+        let out = match (out, done) {
+            (Ok(Ok(v)), Ok(())) => Ok(v),
+            // The work succeeded but could not be kept: undo it as a failure.
+            (Ok(Ok(_)), Err(e)) => {
+                let _ = conn(&s).execute_batch("ROLLBACK TO write; RELEASE write");
+                Err(e.into())
+            }
+            (Ok(Err(e)), _) => Err(e),
+            (Err(panic), _) => {
+                self.end_if_alone(&mut s);
+                drop(s);
+                resume_unwind(panic);
+            }
+        };
+        let Ok(v) = out else {
+            // Nothing of this write is in the group; others may be.
+            self.end_if_alone(&mut s);
+            return out;
+        };
+        s.writes += 1;
+        let mine = s.group;
+        if self.should_wait(&s) {
+            while s.ended <= mine {
+                s = self.ended.wait(s).unwrap_or_else(PoisonError::into_inner);
+            }
+        } else {
+            self.end(&mut s);
+        }
+        match &s.failed {
+            Some((g, why)) if *g == mine => Err(commit_failed(why)),
+            _ => Ok(v),
+        }
+    }
+
+    /// Whether the open group should stay open for writers queued behind
+    /// this one.
+    fn should_wait(&self, s: &State) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
+            && s.writes < MAX_WRITES
+            && s.open.is_some_and(|t| t.elapsed() < MAX_OPEN)
+    }
+
+    /// Ends the group unless a queued writer will.
+    fn end_if_alone(&self, s: &mut State) {
+        if s.open.is_some() && !self.should_wait(s) {
+            self.end(s);
+        }
+    }
+
+    /// Commits the open group (rolls it back when it holds no write) and
+    /// wakes its writers.
+    fn end(&self, s: &mut State) {
+        let c = conn(s);
+        let r = if s.writes > 0 {
+            c.execute_batch("COMMIT")
+        } else {
+            c.execute_batch("ROLLBACK")
+        };
+        if let Err(e) = r {
+            // A failed COMMIT may leave the transaction open: end it, so
+            // the next group starts clean.
+            if !c.is_autocommit() {
+                let _ = c.execute_batch("ROLLBACK");
+            }
+            s.failed = Some((s.group, e.to_string()));
+        }
+        s.open = None;
+        s.writes = 0;
+        s.group += 1;
+        s.ended = s.group;
+        self.ended.notify_all();
+    }
+}
+
+fn conn(s: &State) -> &Connection {
+    s.conn.as_ref().expect("the write connection is open")
+}
+
+fn commit_failed(why: &str) -> Error {
+    Error::Storage {
+        backend: "sqlite",
+        source: format!("commit failed: {why}").into(),
+    }
+}
