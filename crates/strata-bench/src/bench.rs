@@ -7,6 +7,9 @@
 //!   rusqlite insert of the same rows into the same tables, in the same run;
 //! - `remember`: single durable (`synchronous=FULL`) `remember` latency on the
 //!   N-memory store;
+//! - `writers`: the same durable remembers from 1, 2, 4, 8 and 16 threads at
+//!   once (concurrent writers share commits: group commit), throughput and
+//!   latency per thread count;
 //! - `recall`: hybrid recall of question-like queries (a template around 1–3
 //!   content words drawn like the memories' words) over one project view;
 //! - `cold`: whole-process `strata recall` wall time;
@@ -50,13 +53,13 @@ pub struct BenchArgs {
     /// Insert rounds (strata and raw alternate; the medians are reported).
     #[arg(long, default_value_t = 3)]
     pub insert_rounds: usize,
-    /// Benchmarks to run (comma-separated): insert, remember, recall, cold,
-    /// context, vectors, http (recall over HTTP against in process, and a
+    /// Benchmarks to run (comma-separated): insert, remember, writers,
+    /// recall, cold, context, vectors, http (recall over HTTP against in process, and a
     /// mixed 90 % recall / 10 % remember workload; not in the default set).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "insert,remember,recall,cold,context,vectors"
+        default_value = "insert,remember,writers,recall,cold,context,vectors"
     )]
     pub only: Vec<String>,
     /// Directory for the benchmark databases (default: a temporary one).
@@ -111,6 +114,8 @@ struct Report {
     insert: Option<Insert>,
     #[serde(skip_serializing_if = "Option::is_none")]
     remember: Option<Latency>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    writers: Vec<Writers>,
     #[serde(skip_serializing_if = "Option::is_none")]
     recall: Option<Latency>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -214,6 +219,14 @@ struct Insert {
     rounds: usize,
 }
 
+/// Durable remembers from several threads at once.
+#[derive(Debug, Serialize)]
+struct Writers {
+    threads: usize,
+    per_sec: f64,
+    latency: Latency,
+}
+
 #[derive(Debug, Serialize)]
 struct Latency {
     n: usize,
@@ -233,6 +246,55 @@ fn latency(mut v: Vec<Duration>) -> Latency {
         p99_ms: at(0.99),
         max_ms: at(1.0),
     }
+}
+
+/// `items` remembered by `threads` threads at once, each a durable
+/// `remember` of its own; every one is checked to be stored afterwards.
+fn concurrent_remembers(
+    engine: &strata::Engine,
+    items: Vec<strata::NewMemory>,
+    threads: usize,
+) -> Result<Writers> {
+    let n = items.len();
+    let queue = std::sync::Mutex::new(items.into_iter());
+    let start = Instant::now();
+    let per_thread: Vec<(Vec<Duration>, Vec<String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| -> Result<(Vec<Duration>, Vec<String>)> {
+                    let (mut lat, mut ids) = (Vec::new(), Vec::new());
+                    loop {
+                        let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next();
+                        let Some(m) = next else { break };
+                        let t = Instant::now();
+                        let stored = engine.remember(m)?;
+                        lat.push(t.elapsed());
+                        ids.push(stored.id);
+                    }
+                    Ok((lat, ids))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a writer thread panicked"))
+            .collect::<Result<_>>()
+    })?;
+    let wall = start.elapsed();
+    let mut found = 0;
+    for id in per_thread.iter().flat_map(|(_, ids)| ids) {
+        found += usize::from(engine.get(id)?.is_some());
+    }
+    anyhow::ensure!(
+        found == n,
+        "bench writers: {} of {n} acknowledged remembers missing",
+        n - found
+    );
+    Ok(Writers {
+        threads,
+        per_sec: n as f64 / wall.as_secs_f64(),
+        latency: latency(per_thread.into_iter().flat_map(|(l, _)| l).collect()),
+    })
 }
 
 /// Deterministic generator (splitmix64).
@@ -461,12 +523,12 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
     }
     for o in &a.only {
         if ![
-            "insert", "remember", "recall", "cold", "context", "vectors", "http",
+            "insert", "remember", "writers", "recall", "cold", "context", "vectors", "http",
         ]
         .contains(&o.as_str())
         {
             return usage(format!(
-                "bench --only: `{o}` is not one of insert, remember, recall, cold, context, vectors, http"
+                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http"
             ));
         }
         if o == "http" && !cfg!(feature = "http") {
@@ -560,6 +622,25 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
             lat.push(t.elapsed());
         }
         rep.remember = Some(latency(lat));
+    }
+
+    if a.only.iter().any(|o| o == "writers") {
+        say(format!(
+            "timing {} durable remembers from 1 to 16 threads at once…",
+            a.writes
+        ));
+        for threads in [1, 2, 4, 8, 16] {
+            let items: Vec<strata::NewMemory> = (0..a.writes)
+                .map(|i| {
+                    let scope = strata::Scope::parse(&format!("project/p{:02}", i % a.scopes));
+                    scope.map(|s| {
+                        strata::NewMemory::new(s, datagen.sentence()).kind(strata::Kind::Finding)
+                    })
+                })
+                .collect::<strata::Result<_>>()?;
+            rep.writers
+                .push(concurrent_remembers(&engine, items, threads)?);
+        }
     }
 
     if a.only.iter().any(|o| o == "recall") {
@@ -678,6 +759,13 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
     };
     if let Some(l) = &rep.remember {
         output::line(lat_line("remember (FULL)", l))?;
+    }
+    for w in &rep.writers {
+        output::line(format!(
+            "{}  {:>7.0}/s",
+            lat_line(&format!("remember ×{:<2} threads", w.threads), &w.latency),
+            w.per_sec
+        ))?;
     }
     if let Some(l) = &rep.recall {
         output::line(lat_line("recall (hybrid)", l))?;

@@ -44,7 +44,9 @@ fn every_acknowledged_write_is_visible_to_another_connection_at_once() {
     });
     drop(writer);
     let fresh = store(&dir);
-    let n = fresh.count(&strata::Query::everything(crate::harness::now())).unwrap();
+    let n = fresh
+        .count(&strata::Query::everything(crate::harness::now()))
+        .unwrap();
     assert_eq!(n, (THREADS * WRITES) as u64);
 }
 
@@ -87,7 +89,9 @@ fn a_failing_write_is_undone_alone_while_others_share_its_transaction() {
     });
     drop(st);
     let fresh = store(&dir);
-    let all = fresh.query(&strata::Query::everything(crate::harness::now())).unwrap();
+    let all = fresh
+        .query(&strata::Query::everything(crate::harness::now()))
+        .unwrap();
     let want: usize = kept.iter().map(Vec::len).sum();
     assert_eq!(all.len(), want + 1, "only the accepted writes are stored");
     let original = fresh.get(&taken.id).unwrap().unwrap();

@@ -1,10 +1,13 @@
 //! Group commit: the writers of one process share transactions.
 //!
-//! Every write of a [`super::SqliteStore`] runs here, one at a time, on one
-//! connection kept for writing. A writer that finds the transaction already
+//! Every write of a [`super::SqliteStore`] runs here, one at a time. A
+//! group takes a connection from the store's pool when it begins and gives
+//! it back when it ends (so the connection that wrote also serves the next
+//! reads with a warm cache). A writer that finds the transaction already
 //! open (an earlier writer left it open because more were queued) runs its
 //! work inside it, under a savepoint of its own, so a write that fails is
-//! undone alone. The transaction commits when nobody else is waiting to
+//! undone alone; the first writer of a group needs none (its failure rolls
+//! the whole transaction back). The transaction commits when nobody else is waiting to
 //! write, or when it holds [`MAX_WRITES`] writes or has been open for
 //! [`MAX_OPEN`]; each writer returns only once the commit that holds its
 //! work has returned, so an acknowledged write is as durable as before
@@ -44,6 +47,7 @@ pub(super) struct Writer {
 
 #[derive(Debug, Default)]
 struct State {
+    /// The open group's connection.
     conn: Option<Connection>,
     /// The group's transaction is open on `conn`.
     open: Option<Instant>,
@@ -67,27 +71,39 @@ impl Writer {
 
     /// Runs `f` inside the process's write transaction and returns once
     /// that transaction has committed (or `f`'s error, its work undone).
-    /// `connect` opens the write connection the first time.
+    /// `take` gives a connection from the store's pool when a group
+    /// begins, `give_back` returns it when the group ends.
     pub(super) fn write<T>(
         &self,
-        connect: impl FnOnce() -> Result<Connection>,
+        take: impl FnOnce() -> Result<Connection>,
+        give_back: &dyn Fn(Connection),
         f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
         let mut s = self.lock();
-        if s.conn.is_none() {
-            s.conn = Some(connect()?);
-        }
         if s.open.is_none() {
-            conn(&s).execute_batch("BEGIN IMMEDIATE")?;
+            let c = take()?;
+            if let Err(e) = c.execute_batch("BEGIN IMMEDIATE") {
+                give_back(c);
+                return Err(e.into());
+            }
+            s.conn = Some(c);
             s.open = Some(Instant::now());
         }
-        let out = match conn(&s).execute_batch("SAVEPOINT write") {
+        // The first write of a group is undone with the whole transaction;
+        // later ones under a savepoint, keeping the others' work.
+        let alone = s.writes == 0;
+        let out = match if alone {
+            Ok(())
+        } else {
+            conn(&s).execute_batch("SAVEPOINT write")
+        } {
             Ok(()) => catch_unwind(AssertUnwindSafe(|| f(conn(&s)))),
             Err(e) => Ok(Err(e.into())),
         };
-        let done = match &out {
-            Ok(Ok(_)) => conn(&s).execute_batch("RELEASE write"),
-            _ => conn(&s).execute_batch("ROLLBACK TO write; RELEASE write"),
+        let done = match (&out, alone) {
+            (_, true) => Ok(()),
+            (Ok(Ok(_)), false) => conn(&s).execute_batch("RELEASE write"),
+            (_, false) => conn(&s).execute_batch("ROLLBACK TO write; RELEASE write"),
         };
         let out = match (out, done) {
             (Ok(Ok(v)), Ok(())) => Ok(v),
@@ -98,14 +114,14 @@ impl Writer {
             }
             (Ok(Err(e)), _) => Err(e),
             (Err(panic), _) => {
-                self.end_if_alone(&mut s);
+                self.undo_or_end(&mut s, alone, give_back);
                 drop(s);
                 resume_unwind(panic);
             }
         };
         let Ok(v) = out else {
             // Nothing of this write is in the group; others may be.
-            self.end_if_alone(&mut s);
+            self.undo_or_end(&mut s, alone, give_back);
             return out;
         };
         s.writes += 1;
@@ -115,7 +131,7 @@ impl Writer {
                 s = self.ended.wait(s).unwrap_or_else(PoisonError::into_inner);
             }
         } else {
-            self.end(&mut s);
+            self.end(&mut s, give_back);
         }
         match &s.failed {
             Some((g, why)) if *g == mine => Err(commit_failed(why)),
@@ -131,16 +147,17 @@ impl Writer {
             && s.open.is_some_and(|t| t.elapsed() < MAX_OPEN)
     }
 
-    /// Ends the group unless a queued writer will.
-    fn end_if_alone(&self, s: &mut State) {
-        if s.open.is_some() && !self.should_wait(s) {
-            self.end(s);
+    /// After a failed write: a group that held nothing else is rolled
+    /// back whole; otherwise it ends unless a queued writer will end it.
+    fn undo_or_end(&self, s: &mut State, alone: bool, give_back: &dyn Fn(Connection)) {
+        if s.open.is_some() && (alone || !self.should_wait(s)) {
+            self.end(s, give_back);
         }
     }
 
-    /// Commits the open group (rolls it back when it holds no write) and
-    /// wakes its writers.
-    fn end(&self, s: &mut State) {
+    /// Commits the open group (rolls it back when it holds no write), gives
+    /// its connection back and wakes its writers.
+    fn end(&self, s: &mut State, give_back: &dyn Fn(Connection)) {
         let c = conn(s);
         let r = if s.writes > 0 {
             c.execute_batch("COMMIT")
@@ -154,6 +171,9 @@ impl Writer {
                 let _ = c.execute_batch("ROLLBACK");
             }
             s.failed = Some((s.group, e.to_string()));
+        }
+        if let Some(c) = s.conn.take() {
+            give_back(c);
         }
         s.open = None;
         s.writes = 0;

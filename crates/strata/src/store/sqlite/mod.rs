@@ -254,15 +254,30 @@ impl SqliteStore {
     }
 
     fn conn(&self) -> Result<Conn<'_>> {
-        let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let conn = match pooled {
-            Some(c) => c,
-            None => self.connect()?,
-        };
         Ok(Conn {
             store: self,
-            conn: Some(conn),
+            conn: Some(self.take_conn()?),
         })
+    }
+
+    /// An idle connection from the pool, or a new one.
+    fn take_conn(&self) -> Result<Connection> {
+        let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match pooled {
+            Some(c) => Ok(c),
+            None => self.connect(),
+        }
+    }
+
+    /// Returns a connection to the pool (one left inside a transaction is
+    /// closed instead).
+    fn give_back(&self, c: Connection) {
+        if c.is_autocommit() {
+            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+            if pool.len() < pool::POOL_MAX_IDLE {
+                pool.push(c);
+            }
+        }
     }
 
     fn migrate(&self, c: &mut Connection) -> Result<()> {
@@ -297,7 +312,8 @@ impl SqliteStore {
     /// Runs `f` in this process's write transaction (`group.rs`): it
     /// returns once the transaction holding `f`'s work has committed.
     fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.writer.write(|| self.connect(), f)
+        self.writer
+            .write(|| self.take_conn(), &|c| self.give_back(c), f)
     }
 
     /// Writes the WAL back into the database file and truncates it. Fails

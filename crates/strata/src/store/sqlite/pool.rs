@@ -23,13 +23,8 @@ impl std::ops::DerefMut for Conn<'_> {
 
 impl Drop for Conn<'_> {
     fn drop(&mut self) {
-        if let Some(c) = self.conn.take()
-            && c.is_autocommit()
-        {
-            let mut pool = self.store.pool.lock().unwrap_or_else(|p| p.into_inner());
-            if pool.len() < POOL_MAX_IDLE {
-                pool.push(c);
-            }
+        if let Some(c) = self.conn.take() {
+            self.store.give_back(c);
         }
     }
 }
