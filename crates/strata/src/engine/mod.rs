@@ -105,8 +105,17 @@ impl Engine {
     }
 
     /// An engine over an already opened store.
+    ///
+    /// A build without the `local-embed` feature, opened with the default
+    /// `embedder.kind = "auto"`, can never have vectors: it says so once per
+    /// process on stderr (and in [`Engine::embed_status`]), so keyword-only
+    /// search is never a surprise. `kind = "none"` says it is meant.
     pub fn with_store(cfg: Config, store: Box<dyn Store>) -> Result<Engine> {
         cfg.validate()?;
+        if !cfg!(feature = "local-embed") && cfg.embedder.kind == crate::EmbedderKind::Auto {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("strata: {}", crate::embed::NO_LOCAL_EMBED));
+        }
         let tokens = TokenCounter::new(&cfg.tokenizer)?;
         Ok(Engine {
             store: Arc::from(store),

@@ -129,7 +129,7 @@ fn bad_lines_are_named_and_change_nothing(make: MakeEngine) {
             "checksum",
         ),
         (
-            line.replacen("\"kind\":\"context\"", "\"kind\":\"Not A Kind\"", 1),
+            line.replacen("\"kind\":\"note\"", "\"kind\":\"Not A Kind\"", 1),
             "line 1",
             "kind",
         ),
