@@ -4,7 +4,43 @@ use strata::{Kind, NewMemory, Recall, Strategy};
 
 use crate::harness::{MakeEngine, scope, view};
 
-backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally);
+backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, short_ids_name_one_memory);
+
+/// Short ids: the shortest dash-cut prefix no other memory inside the
+/// fence shares, read back by `resolve_id`; too short, unknown and
+/// ambiguous prefixes are named errors.
+fn short_ids_name_one_memory(make: MakeEngine) {
+    let e = make(&|_| {});
+    let batch = (0..3)
+        .map(|i| NewMemory::new(scope("project/a"), format!("batch {i}")))
+        .collect();
+    let ms = e.remember_batch(batch, strata::Confirm::No).unwrap();
+    let all = strata::Fence::everything();
+    for m in &ms {
+        let short = e.short_id(&m.id, &all).unwrap();
+        assert!(m.id.starts_with(&short) && short.len() >= 13, "{short}");
+        assert_eq!(e.resolve_id(&short, &all).unwrap(), m.id);
+        assert_eq!(e.resolve_id(&m.id, &all).unwrap(), m.id);
+    }
+    let err = e.resolve_id("01", &all).unwrap_err().to_string();
+    assert!(err.contains("too short"), "{err}");
+    let err = e.resolve_id("ffffffff-ffff", &all).unwrap_err();
+    assert!(matches!(err, strata::Error::NotFound(_)), "{err}");
+    let common: String = ms[0]
+        .id
+        .chars()
+        .zip(ms[1].id.chars())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    if common.len() >= 8 {
+        let err = e.resolve_id(&common, &all).unwrap_err().to_string();
+        assert!(err.contains("give more of the id"), "{err}");
+    }
+    // Outside the fence a memory does not exist, and takes no prefix room.
+    let other = strata::Fence::within(vec![scope("project/b")]);
+    assert!(e.resolve_id(&ms[0].id, &other).is_err());
+}
 
 /// The relevance floor: a recall with a query answers only with memories
 /// whose text match reaches `min_relevance`, and says why each passed.
