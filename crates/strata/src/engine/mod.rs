@@ -179,13 +179,14 @@ impl Engine {
     }
 
     /// The shortest prefix of `id` that names it among the active and
-    /// archived memories inside `fence`, cut at a dash of the UUID: at
-    /// least 13 characters (a UUIDv7 through its millisecond), longer only
-    /// when another memory shares it. Answers that show many memories
+    /// archived memories inside `fence`, cut at a dash of the UUID: 8
+    /// characters (a UUIDv7's first 8 count time in 65-second steps), 13
+    /// (through its millisecond) when another memory was written in the
+    /// same 65 seconds, longer only when one shares that too. Answers that show many memories
     /// (MCP's compact answers) carry these; [`Engine::resolve_id`] reads
     /// them back.
     pub fn short_id(&self, id: &str, fence: &Fence) -> Result<String> {
-        for len in [13, 18, 23] {
+        for len in [8, 13, 18, 23] {
             if len >= id.len() || !id.is_char_boundary(len) {
                 break;
             }

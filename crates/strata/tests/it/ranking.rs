@@ -18,6 +18,7 @@ fn short_ids_name_one_memory(make: MakeEngine) {
     let all = strata::Fence::everything();
     for m in &ms {
         let short = e.short_id(&m.id, &all).unwrap();
+        // Written in one millisecond: the first 8 characters are shared.
         assert!(m.id.starts_with(&short) && short.len() >= 13, "{short}");
         assert_eq!(e.resolve_id(&short, &all).unwrap(), m.id);
         assert_eq!(e.resolve_id(&m.id, &all).unwrap(), m.id);
@@ -37,6 +38,12 @@ fn short_ids_name_one_memory(make: MakeEngine) {
         let err = e.resolve_id(&common, &all).unwrap_err().to_string();
         assert!(err.contains("give more of the id"), "{err}");
     }
+    // Alone in its 65 seconds: 8 characters.
+    let lone = strata::Fence::within(vec![scope("project/b")]);
+    let b = e
+        .remember(NewMemory::new(scope("project/b"), "elsewhere"))
+        .unwrap();
+    assert_eq!(e.short_id(&b.id, &lone).unwrap(), b.id[..8]);
     // Outside the fence a memory does not exist, and takes no prefix room.
     let other = strata::Fence::within(vec![scope("project/b")]);
     assert!(e.resolve_id(&ms[0].id, &other).is_err());
