@@ -632,25 +632,24 @@ impl Ctx<'_> {
 
     /// The export a query asks for; a token limited to scopes must name a
     /// view inside them.
+    /// A full backup of what it selects unless `leave_out` says otherwise.
     pub fn export_request(
         &self,
         view: &[String],
         session: Option<String>,
-        user_data: bool,
+        leave_out: ExportParts,
     ) -> Result<strata::Export> {
         let view = if view.is_empty() && self.grant.is_unrestricted() {
             None
         } else {
             Some(self.view("view", view)?)
         };
-        Ok(if user_data {
-            strata::Export::user_data(view, session)
-        } else {
-            strata::Export {
-                view,
-                session,
-                ..Default::default()
-            }
+        Ok(strata::Export {
+            view,
+            session,
+            include_sensitive: leave_out.sensitive,
+            include_archived: leave_out.archived,
+            include_history: leave_out.history,
         })
     }
 
@@ -692,6 +691,28 @@ impl Ctx<'_> {
             &self.grant.fence(),
             &mut |_| {},
         )?)
+    }
+}
+
+/// Which parts an export carries (`GET /v1/export?sensitive=false&…`);
+/// all by default.
+#[derive(Clone, Copy, Debug)]
+pub struct ExportParts {
+    /// Sensitive memories.
+    pub sensitive: bool,
+    /// Archived memories.
+    pub archived: bool,
+    /// Earlier versions.
+    pub history: bool,
+}
+
+impl Default for ExportParts {
+    fn default() -> ExportParts {
+        ExportParts {
+            sensitive: true,
+            archived: true,
+            history: true,
+        }
     }
 }
 
