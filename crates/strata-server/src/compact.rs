@@ -167,20 +167,31 @@ pub fn memory(a: &MemoryAnswer) -> String {
     out
 }
 
-/// A context package: one line of figures, then the text it renders to.
-pub fn context(pkg: &ContextPackage, text: &str) -> String {
-    format!(
-        "context {} ({} items, {} of {} tokens{})\n{text}",
-        pkg.id,
-        pkg.items.len(),
-        pkg.total_tokens,
-        pkg.max_tokens,
-        if pkg.dropped > 0 {
-            format!(", {} left out", pkg.dropped)
+/// A context package: one line of figures (with the package id when it
+/// was logged, the only case where the id can be replayed), then the text
+/// it renders to.
+pub fn context(pkg: &ContextPackage, text: &str, logged: bool) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    if logged {
+        let _ = write!(out, "context {} ", pkg.id);
+    }
+    let _ = write!(
+        out,
+        "({}, {} of {} tokens",
+        if pkg.items.len() == 1 {
+            "1 item".to_string()
         } else {
-            String::new()
-        }
-    )
+            format!("{} items", pkg.items.len())
+        },
+        pkg.total_tokens,
+        pkg.max_tokens
+    );
+    if pkg.dropped > 0 {
+        let _ = write!(out, ", {} left out", pkg.dropped);
+    }
+    out.push_str(")\n");
+    out.push_str(text);
+    out
 }
 
 /// What a forget did (or would do).

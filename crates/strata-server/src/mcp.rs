@@ -286,7 +286,7 @@ impl StrataMcp {
             if verbose {
                 json(a)
             } else {
-                Ok(Answer::Text(compact::context(&a.package, &a.text)))
+                Ok(Answer::Text(compact::context(&a.package, &a.text, b.log)))
             }
         })
         .await

@@ -245,15 +245,15 @@ fn two_servers_and_the_cli_share_one_file() {
 }
 
 /// `strata mcp` over stdio: newline-delimited JSON-RPC.
-struct Stdio_ {
-    child: Child,
-    stdin: ChildStdin,
+pub(crate) struct Stdio_ {
+    pub(crate) child: Child,
+    pub(crate) stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     next: u64,
 }
 
 impl Stdio_ {
-    fn start(e: &Env, args: &[&str]) -> Stdio_ {
+    pub(crate) fn start(e: &Env, args: &[&str]) -> Stdio_ {
         let mut child = e
             .cmd()
             .arg("mcp")
@@ -271,12 +271,12 @@ impl Stdio_ {
         }
     }
 
-    fn send(&mut self, msg: Value) {
+    pub(crate) fn send(&mut self, msg: Value) {
         writeln!(self.stdin, "{msg}").unwrap();
         self.stdin.flush().unwrap();
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         self.send(json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}));
         let mut line = String::new();
@@ -296,7 +296,7 @@ impl Stdio_ {
     }
 
     /// A tool's answer as text (the compact form).
-    fn text(&mut self, name: &str, args: Value) -> (bool, String) {
+    pub(crate) fn text(&mut self, name: &str, args: Value) -> (bool, String) {
         let v = self.request("tools/call", json!({"name": name, "arguments": args}));
         let r = &v["result"];
         let text = r["content"][0]["text"]
@@ -306,7 +306,7 @@ impl Stdio_ {
     }
 
     /// A tool's JSON answer (errors, and `verbose` answers).
-    fn tool(&mut self, name: &str, args: Value) -> (bool, Value) {
+    pub(crate) fn tool(&mut self, name: &str, args: Value) -> (bool, Value) {
         let (err, text) = self.text(name, args);
         (err, serde_json::from_str(&text).unwrap())
     }
