@@ -156,9 +156,9 @@ pub fn memory(a: &MemoryAnswer) -> String {
     out.push_str(&m.content);
     out.push('\n');
     for h in a.history.iter().flatten() {
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "- v{} {}: {}\n",
+            "- v{} {}: {}",
             h.version,
             h.updated_at.strftime("%Y-%m-%d"),
             indent(&h.content)

