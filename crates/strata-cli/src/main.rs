@@ -23,6 +23,17 @@ fn main() -> ExitCode {
     let cli = match app::Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            // clap reads `STRATA_DB` as `--db` and calls an empty one a
+            // missing `--db` value: name the variable instead.
+            if e.kind() == clap::error::ErrorKind::InvalidValue
+                && std::env::var_os("STRATA_DB").is_some_and(|v| v.is_empty())
+                && !std::env::args_os().any(|a| a == "--db")
+            {
+                eprintln!(
+                    "error: STRATA_DB is set but empty: unset it, or set it to a database file"
+                );
+                return ExitCode::from(2);
+            }
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
             return ExitCode::from(code);

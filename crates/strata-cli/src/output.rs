@@ -14,6 +14,12 @@ pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<()> {
     Ok(())
 }
 
+/// `n` with the singular or plural noun: "1 memory", "2 memories".
+pub fn plural(n: impl TryInto<u64>, one: &str, many: &str) -> String {
+    let n = n.try_into().unwrap_or(u64::MAX);
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Prints lines of text.
 pub fn line(text: impl std::fmt::Display) -> Result<()> {
     let mut out = std::io::stdout().lock();

@@ -151,6 +151,11 @@ pub struct RecallBody {
     /// Search the archive too.
     #[serde(default)]
     pub archived: bool,
+    /// Relevance floor, 0–1 (default `ranking.min_relevance`, 0.3): with a
+    /// query, only memories whose text match (bm25 over the best) or vector
+    /// similarity reaches it are returned; 0 returns every match.
+    #[serde(default)]
+    pub min_relevance: Option<f64>,
 }
 
 impl RecallBody {
@@ -330,11 +335,140 @@ pub struct SessionBody {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetArgs {
-    /// Memory id.
+    /// Memory id (a short id from a compact answer works).
     pub id: String,
     /// Include earlier versions.
     #[serde(default)]
     pub history: bool,
+    /// The full record as JSON instead of the compact text.
+    #[serde(default)]
+    pub verbose: bool,
+}
+
+/// An MCP tool's arguments: the HTTP body of the same operation, and
+/// `verbose`, which asks for the full JSON records (as the HTTP API
+/// answers) instead of the compact text.
+#[derive(Clone, Debug, Default, Serialize, JsonSchema)]
+pub struct Verbose<T> {
+    /// The operation's arguments.
+    #[serde(flatten)]
+    pub body: T,
+    /// Full JSON records instead of the compact text (larger: use it when
+    /// a field the text leaves out is needed).
+    #[serde(default)]
+    pub verbose: bool,
+}
+
+/// Takes `verbose` out, then reads the rest as `T`, so `T`'s own
+/// `deny_unknown_fields` still names a misspelt argument (serde's
+/// `flatten` would let it through).
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Verbose<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Verbose<T>, D::Error> {
+        use serde::de::Error as _;
+        let mut map = serde_json::Map::<String, Value>::deserialize(d)?;
+        let verbose = match map.remove("verbose") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => b,
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "verbose: expected true or false, got {other}"
+                )));
+            }
+        };
+        let body = T::deserialize(Value::Object(map)).map_err(D::Error::custom)?;
+        Ok(Verbose { body, verbose })
+    }
+}
+
+/// The `update` tool: compare-and-swap on the version the caller read.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateArgs {
+    /// Memory id (a short id from a compact answer works).
+    pub id: String,
+    /// The version the change is based on (`v<n>` in compact lines, 1 when
+    /// none is shown): refused, changing nothing, when the memory changed
+    /// since.
+    pub expected_version: u64,
+    /// New content.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// New importance, 0.0–1.0.
+    #[serde(default)]
+    pub importance: Option<f64>,
+    /// New kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// New tags (replace the old ones).
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Pin or unpin.
+    #[serde(default)]
+    pub pinned: Option<bool>,
+    /// Mark or unmark sensitive.
+    #[serde(default)]
+    pub sensitive: Option<bool>,
+    /// The full record as JSON instead of the compact text.
+    #[serde(default)]
+    pub verbose: bool,
+}
+
+impl UpdateArgs {
+    /// The HTTP body of the same change.
+    pub fn patch(&self) -> PatchBody {
+        PatchBody {
+            expected_version: self.expected_version,
+            content: self.content.clone(),
+            importance: self.importance,
+            kind: self.kind.clone(),
+            tags: self.tags.clone(),
+            pinned: self.pinned,
+            sensitive: self.sensitive,
+            ..PatchBody::default()
+        }
+    }
+}
+
+/// The `list` tool: recent activity (or any order) in a view, no query.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// Scopes to list (`project/acme/**` for a subtree); defaults to the
+    /// configured project, its session and `global`.
+    #[serde(default)]
+    pub view: Vec<String>,
+    /// Conditions, e.g. `{"kind": "decision"}`.
+    #[serde(default)]
+    pub filter: Option<Value>,
+    /// `recency` (newest first, the default), `oldest` or `importance`.
+    #[serde(default)]
+    pub order: Option<String>,
+    /// Most results (default 20).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Skip this many.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// List the archive instead.
+    #[serde(default)]
+    pub archived: bool,
+    /// Full JSON records instead of the compact text.
+    #[serde(default)]
+    pub verbose: bool,
+}
+
+impl ListArgs {
+    /// The HTTP body of the same listing.
+    pub fn body(&self) -> ListBody {
+        ListBody {
+            view: self.view.clone(),
+            filter: self.filter.clone(),
+            order: self.order.clone(),
+            limit: Some(self.limit.unwrap_or(20)),
+            offset: self.offset,
+            archived: self.archived,
+        }
+    }
 }
 
 /// The `list_scopes` tool (no arguments).

@@ -674,11 +674,24 @@ async fn context(State(st): St, g: G, JsonBody(b): JsonBody<ContextBody>) -> Res
 #[utoipa::path(get, path = "/v1/export", params(
         ("view" = Option<Vec<String>>, Query, description = "Scopes to export (repeatable); required for tokens limited to scopes"),
         ("session" = Option<String>, Query, description = "Only this session's memories"),
-        ("user_data" = Option<bool>, Query, description = "Sensitive, archived and history included")),
+        ("user_data" = Option<bool>, Query, description = "Everything about the view or session (the default: kept for callers that name it)"),
+        ("sensitive" = Option<bool>, Query, description = "Include sensitive memories (default true: an export is a full backup)"),
+        ("archived" = Option<bool>, Query, description = "Include archived memories (default true)"),
+        ("history" = Option<bool>, Query, description = "Include earlier versions (default true)")),
     responses((status = 200, description = "JSONL, one memory per line", content_type = "application/x-ndjson", body = String), (status = "4XX", body = ErrorBody)))]
 async fn export(State(st): St, g: G, RawQuery(q): RawQuery) -> Result<Response> {
     let pairs = query_pairs(q.as_deref());
-    known_params(&pairs, &["view", "session", "user_data"])?;
+    known_params(
+        &pairs,
+        &[
+            "view",
+            "session",
+            "user_data",
+            "sensitive",
+            "archived",
+            "history",
+        ],
+    )?;
     let view: Vec<String> = pairs
         .iter()
         .filter(|(k, _)| k == "view")
@@ -689,14 +702,26 @@ async fn export(State(st): St, g: G, RawQuery(q): RawQuery) -> Result<Response> 
         .rev()
         .find(|(k, _)| k == "session")
         .map(|(_, v)| v.clone());
-    let user_data = flag(&pairs, "user_data")?;
+    flag(&pairs, "user_data")?;
+    let part = |name: &str| -> Result<bool> {
+        if pairs.iter().any(|(k, _)| k == name) {
+            flag(&pairs, name)
+        } else {
+            Ok(true)
+        }
+    };
+    let parts = crate::ops::ExportParts {
+        sensitive: part("sensitive")?,
+        archived: part("archived")?,
+        history: part("history")?,
+    };
     let grant = g.0;
     let req = Ctx {
         engine: &st.engine,
         grant: &grant,
         limits: &st.limits,
     }
-    .export_request(&view, session, user_data)?;
+    .export_request(&view, session, parts)?;
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(8);
     let engine = st.engine.clone();
     tokio::task::spawn_blocking(move || {

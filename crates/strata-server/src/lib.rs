@@ -17,6 +17,7 @@
 
 mod api;
 mod auth;
+mod compact;
 mod config;
 mod conn;
 mod error;

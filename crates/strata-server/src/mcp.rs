@@ -1,7 +1,10 @@
 //! The MCP server: tools over the same operations as the HTTP API, on stdio
 //! (`strata mcp`) or streamable HTTP (`/mcp` in the `strata serve` app).
 //!
-//! Tool arguments are the HTTP bodies (same names, same JSON schemas).
+//! Tool arguments are the HTTP bodies (same names, same JSON schemas), plus
+//! `verbose`. Answers are compact text by default (`compact.rs`: about the
+//! size of the memory content they carry); `verbose: true` gives the JSON
+//! records the HTTP API answers with.
 //! Scope defaults (`[server.mcp]`, or `strata mcp --project P --session S`)
 //! fill what a call leaves out, so a client pointed at a project needs no
 //! scope in its calls. Over HTTP the bearer token's grant applies; on stdio
@@ -19,14 +22,19 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler,
 use serde::Serialize;
 
 use crate::Shared;
-use crate::api::{ContextBody, ForgetBody, GetArgs, NoArgs, PromoteBody, RecallBody, RememberBody};
+use crate::api::{
+    ContextBody, ForgetBody, GetArgs, ListArgs, NoArgs, PromoteBody, RecallBody, RememberBody,
+    UpdateArgs, Verbose,
+};
 use crate::auth::Grant;
+use crate::compact;
 use crate::error::ApiError;
 use crate::ops::Ctx;
 
 const INSTRUCTIONS: &str = "strata is persistent, scoped memory. Call `recall` (or `context`) \
 before answering questions about earlier work, decisions or preferences; call `remember` when \
-a decision is made, something is learned, or the user states a preference. Scopes are paths: \
+a decision is made, something is learned, or the user states a preference; `update` corrects a \
+memory (with the version you read), `list` shows recent activity. Scopes are paths: \
 `project/<name>`, `task/<id>`, `session/<id>`, `global`.";
 
 /// The MCP server handler.
@@ -98,12 +106,11 @@ impl StrataMcp {
             .ok_or_else(|| ErrorData::invalid_request("no credentials on this request", None))
     }
 
-    async fn call<T, F>(&self, grant: Grant, f: F) -> Result<CallToolResult, ErrorData>
+    async fn answer<F>(&self, grant: Grant, f: F) -> Result<CallToolResult, ErrorData>
     where
-        T: Serialize + Send + 'static,
-        F: FnOnce(Ctx<'_>) -> Result<T, ApiError> + Send + 'static,
+        F: FnOnce(Ctx<'_>) -> Result<Answer, ApiError> + Send + 'static,
     {
-        Ok(tool_result(self.shared.run(grant, f).await))
+        Ok(answer_result(self.shared.run(grant, f).await))
     }
 
     fn default_view(&self) -> Vec<String> {
@@ -128,25 +135,58 @@ impl StrataMcp {
 fn tool_result<T: Serialize>(out: Result<T, ApiError>) -> CallToolResult {
     match out {
         Ok(v) => CallToolResult::success(vec![ContentBlock::text(
-            serde_json::to_string_pretty(&v).unwrap_or_default(),
+            serde_json::to_string(&v).unwrap_or_default(),
         )]),
-        Err(e) => CallToolResult::error(vec![ContentBlock::text(
-            serde_json::to_string(&e.body()).unwrap_or_default(),
-        )]),
+        Err(e) => error_result(e),
     }
+}
+
+/// A compact answer (text, see `compact.rs`) as a tool result.
+fn text_result(out: Result<String, ApiError>) -> CallToolResult {
+    match out {
+        Ok(t) => CallToolResult::success(vec![ContentBlock::text(t)]),
+        Err(e) => error_result(e),
+    }
+}
+
+fn error_result(e: ApiError) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(
+        serde_json::to_string(&e.body()).unwrap_or_default(),
+    )])
+}
+
+/// The compact text, or the full JSON under `verbose`.
+enum Answer {
+    Text(String),
+    Json(serde_json::Value),
+}
+
+fn answer_result(out: Result<Answer, ApiError>) -> CallToolResult {
+    match out {
+        Ok(Answer::Text(t)) => text_result(Ok(t)),
+        Ok(Answer::Json(v)) => tool_result(Ok(v)),
+        Err(e) => error_result(e),
+    }
+}
+
+fn json<T: Serialize>(v: T) -> Result<Answer, ApiError> {
+    serde_json::to_value(v)
+        .map(Answer::Json)
+        .map_err(|e| ApiError::internal(format!("answer: {e}")))
 }
 
 #[tool_router]
 impl StrataMcp {
     #[tool(
-        description = "Store a memory: a decision, finding, preference, convention, failure or fact worth keeping across sessions. `scope` defaults to the configured project (`project/<p>`); `kind` classifies it; `key` makes later writes of the same key supersede it. Returns the stored memory with its id."
+        description = "Store a memory: a decision, finding, preference, convention, failure or fact worth keeping across sessions. `scope` defaults to the configured project (`project/<p>`); `kind` classifies it (without one it is a `note`); `key` makes later writes of the same key supersede it. Answers with the memory's short id (`verbose` for the whole record)."
     )]
     async fn remember(
         &self,
-        Parameters(mut b): Parameters<RememberBody>,
+        Parameters(args): Parameters<Verbose<RememberBody>>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
+        let (mut b, verbose) = (args.body, args.verbose);
         let d = &self.shared.mcp;
         if b.scope.is_none() {
             b.scope = d
@@ -158,43 +198,82 @@ impl StrataMcp {
         if b.session.is_none() {
             b.session = d.session.clone();
         }
-        self.call(grant, move |c| c.remember(&b)).await
+        self.answer(grant, move |c| {
+            let m = c.remember(&b)?;
+            if verbose {
+                json(m)
+            } else {
+                compact::written(&c, "remembered", &m).map(Answer::Text)
+            }
+        })
+        .await
     }
 
     #[tool(
-        description = "Find memories relevant to a query, ranked (hybrid of BM25 relevance, decayed importance and recency by default). `view` lists the scopes to search (`project/acme/**` for a subtree, `global`); it defaults to the configured project, session and global. `filter` is JSON such as {\"kind\": \"decision\"}."
+        description = "Find memories relevant to a query, best first (hybrid of relevance, decayed importance and recency by default). Only memories whose text match or similarity reaches `min_relevance` (default 0.3; 0 returns every match) come back, so an empty answer means nothing relevant. `view` lists the scopes to search (`project/acme/**` for a subtree, `global`); it defaults to the configured project, session and global. `filter` is JSON such as {\"kind\": \"decision\"}. Each memory is a line `- <id> <kind> <date> <score>: <content>` (`v<n>` after the score when its version is above 1) under a `<scope>:` line; ids are short and every tool that takes an id accepts them. `verbose` gives the full JSON records."
     )]
     async fn recall(
         &self,
-        Parameters(mut b): Parameters<RecallBody>,
+        Parameters(args): Parameters<Verbose<RecallBody>>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
+        let (mut b, verbose) = (args.body, args.verbose);
         if b.view.is_empty() {
             b.view = self.default_view();
         }
         let light = b.is_light();
         let recall = move |c: crate::ops::Ctx<'_>| {
-            c.recall(&b)
-                .map(|hits| serde_json::json!({ "results": hits }))
+            let hits = c.recall(&b)?;
+            if verbose {
+                return json(serde_json::json!({ "results": hits }));
+            }
+            let floor = b
+                .min_relevance
+                .unwrap_or(c.engine.config().ranking.min_relevance);
+            compact::recall(&c, &hits, &b.view, &b.query, floor).map(Answer::Text)
         };
         let out = if light {
             self.shared.run_recall(grant, recall).await
         } else {
             self.shared.run(grant, recall).await
         };
-        Ok(tool_result(out))
+        Ok(answer_result(out))
     }
 
     #[tool(
-        description = "Assemble the context for a task within a token budget: the profile's sources (task, project, global, …) ranked and cut to fit, as markdown in `text`. `project` defaults to the configured project; `profile` defaults to `global`."
+        description = "Recent activity: memories of a view without a query, newest first (`order`: recency, oldest, importance), 20 by default. `view` defaults to the configured project, session and global. Same lines as `recall`, without scores. `verbose` gives the full JSON records."
     )]
-    async fn context(
+    async fn list(
         &self,
-        Parameters(mut b): Parameters<ContextBody>,
+        Parameters(mut a): Parameters<ListArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
+        if a.view.is_empty() {
+            a.view = self.default_view();
+        }
+        self.answer(grant, move |c| {
+            let listed = c.list(&a.body())?;
+            if a.verbose {
+                json(listed)
+            } else {
+                compact::list(&c, &listed, &a.view).map(Answer::Text)
+            }
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Assemble the context for a task within a token budget: the profile's sources (task, project, global, …) ranked by `query` when one is given and cut to fit, as markdown. `project` defaults to the configured project; `profile` defaults to `global`. The answer is one line of figures, then the markdown; `verbose` gives the whole package as JSON (items with ids and scores)."
+    )]
+    async fn context(
+        &self,
+        Parameters(args): Parameters<Verbose<ContextBody>>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let grant = self.grant(&ctx)?;
+        let (mut b, verbose) = (args.body, args.verbose);
         let d = &self.shared.mcp;
         if b.project.is_none() {
             b.project = d.project.clone();
@@ -202,7 +281,35 @@ impl StrataMcp {
         if b.session.is_none() {
             b.session = d.session.clone();
         }
-        self.call(grant, move |c| c.context(&b)).await
+        self.answer(grant, move |c| {
+            let a = c.context(&b)?;
+            if verbose {
+                json(a)
+            } else {
+                Ok(Answer::Text(compact::context(&a.package, &a.text, b.log)))
+            }
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Change a memory: its content, importance, kind, tags, pinned or sensitive. `expected_version` is the version you read (`v<n>` in recall and list lines, 1 when none is shown); when the memory changed since, nothing changes and the answer says which version is current. Answers with the new version."
+    )]
+    async fn update(
+        &self,
+        Parameters(a): Parameters<UpdateArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let grant = self.grant(&ctx)?;
+        self.answer(grant, move |c| {
+            let m = c.update(&a.id, &a.patch())?;
+            if a.verbose {
+                json(m)
+            } else {
+                compact::written(&c, "updated", &m).map(Answer::Text)
+            }
+        })
+        .await
     }
 
     #[tool(
@@ -210,11 +317,20 @@ impl StrataMcp {
     )]
     async fn forget(
         &self,
-        Parameters(b): Parameters<ForgetBody>,
+        Parameters(args): Parameters<Verbose<ForgetBody>>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
-        self.call(grant, move |c| c.forget(&b)).await
+        let (b, verbose) = (args.body, args.verbose);
+        self.answer(grant, move |c| {
+            let r = c.forget(&b)?;
+            if verbose {
+                json(r)
+            } else {
+                Ok(Answer::Text(compact::forget(&r)))
+            }
+        })
+        .await
     }
 
     #[tool(
@@ -222,34 +338,58 @@ impl StrataMcp {
     )]
     async fn promote(
         &self,
-        Parameters(b): Parameters<PromoteBody>,
+        Parameters(args): Parameters<Verbose<PromoteBody>>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
-        self.call(grant, move |c| c.promote(&b)).await
+        let (b, verbose) = (args.body, args.verbose);
+        self.answer(grant, move |c| {
+            let m = c.promote(&b)?;
+            if verbose {
+                json(m)
+            } else {
+                compact::written(&c, "promoted to", &m).map(Answer::Text)
+            }
+        })
+        .await
     }
 
     #[tool(description = "The scopes that hold memories (that this caller may see), with counts.")]
     async fn list_scopes(
         &self,
-        Parameters(_): Parameters<NoArgs>,
+        Parameters(args): Parameters<Verbose<NoArgs>>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
-        self.call(grant, |c| {
-            c.scopes().map(|s| serde_json::json!({ "scopes": s }))
+        self.answer(grant, move |c| {
+            let s = c.scopes()?;
+            if args.verbose {
+                json(serde_json::json!({ "scopes": s }))
+            } else {
+                Ok(Answer::Text(compact::scopes(&s)))
+            }
         })
         .await
     }
 
-    #[tool(description = "One memory by id, optionally with its earlier versions (`history`).")]
+    #[tool(
+        description = "One memory by id (short ids work): its full id, scope, kind, date, version, key and tags, then its content; `history` adds earlier versions; `verbose` gives the JSON record."
+    )]
     async fn get(
         &self,
         Parameters(b): Parameters<GetArgs>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
-        self.call(grant, move |c| c.get(&b.id, b.history)).await
+        self.answer(grant, move |c| {
+            let a = c.get(&b.id, b.history)?;
+            if b.verbose {
+                json(a)
+            } else {
+                Ok(Answer::Text(compact::memory(&a)))
+            }
+        })
+        .await
     }
 }
 

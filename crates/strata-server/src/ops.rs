@@ -106,6 +106,27 @@ impl Ctx<'_> {
         Ok(n)
     }
 
+    /// The whole id a caller's `id` names inside the grant: itself, or the
+    /// one memory whose id it starts (a short id from a compact answer).
+    /// An id shorter than 8 characters, or naming nothing, comes back as
+    /// given (and is then not found); a prefix naming several is an error.
+    pub fn resolve(&self, id: &str) -> Result<String> {
+        if id.chars().count() < 8 {
+            return Ok(id.to_string());
+        }
+        match self.engine.resolve_id(id, &self.grant.fence()) {
+            Ok(full) => Ok(full),
+            Err(strata::Error::NotFound(_)) => Ok(id.to_string()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The short id of a memory inside the grant (see
+    /// [`Engine::short_id`]).
+    pub fn short_id(&self, id: &str) -> Result<String> {
+        Ok(self.engine.short_id(id, &self.grant.fence())?)
+    }
+
     /// The active memory `id`, when it exists inside the grant.
     pub fn visible(&self, id: &str) -> Result<Memory> {
         match self.engine.get(id)? {
@@ -204,6 +225,7 @@ impl Ctx<'_> {
     /// One memory (active or archived), optionally with its history, as the
     /// CLI's `get --json` prints it.
     pub fn get(&self, id: &str, history: bool) -> Result<MemoryAnswer> {
+        let id = &self.resolve(id)?;
         let Some((m, archived)) = self.visible_anywhere(id)? else {
             return Err(ApiError::memory_not_found(id));
         };
@@ -228,6 +250,7 @@ impl Ctx<'_> {
     /// Changes a memory (compare-and-swap on its version).
     pub fn update(&self, id: &str, b: &PatchBody) -> Result<Memory> {
         self.need_write()?;
+        let id = &self.resolve(id)?;
         self.visible(id)?;
         let patch = Patch {
             content: b.content.clone(),
@@ -254,6 +277,7 @@ impl Ctx<'_> {
     /// Deletes one memory everywhere.
     pub fn delete(&self, id: &str, yes: bool) -> Result<ForgetReport> {
         self.need_write()?;
+        let id = &self.resolve(id)?;
         if self.visible_anywhere(id)?.is_none() {
             return Err(ApiError::memory_not_found(id));
         }
@@ -275,6 +299,7 @@ impl Ctx<'_> {
         req.explain = b.explain;
         req.touch = b.touch.unwrap_or(true);
         req.include_archived = b.archived;
+        req.min_relevance = b.min_relevance;
         let mut hits = self.engine.recall(&req)?;
         // The view lies inside the grant, so this keeps everything; it is
         // the last line of defence should a view ever see more.
@@ -344,8 +369,9 @@ impl Ctx<'_> {
         let what = if let Some(ids) = &b.ids {
             let mut mine = Vec::new();
             for id in ids {
-                if self.visible_anywhere(id)?.is_some() {
-                    mine.push(id.clone());
+                let id = self.resolve(id)?;
+                if self.visible_anywhere(&id)?.is_some() {
+                    mine.push(id);
                 }
             }
             Forget::Ids(mine)
@@ -394,10 +420,11 @@ impl Ctx<'_> {
     /// Copies a memory into another scope.
     pub fn promote(&self, b: &PromoteBody) -> Result<Memory> {
         self.need_write()?;
-        self.visible(&b.id)?;
+        let id = self.resolve(&b.id)?;
+        self.visible(&id)?;
         let to = self.scope("to", &b.to)?;
         Ok(without_vector(self.engine.promote(
-            &b.id,
+            &id,
             &to,
             confirm(b.confirm),
         )?))
@@ -605,25 +632,24 @@ impl Ctx<'_> {
 
     /// The export a query asks for; a token limited to scopes must name a
     /// view inside them.
+    /// A full backup of what it selects unless `leave_out` says otherwise.
     pub fn export_request(
         &self,
         view: &[String],
         session: Option<String>,
-        user_data: bool,
+        leave_out: ExportParts,
     ) -> Result<strata::Export> {
         let view = if view.is_empty() && self.grant.is_unrestricted() {
             None
         } else {
             Some(self.view("view", view)?)
         };
-        Ok(if user_data {
-            strata::Export::user_data(view, session)
-        } else {
-            strata::Export {
-                view,
-                session,
-                ..Default::default()
-            }
+        Ok(strata::Export {
+            view,
+            session,
+            include_sensitive: leave_out.sensitive,
+            include_archived: leave_out.archived,
+            include_history: leave_out.history,
         })
     }
 
@@ -665,6 +691,28 @@ impl Ctx<'_> {
             &self.grant.fence(),
             &mut |_| {},
         )?)
+    }
+}
+
+/// Which parts an export carries (`GET /v1/export?sensitive=false&…`);
+/// all by default.
+#[derive(Clone, Copy, Debug)]
+pub struct ExportParts {
+    /// Sensitive memories.
+    pub sensitive: bool,
+    /// Archived memories.
+    pub archived: bool,
+    /// Earlier versions.
+    pub history: bool,
+}
+
+impl Default for ExportParts {
+    fn default() -> ExportParts {
+        ExportParts {
+            sensitive: true,
+            archived: true,
+            history: true,
+        }
     }
 }
 

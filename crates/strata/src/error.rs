@@ -136,7 +136,9 @@ pub enum Error {
         limit: usize,
     },
     /// The operation is high-risk and needs explicit confirmation.
-    #[error("{0} needs confirmation (pass --yes, or Confirm::Yes in the library)")]
+    #[error(
+        "{0} needs confirmation: say yes to it (`--yes` on the command line, `\"confirm\": true` over HTTP and MCP)"
+    )]
     NeedsConfirmation(String),
     /// The database was written by a newer strata.
     #[error(

@@ -21,14 +21,17 @@ use crate::model::Memory;
 use crate::scope::{Fence, View};
 use crate::store::{ImportCounts, ImportItem, ImportRules, OnConflict, Order, Query};
 
-/// What to export.
-#[derive(Clone, Debug, Default)]
+/// What to export. The default is a full backup: every scope, sensitive
+/// and archived memories and every earlier version, so that importing it
+/// into an empty store gives the same store back. Each `include_*` set to
+/// `false` leaves that part out (and the report counts what was left out).
+#[derive(Clone, Debug)]
 pub struct Export {
     /// Scopes to export; `None` exports every scope.
     pub view: Option<View>,
     /// Only this session's memories.
     pub session: Option<String>,
-    /// Include sensitive memories (left out by default).
+    /// Include sensitive memories (and sensitive earlier versions).
     pub include_sensitive: bool,
     /// Include archived memories.
     pub include_archived: bool,
@@ -36,9 +39,15 @@ pub struct Export {
     pub include_history: bool,
 }
 
+impl Default for Export {
+    fn default() -> Export {
+        Export::user_data(None, None)
+    }
+}
+
 impl Export {
     /// Everything about a scope subtree or session: sensitive, archived and
-    /// history included (`export --user-data`).
+    /// history included (`export --user-data`; the default's parts).
     pub fn user_data(view: Option<View>, session: Option<String>) -> Export {
         Export {
             view,
@@ -59,6 +68,15 @@ pub struct ExportReport {
     pub archived: usize,
     /// Sensitive memories left out.
     pub sensitive_skipped: usize,
+    /// Archived memories left out.
+    #[serde(default)]
+    pub archived_skipped: usize,
+    /// Earlier versions written (inside the lines' `history`).
+    #[serde(default)]
+    pub history: usize,
+    /// Earlier versions left out.
+    #[serde(default)]
+    pub history_skipped: usize,
 }
 
 #[derive(Serialize)]
@@ -142,7 +160,10 @@ impl Engine {
             .into_iter()
             .map(|m| (m, None))
             .collect();
-        if req.include_archived {
+        let mut rep = ExportReport::default();
+        if !req.include_archived {
+            rep.archived_skipped = self.store().query_archived(&q)?.len();
+        } else {
             lines.extend(self.store().query_archived(&q)?.into_iter().map(|a| {
                 (
                     a.memory,
@@ -158,22 +179,24 @@ impl Engine {
                     .then_with(|| a.0.id.cmp(&b.0.id))
             });
         }
-        let mut rep = ExportReport::default();
         let w = |e: std::io::Error| Error::io("writing export", e);
         for (m, archived) in lines {
             if m.sensitive && !req.include_sensitive {
                 rep.sensitive_skipped += 1;
                 continue;
             }
-            let mut history = if req.include_history {
-                self.store().history(&m.id)?
-            } else {
-                Vec::new()
-            };
+            let mut history = self.store().history(&m.id)?;
+            if !req.include_history {
+                rep.history_skipped += history.len();
+                history.clear();
+            }
             if !req.include_sensitive {
                 // An earlier version may have been sensitive.
+                let before = history.len();
                 history.retain(|h| !h.sensitive);
+                rep.history_skipped += before - history.len();
             }
+            rep.history += history.len();
             rep.archived += archived.is_some() as usize;
             let line = LineOut {
                 memory: &m,

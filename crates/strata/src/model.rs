@@ -51,13 +51,16 @@ pub enum Kind {
     Error,
     /// A summary of other memories.
     Summary,
+    /// A memory stored without a kind: ranked as neutral (weight 1), since
+    /// the writer said nothing about its value.
+    Note,
     /// Any other lowercase word (`[a-z][a-z0-9_-]{0,31}`).
     Custom(String),
 }
 
 impl Kind {
     /// Every built-in kind.
-    pub const BUILTIN: [Kind; 12] = [
+    pub const BUILTIN: [Kind; 13] = [
         Kind::Conversation,
         Kind::Decision,
         Kind::Finding,
@@ -70,6 +73,7 @@ impl Kind {
         Kind::Context,
         Kind::Error,
         Kind::Summary,
+        Kind::Note,
     ];
 
     /// The kind's word.
@@ -87,6 +91,7 @@ impl Kind {
             Kind::Context => "context",
             Kind::Error => "error",
             Kind::Summary => "summary",
+            Kind::Note => "note",
             Kind::Custom(s) => s,
         }
     }
@@ -99,7 +104,9 @@ impl Kind {
             Kind::Convention => 0.8,
             Kind::Pattern | Kind::ToolOutput | Kind::Finding => 0.7,
             Kind::Error | Kind::Summary => 0.6,
-            Kind::Reasoning | Kind::Conversation | Kind::Context | Kind::Custom(_) => 0.5,
+            Kind::Reasoning | Kind::Conversation | Kind::Context | Kind::Note | Kind::Custom(_) => {
+                0.5
+            }
         }
     }
 }
@@ -473,7 +480,7 @@ pub struct NewMemory {
     pub scope: Option<Scope>,
     /// The text (required).
     pub content: String,
-    /// Defaults to `context`.
+    /// Defaults to `note` (neutral kind weight 1, importance 0.5).
     pub kind: Option<Kind>,
     /// Optional role.
     pub role: Option<Role>,

@@ -131,11 +131,16 @@ pub struct RankConfig {
     pub rrf_k: f64,
     /// Weight of vector similarity under weighted fusion (0–1).
     pub vector_weight: f64,
+    /// The relevance floor a recall with a query applies (0–1; 0 = off):
+    /// a memory is returned only when its text match (bm25 over the best
+    /// bm25) or its vector similarity to the query reaches it.
+    pub min_relevance: f64,
 }
 
 impl Default for RankConfig {
     fn default() -> RankConfig {
         let kind_weights = [
+            ("note", 1.0),
             ("decision", 1.0),
             ("preference", 1.0),
             ("convention", 1.0),
@@ -165,9 +170,24 @@ impl Default for RankConfig {
             fusion: Fusion::Weighted,
             rrf_k: 60.0,
             vector_weight: 0.5,
+            min_relevance: DEFAULT_MIN_RELEVANCE,
         }
     }
 }
+
+/// The default relevance floor. One number on two absolute scales:
+///
+/// - *text*: bm25 over the best bm25 of the recall. A memory that shares a
+///   word with the query and matches at least 30 % as well as the best
+///   match is evidence; the tail of one-common-word matches is not.
+/// - *vectors*: cosine similarity, a fixed scale. Sentence-embedding models
+///   trained contrastively on paraphrase pairs (all-MiniLM-L6-v2, the
+///   default) put sentences on unrelated topics near 0 and paraphrases
+///   well above 0.5; 0.3 lies between the two. `tests/it/vectors.rs`
+///   checks both sides with the real model on sentence pairs written for
+///   the test, not drawn from a benchmark. Models whose similarities sit in
+///   a high band (e5: unrelated text ≈ 0.7) need their own floor.
+pub const DEFAULT_MIN_RELEVANCE: f64 = 0.3;
 
 impl RankConfig {
     /// Checks ranges; errors name the field.
@@ -197,6 +217,7 @@ impl RankConfig {
         unit("weights.importance", self.weights.importance)?;
         unit("weights.recency", self.weights.recency)?;
         unit("vector_weight", self.vector_weight)?;
+        unit("min_relevance", self.min_relevance)?;
         pos("rrf_k", self.rrf_k)?;
         if !(self.access_boost.is_finite() && self.access_boost >= 0.0) {
             return Err(Error::InvalidConfig(format!(
@@ -246,12 +267,24 @@ pub struct ScoreParts {
     /// Position in the vector list (1 = most similar).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vector_rank: Option<usize>,
+    /// bm25 over the best bm25 of the recall (0–1), when the query matched
+    /// text: the text side of the relevance floor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text_match: Option<f64>,
+    /// Why the memory passed the relevance floor (`min_relevance`), when a
+    /// recall with a query applied one: the evidence and the floor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passed: Option<String>,
     /// Relevance, 0–1: bm25 over the best bm25 without vectors, else the
     /// fusion of both lists over the best fusion among the candidates.
     pub relevance: f64,
     /// The stored importance.
     pub importance: f64,
-    /// The kind's weight.
+    /// The memory's kind (the weight below is this kind's).
+    #[serde(default)]
+    pub kind: String,
+    /// The kind's weight (`ranking.kind_weights`; kinds not listed weigh
+    /// `default_kind_weight`).
     pub kind_weight: f64,
     /// `0.5^(age_days / half_life_days)`.
     pub decay: f64,
@@ -313,8 +346,34 @@ pub struct Relevance {
     pub similarity: Option<f32>,
     /// Position in the vector list (1 = most similar).
     pub vector_rank: Option<usize>,
+    /// bm25 over the best bm25 among the candidates (`fuse` fills it).
+    pub text_match: Option<f64>,
     /// Fused relevance, 0–1 (`fuse` fills it).
     pub fused: f64,
+}
+
+impl Relevance {
+    /// The strongest absolute evidence of relevance: the text match or the
+    /// vector similarity, whichever is higher, with its name.
+    pub fn evidence(&self) -> Option<(&'static str, f64)> {
+        let text = self.text_match.map(|t| ("text match", t));
+        let vector = self.similarity.map(|s| ("similarity", f64::from(s)));
+        match (text, vector) {
+            (Some(t), Some(v)) => Some(if v.1 > t.1 { v } else { t }),
+            (t, v) => t.or(v),
+        }
+    }
+
+    /// Whether the evidence reaches `floor`, and a sentence saying why.
+    pub fn passes(&self, floor: f64) -> (bool, String) {
+        match self.evidence() {
+            Some((what, x)) if x >= floor => {
+                (true, format!("{what} {x:.3} ≥ min_relevance {floor:.2}"))
+            }
+            Some((what, x)) => (false, format!("{what} {x:.3} < min_relevance {floor:.2}")),
+            None => (false, "no text match and no vector".into()),
+        }
+    }
 }
 
 impl Relevance {
@@ -349,6 +408,13 @@ pub fn fuse<T>(cfg: &RankConfig, cands: &mut [(T, Relevance)]) {
     by_bm25.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     for (rank, (_, i)) in by_bm25.into_iter().enumerate() {
         cands[i].1.bm25_rank = Some(rank + 1);
+    }
+    for (_, r) in cands.iter_mut() {
+        // A candidate scored against other statistics (the archive's) comes
+        // with its own text match.
+        if r.text_match.is_none() {
+            r.text_match = r.bm25.map(|_| norm_bm25(r));
+        }
     }
     let vectors = cands.iter().any(|(_, r)| r.similarity.is_some());
     if !vectors {
@@ -407,7 +473,11 @@ pub fn score(
     let recency = 0.5f64.powf(age_days(m.created_at, now) / cfg.recency_half_life_days);
     let relevance = rel.fused;
     let total = match strategy {
-        Strategy::Recency => m.created_at.as_millisecond() as f64,
+        // The recency score itself, 0–1 and monotone in the creation time
+        // (a timestamp would read as a score of 1.7e12). Exact in f64 for
+        // memories up to ~19 years old (0.5^(age / 7 days) stays normal);
+        // older ones tie at 0 and fall back to the id.
+        Strategy::Recency => recency,
         Strategy::Importance => effective,
         Strategy::Relevance => relevance,
         Strategy::Hybrid => {
@@ -421,8 +491,11 @@ pub fn score(
         bm25_rank: rel.bm25_rank,
         similarity: rel.similarity,
         vector_rank: rel.vector_rank,
+        text_match: rel.text_match,
+        passed: None,
         relevance,
         importance: m.importance,
+        kind: m.kind.clone(),
         kind_weight,
         decay,
         access_factor,

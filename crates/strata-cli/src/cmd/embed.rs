@@ -98,7 +98,11 @@ fn report_embedded(g: &Global, e: &strata::Engine, what: &str, n: u64) -> Result
     if g.json {
         return output::json(&serde_json::json!({"embedded": n, "status": after}));
     }
-    output::line(format!("{what} {n} memories; {}", status_line(&after)))
+    output::line(format!(
+        "{what} {}; {}",
+        output::plural(n, "memory", "memories"),
+        status_line(&after)
+    ))
 }
 
 pub fn run_reindex(g: &Global, a: ReindexArgs) -> Result<()> {

@@ -1,4 +1,8 @@
-//! `strata export [--view S]… [--user-data] > out.jsonl`
+//! `strata export [--view S]… [--no-sensitive] [--no-archived] [--no-history] > out.jsonl`
+//!
+//! A full backup by default: sensitive and archived memories and every
+//! earlier version are in it, so `strata import` into an empty store gives
+//! the same store back.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,18 +20,19 @@ pub struct ExportArgs {
     /// Only this session.
     #[arg(long)]
     pub session: Option<String>,
-    /// Everything about the view or session: sensitive, archived and history included.
+    /// Everything about the view or session (a data-subject export; needs
+    /// --view or --session): sensitive, archived and history included.
     #[arg(long)]
     pub user_data: bool,
-    /// Include sensitive memories.
-    #[arg(long)]
-    pub include_sensitive: bool,
-    /// Include archived memories.
-    #[arg(long)]
-    pub include_archived: bool,
-    /// Include earlier versions.
-    #[arg(long)]
-    pub include_history: bool,
+    /// Leave sensitive memories (and sensitive earlier versions) out.
+    #[arg(long, conflicts_with = "user_data")]
+    pub no_sensitive: bool,
+    /// Leave archived memories out.
+    #[arg(long, conflicts_with = "user_data")]
+    pub no_archived: bool,
+    /// Leave earlier versions out.
+    #[arg(long, conflicts_with = "user_data")]
+    pub no_history: bool,
     /// Write here instead of standard output.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
@@ -50,9 +55,9 @@ pub fn run(g: &Global, a: ExportArgs) -> Result<()> {
         strata::Export {
             view,
             session: a.session.clone(),
-            include_sensitive: a.include_sensitive,
-            include_archived: a.include_archived,
-            include_history: a.include_history,
+            include_sensitive: !a.no_sensitive,
+            include_archived: !a.no_archived,
+            include_history: !a.no_history,
         }
     };
     let e = app::open(g)?;
@@ -78,17 +83,30 @@ pub fn run(g: &Global, a: ExportArgs) -> Result<()> {
         other => other?,
     };
     drop(out);
+    let mut left_out = Vec::new();
+    for (n, what, flag) in [
+        (r.sensitive_skipped, "sensitive", "--no-sensitive"),
+        (r.archived_skipped, "archived", "--no-archived"),
+        (r.history_skipped, "earlier versions", "--no-history"),
+    ] {
+        if n > 0 {
+            left_out.push(format!("{n} {what} (drop {flag} to include them)"));
+        }
+    }
     let summary = format!(
-        "exported {} memories ({} archived){}",
-        r.memories,
+        "exported {} ({} archived, {} earlier {}){}",
+        crate::output::plural(r.memories, "memory", "memories"),
         r.archived,
-        if r.sensitive_skipped > 0 {
-            format!(
-                ", left out {} sensitive (use --include-sensitive)",
-                r.sensitive_skipped
-            )
+        r.history,
+        if r.history == 1 {
+            "version"
         } else {
+            "versions"
+        },
+        if left_out.is_empty() {
             String::new()
+        } else {
+            format!("; left out {}", left_out.join(", "))
         }
     );
     eprintln!("{summary}");

@@ -98,8 +98,8 @@ pub fn run(g: &Global, a: ForgetArgs) -> Result<()> {
                     Ok(c)
                 } else {
                     Err(strata::Error::NeedsConfirmation(format!(
-                        "forgetting {} memories",
-                        preview.deleted
+                        "forgetting {}",
+                        output::plural(preview.deleted, "memory", "memories")
                     )))
                 }
             })?;
@@ -111,7 +111,23 @@ pub fn run(g: &Global, a: ForgetArgs) -> Result<()> {
         return output::json(&r);
     }
     let verb = if r.dry_run { "would forget" } else { "forgot" };
-    output::line(format!("{verb} {} memories", r.deleted))?;
+    output::line(format!(
+        "{verb} {}",
+        output::plural(r.deleted, "memory", "memories")
+    ))?;
+    if r.dry_run {
+        // List what would go, not only how many.
+        for id in &r.ids {
+            let line = match e.get(id)? {
+                Some(m) => output::memory_line(&m),
+                None => match e.get_archived(id)? {
+                    Some(a) => format!("{} [archived]", output::memory_line(&a.memory)),
+                    None => id.clone(),
+                },
+            };
+            output::line(format!("  {line}"))?;
+        }
+    }
     if r.pinned_kept > 0 {
         output::line(format!(
             "kept {} pinned memories (use --force to delete them too)",

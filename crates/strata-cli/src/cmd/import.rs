@@ -48,7 +48,11 @@ pub fn run(g: &Global, a: ImportArgs) -> Result<()> {
         return output::json(&r);
     }
     output::line(format!(
-        "imported {} memories ({} archived, {} history versions), skipped {}, replaced {}",
-        r.imported, r.archived, r.history, r.skipped, r.replaced
+        "imported {} ({} archived, {} earlier versions), skipped {}, replaced {}",
+        output::plural(r.imported, "memory", "memories"),
+        r.archived,
+        r.history,
+        r.skipped,
+        r.replaced
     ))
 }

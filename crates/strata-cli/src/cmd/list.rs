@@ -34,8 +34,12 @@ pub fn run(g: &Global, a: ListArgs) -> Result<()> {
     let order: strata::ListOrder = a.order.parse()?;
     let e = app::open(g)?;
     if a.archived {
-        let items = e.list_archived(&view, &filter, a.limit)?;
+        let mut items = e.list_archived(&view, &filter, a.limit)?;
         if g.json {
+            // As recall does: the vector is for ranking (export keeps it).
+            for it in &mut items {
+                it.memory.embedding = None;
+            }
             return output::json(&items);
         }
         for it in &items {
@@ -53,8 +57,12 @@ pub fn run(g: &Global, a: ListArgs) -> Result<()> {
     req.order = order;
     req.limit = a.limit;
     req.offset = a.offset;
-    let items = e.list(&req)?;
+    let mut items = e.list(&req)?;
     if g.json {
+        // As recall does: the vector is for ranking (export keeps it).
+        for m in &mut items {
+            m.embedding = None;
+        }
         return output::json(&items);
     }
     for m in &items {

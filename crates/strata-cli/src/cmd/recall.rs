@@ -31,6 +31,11 @@ pub struct RecallArgs {
     /// Search the archive too.
     #[arg(long)]
     pub archived: bool,
+    /// Relevance floor, 0–1 (default `ranking.min_relevance`, 0.3): with a
+    /// query, only memories whose text match or vector similarity reaches
+    /// it; 0 returns every match.
+    #[arg(long, value_name = "X")]
+    pub min_relevance: Option<f64>,
 }
 
 pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
@@ -42,6 +47,7 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
     req.explain = a.explain;
     req.touch = !a.no_touch;
     req.include_archived = a.archived;
+    req.min_relevance = a.min_relevance;
     let e = app::open(g)?;
     let hits = e.recall(&req)?;
     if a.explain && !g.json {
@@ -65,7 +71,13 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
         return output::json(&hits);
     }
     if hits.is_empty() {
-        return output::line("no memories found");
+        if a.query.trim().is_empty() {
+            return output::line("no memories found");
+        }
+        let floor = a.min_relevance.unwrap_or(e.config().ranking.min_relevance);
+        return output::line(format!(
+            "nothing relevant: no memory reached min_relevance {floor} (--min-relevance 0 shows every match)"
+        ));
     }
     for h in &hits {
         let arch = h
@@ -80,20 +92,31 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
             arch
         ))?;
         if let Some(p) = &h.explain {
+            let kind = if p.kind_weight < 1.0 {
+                format!(
+                    "kind {} {:.2} (lowers it; ranking.kind_weights)",
+                    p.kind, p.kind_weight
+                )
+            } else {
+                format!("kind {} {:.2}", p.kind, p.kind_weight)
+            };
             output::line(format!(
-                "          bm25 {} (rank {})  vector {} (rank {})  relevance {:.3}  importance {:.2} × kind {:.2} × decay {:.3} × access {:.3} = {:.3}  recency {:.3}",
+                "          bm25 {} (rank {})  vector {} (rank {})  relevance {:.3}  importance {:.2} × {} × decay {:.3} × access {:.3} = {:.3}  recency {:.3}",
                 p.bm25.map_or("-".into(), |b| format!("{b:.3}")),
                 p.bm25_rank.map_or("-".into(), |r| r.to_string()),
                 p.similarity.map_or("-".into(), |s| format!("{s:.3}")),
                 p.vector_rank.map_or("-".into(), |r| r.to_string()),
                 p.relevance,
                 p.importance,
-                p.kind_weight,
+                kind,
                 p.decay,
                 p.access_factor,
                 p.effective_importance,
                 p.recency
             ))?;
+            if let Some(why) = &p.passed {
+                output::line(format!("          passed: {why}"))?;
+            }
         }
     }
     Ok(())

@@ -21,6 +21,9 @@ pub fn run(g: &Global, a: RestoreArgs) -> Result<()> {
     if g.json {
         output::json(&serde_json::json!({"restored": n}))
     } else {
-        output::line(format!("restored {n} memories"))
+        output::line(format!(
+            "restored {}",
+            output::plural(n, "memory", "memories")
+        ))
     }
 }

@@ -89,7 +89,7 @@ pub fn run(g: &Global, c: SessionCmd) -> Result<()> {
             output::line(format!(
                 "first activity {}  last activity {}",
                 m.first_activity_at.map_or("-".into(), |t| t.to_string()),
-                m.last_activity_at.map_or("-".into(), |t| t.to_string())
+                m.session.last_activity_at
             ))
         }
         SessionCmd::Archive { id } => {

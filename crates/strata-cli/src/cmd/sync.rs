@@ -42,6 +42,22 @@ pub fn run(g: &Global, a: SyncArgs) -> Result<()> {
     };
     let e = app::open(g)?;
     let r = e.sync_dir(&a.dir, &project, a.dry_run)?;
+    // What was written gets its vectors now, as one `remember` does: the
+    // files are then found by meaning at once, not after `strata embed`.
+    let wrote = !r.added.is_empty() || !r.updated.is_empty();
+    let embedded = if !r.dry_run && wrote {
+        match e.embed_pending(None, usize::MAX) {
+            Ok(n) => n,
+            Err(err) => {
+                eprintln!(
+                    "strata: warning: synced without vectors ({err}); run `strata embed` later"
+                );
+                0
+            }
+        }
+    } else {
+        0
+    };
     if g.json {
         return output::json(&r);
     }
@@ -67,6 +83,12 @@ pub fn run(g: &Global, a: SyncArgs) -> Result<()> {
     }
     for (k, why) in &r.skipped {
         output::line(format!("  skipped  {k}: {why}"))?;
+    }
+    if embedded > 0 {
+        output::line(format!(
+            "embedded {}",
+            output::plural(embedded, "memory", "memories")
+        ))?;
     }
     Ok(())
 }

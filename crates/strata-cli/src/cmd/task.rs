@@ -50,6 +50,26 @@ pub fn run(g: &Global, c: TaskCmd) -> Result<()> {
             for (from, to) in &r.promoted {
                 output::line(format!("  {from} → {to}"))?;
             }
+            // Say which rule chose (or chose nothing), and how to promote.
+            let rule = match (a.promote.is_empty(), a.min_importance) {
+                (true, None) => {
+                    "no --promote ID and no --min-importance: nothing is promoted unless named"
+                        .to_string()
+                }
+                (false, None) => format!("promoted the {} named with --promote", a.promote.len()),
+                (true, Some(x)) => format!("promoted task memories with importance ≥ {x}"),
+                (false, Some(x)) => format!(
+                    "promoted the {} named with --promote and those with importance ≥ {x}",
+                    a.promote.len()
+                ),
+            };
+            output::line(format!("rule: {rule}"))?;
+            if r.promoted.is_empty() && r.archived > 0 {
+                output::line(format!(
+                    "to keep some: `strata restore ID` brings one back from the archive, then `strata promote ID --to project/{}`; next time pass --promote ID or --min-importance 0.8",
+                    a.project
+                ))?;
+            }
             Ok(())
         }
     }

@@ -1,4 +1,8 @@
-//! `strata update ID --expected-version N …`
+//! `strata update ID [--expected-version N] …`
+//!
+//! Compare-and-swap on the version. Without `--expected-version` the
+//! command reads the current version and writes against it: a
+//! read-modify-write that still refuses a change made in between.
 
 use anyhow::Result;
 use clap::Args;
@@ -10,9 +14,10 @@ use crate::output;
 pub struct UpdateArgs {
     /// The memory id.
     pub id: String,
-    /// The version you read; the update fails if it changed since.
+    /// The version you read; the update fails if it changed since
+    /// (default: the current version, read just before writing).
     #[arg(long)]
-    pub expected_version: u64,
+    pub expected_version: Option<u64>,
     /// New content.
     #[arg(long)]
     pub content: Option<String>,
@@ -56,10 +61,21 @@ pub fn run(g: &Global, a: UpdateArgs) -> Result<()> {
         ..Default::default()
     };
     let e = app::open(g)?;
-    let m = e.update(&a.id, patch, a.expected_version)?;
+    let expected = match a.expected_version {
+        Some(v) => v,
+        None => {
+            e.get(&a.id)?
+                .ok_or_else(|| strata::Error::NotFound(a.id.clone()))?
+                .version
+        }
+    };
+    let m = e.update(&a.id, patch, expected)?;
     if g.json {
         output::json(&m)
     } else {
-        output::line(format!("updated {} to v{}", m.id, m.version))
+        output::line(format!(
+            "updated {} from v{expected} to v{}",
+            m.id, m.version
+        ))
     }
 }

@@ -82,7 +82,7 @@ fn remember_recall_get_list() {
     assert_eq!(listed.as_array().unwrap().len(), 2);
     assert!(e.ok(&["get", &id]).contains("PostgreSQL"));
     let none = e.ok(&["recall", "zebra", "--view", "project/acme"]);
-    assert!(none.contains("no memories found"));
+    assert!(none.contains("nothing relevant"), "{none}");
 }
 
 #[test]
@@ -307,7 +307,15 @@ fn export_import_round_trip_through_files_and_pipes() {
     let text = std::fs::read_to_string(&out).unwrap();
     assert_eq!(text.lines().count(), 3);
     let plain = e.ok(&["export"]);
-    assert_eq!(plain.lines().count(), 2, "sensitive left out by default");
+    assert_eq!(plain.lines().count(), 3, "a full backup by default");
+    let o = e.cmd().args(["export", "--no-sensitive"]).output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("left out 1 sensitive (drop --no-sensitive to include them)"),
+        "{said}"
+    );
     let f = Env::new();
     let r = f.json(&["import", out.to_str().unwrap()]);
     assert_eq!(r["imported"], 3);

@@ -201,7 +201,7 @@ context_profiles:
         "--query",
         "sync",
     ]);
-    assert!(out.contains("## Project context\n- [context · "), "{out}");
+    assert!(out.contains("## Project context\n- [note · "), "{out}");
     let p: serde_json::Value =
         serde_json::from_str(&e.ok(&["--config", "memory.yaml", "profile", "show", "planner"]))
             .unwrap();

@@ -9,6 +9,7 @@ mod commands;
 mod concurrency;
 mod context;
 mod crash;
+mod first_hour;
 #[cfg(feature = "server")]
 mod server;
 mod vectors;

@@ -245,15 +245,15 @@ fn two_servers_and_the_cli_share_one_file() {
 }
 
 /// `strata mcp` over stdio: newline-delimited JSON-RPC.
-struct Stdio_ {
-    child: Child,
-    stdin: ChildStdin,
+pub(crate) struct Stdio_ {
+    pub(crate) child: Child,
+    pub(crate) stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     next: u64,
 }
 
 impl Stdio_ {
-    fn start(e: &Env, args: &[&str]) -> Stdio_ {
+    pub(crate) fn start(e: &Env, args: &[&str]) -> Stdio_ {
         let mut child = e
             .cmd()
             .arg("mcp")
@@ -271,12 +271,12 @@ impl Stdio_ {
         }
     }
 
-    fn send(&mut self, msg: Value) {
+    pub(crate) fn send(&mut self, msg: Value) {
         writeln!(self.stdin, "{msg}").unwrap();
         self.stdin.flush().unwrap();
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         self.send(json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}));
         let mut line = String::new();
@@ -295,16 +295,20 @@ impl Stdio_ {
         }
     }
 
-    fn tool(&mut self, name: &str, args: Value) -> (bool, Value) {
+    /// A tool's answer as text (the compact form).
+    pub(crate) fn text(&mut self, name: &str, args: Value) -> (bool, String) {
         let v = self.request("tools/call", json!({"name": name, "arguments": args}));
         let r = &v["result"];
         let text = r["content"][0]["text"]
             .as_str()
             .unwrap_or_else(|| panic!("{v}"));
-        (
-            r["isError"] == json!(true),
-            serde_json::from_str(text).unwrap(),
-        )
+        (r["isError"] == json!(true), text.to_string())
+    }
+
+    /// A tool's JSON answer (errors, and `verbose` answers).
+    pub(crate) fn tool(&mut self, name: &str, args: Value) -> (bool, Value) {
+        let (err, text) = self.text(name, args);
+        (err, serde_json::from_str(&text).unwrap())
     }
 }
 
@@ -319,18 +323,23 @@ fn mcp_over_stdio_remembers_in_one_session_and_recalls_in_the_next() {
     let tools = m.request("tools/list", json!({}));
     assert_eq!(
         tools["result"]["tools"].as_array().unwrap().len(),
-        7,
+        9,
         "{tools}"
     );
-    let (err, mem) = m.tool("remember", json!({"content": "Use SQS with a dead-letter queue for billing retries", "kind": "decision", "tags": ["billing"]}));
+    let (err, mem) = m.tool("remember", json!({"content": "Use SQS with a dead-letter queue for billing retries", "kind": "decision", "tags": ["billing"], "verbose": true}));
     assert!(!err, "{mem}");
     assert_eq!(mem["scope"], "project/acme");
     let id = mem["id"].as_str().unwrap().to_string();
-    let (err, g) = m.tool("get", json!({"id": id}));
+    let (err, g) = m.tool("get", json!({"id": id, "verbose": true}));
     assert!(!err && g["kind"] == "decision", "{g}");
-    let (err, s) = m.tool("list_scopes", json!({}));
+    let (err, s) = m.tool("list_scopes", json!({"verbose": true}));
     assert!(!err && s["scopes"][0]["memories"] == 1, "{s}");
-    let (err, p) = m.tool("promote", json!({"id": id, "to": "project/acme/sprint/s1"}));
+    let (err, s) = m.text("list_scopes", json!({}));
+    assert!(!err && s == "project/acme 1\n", "{s}");
+    let (err, p) = m.tool(
+        "promote",
+        json!({"id": id, "to": "project/acme/sprint/s1", "verbose": true}),
+    );
     assert!(!err, "{p}");
     let (err, bad) = m.tool("remember", json!({"content": "x", "scope": "not a scope"}));
     assert!(err && bad["error"]["field"] == "scope", "{bad}");
@@ -348,7 +357,10 @@ fn mcp_over_stdio_remembers_in_one_session_and_recalls_in_the_next() {
     let mut m = Stdio_::start(&e, &["--project", "acme"]);
     m.request("initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "cli-test", "version": "1"}}));
     m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let (err, r) = m.tool("recall", json!({"query": "how do we retry billing?"}));
+    let (err, r) = m.tool(
+        "recall",
+        json!({"query": "how do we retry billing?", "verbose": true}),
+    );
     assert!(!err, "{r}");
     assert!(
         r["results"]
@@ -358,13 +370,18 @@ fn mcp_over_stdio_remembers_in_one_session_and_recalls_in_the_next() {
             .any(|h| h["id"] == id.as_str()),
         "{r}"
     );
-    let (err, c) = m.tool("context", json!({"query": "billing retries"}));
+    // The default answer: compact lines with short ids.
+    let (err, r) = m.text("recall", json!({"query": "how do we retry billing?"}));
+    let short = &id[..8];
+    assert!(!err && r.contains(&format!("- {short}")), "{r}");
     assert!(
-        !err && c["text"].as_str().unwrap().contains("dead-letter"),
-        "{c}"
+        r.contains("Use SQS with a dead-letter queue for billing retries"),
+        "{r}"
     );
-    let (err, f) = m.tool("forget", json!({"ids": [id, p["id"]]}));
-    assert!(!err && f["deleted"] == 2, "{f}");
+    let (err, c) = m.text("context", json!({"query": "billing retries"}));
+    assert!(!err && c.contains("dead-letter"), "{c}");
+    let (err, f) = m.text("forget", json!({"ids": [id, p["id"]]}));
+    assert!(!err && f.starts_with("deleted 2 memories"), "{f}");
     drop(m.stdin);
     assert!(m.child.wait().unwrap().success());
 }

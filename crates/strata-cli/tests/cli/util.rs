@@ -91,12 +91,8 @@ impl Env {
         if !self.db().exists() {
             return String::new();
         }
-        let out = self.ok(&[
-            "export",
-            "--include-archived",
-            "--include-sensitive",
-            "--include-history",
-        ]);
+        // A full backup: the default export.
+        let out = self.ok(&["export"]);
         let stats = self.ok(&["stats", "--json"]);
         format!("{out}\n{stats}")
     }

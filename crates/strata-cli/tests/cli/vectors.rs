@@ -80,7 +80,7 @@ fn remember_embeds_inline_and_recall_explains_both_lists() {
     let (out, _) = run(&["model", "show"]);
     assert!(out.contains("2 memories embedded, 1 waiting"), "{out}");
     let (out, _) = run(&["embed"]);
-    assert!(out.contains("embedded 1 memories"), "{out}");
+    assert!(out.contains("embedded 1 memory;"), "{out}");
     let (out, _) = run(&["reindex", "--all"]);
     assert!(out.contains("re-embedded 3 memories"), "{out}");
     let (out, _) = run(&["embed", "--json"]);

@@ -34,17 +34,24 @@ impl Mcp<'_> {
         v
     }
 
-    /// Calls a tool; returns (is_error, the JSON in its text content).
-    fn tool(&mut self, name: &str, args: Value) -> (bool, Value) {
+    /// Calls a tool; returns (is_error, its text content).
+    fn text(&mut self, name: &str, args: Value) -> (bool, String) {
         let v = self.request("tools/call", json!({"name": name, "arguments": args}));
         let r = &v["result"];
         assert!(r.is_object(), "{name}: {v}");
         let text = r["content"][0]["text"]
             .as_str()
             .unwrap_or_else(|| panic!("{v}"));
+        (r["isError"] == json!(true), text.to_string())
+    }
+
+    /// Calls a tool whose answer is JSON (errors, and `verbose` answers);
+    /// returns (is_error, the JSON in its text content).
+    fn tool(&mut self, name: &str, args: Value) -> (bool, Value) {
+        let (err, text) = self.text(name, args);
         (
-            r["isError"] == json!(true),
-            serde_json::from_str(text).unwrap(),
+            err,
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}: {text}")),
         )
     }
 }
@@ -94,10 +101,12 @@ fn initialize_list_and_call_every_tool() {
             "context",
             "forget",
             "get",
+            "list",
             "list_scopes",
             "promote",
             "recall",
-            "remember"
+            "remember",
+            "update"
         ]
     );
     for t in tools["result"]["tools"].as_array().unwrap() {
@@ -120,32 +129,48 @@ fn initialize_list_and_call_every_tool() {
     // remember: the scope defaults to the configured project.
     let (err, mem) = m.tool(
         "remember",
-        json!({"content": "We chose PostgreSQL for billing", "kind": "decision"}),
+        json!({"content": "We chose PostgreSQL for billing", "kind": "decision", "verbose": true}),
     );
     assert!(!err, "{mem}");
     assert_eq!(mem["scope"], "project/acme");
     let id = mem["id"].as_str().unwrap().to_string();
     // recall: the view defaults to the project's subtree and global.
-    let (err, r) = m.tool("recall", json!({"query": "which database for billing?"}));
+    let (err, r) = m.tool(
+        "recall",
+        json!({"query": "which database for billing?", "verbose": true}),
+    );
     assert!(!err, "{r}");
     assert_eq!(r["results"][0]["id"], id.as_str());
-    let (err, c) = m.tool("context", json!({"query": "billing database"}));
+    let (err, c) = m.tool(
+        "context",
+        json!({"query": "billing database", "verbose": true}),
+    );
     assert!(!err, "{c}");
     assert!(c["text"].as_str().unwrap().contains("PostgreSQL"), "{c}");
-    let (err, g) = m.tool("get", json!({"id": id}));
+    let (err, g) = m.tool("get", json!({"id": id, "verbose": true}));
     assert!(
         !err && g["content"] == "We chose PostgreSQL for billing",
         "{g}"
     );
-    let (err, sc) = m.tool("list_scopes", json!({}));
+    let (err, sc) = m.tool("list_scopes", json!({"verbose": true}));
     assert!(!err && sc["scopes"][0]["scope"] == "project/acme", "{sc}");
+    let (err, l) = m.tool("list", json!({"verbose": true}));
+    assert!(!err && l["memories"][0]["id"] == id.as_str(), "{l}");
+    let (err, u) = m.tool(
+        "update",
+        json!({"id": id, "expected_version": 1, "importance": 0.95, "verbose": true}),
+    );
+    assert!(!err && u["version"] == 2 && u["importance"] == 0.95, "{u}");
     let (err, p) = m.tool(
         "promote",
-        json!({"id": id, "to": "global", "confirm": true}),
+        json!({"id": id, "to": "global", "confirm": true, "verbose": true}),
     );
     assert!(!err, "{p}");
     assert_eq!(p["scope"], "global");
-    let (err, f) = m.tool("forget", json!({"ids": [id, p["id"]], "confirm": true}));
+    let (err, f) = m.tool(
+        "forget",
+        json!({"ids": [id, p["id"]], "confirm": true, "verbose": true}),
+    );
     assert!(!err, "{f}");
     assert_eq!(f["deleted"], 2);
     assert_eq!(s.shared.engine.stats().unwrap().memories, 0);
@@ -160,7 +185,7 @@ fn bad_calls_are_clear_errors_and_change_nothing() {
         next: 0,
     };
     handshake(&mut m);
-    m.tool("remember", json!({"content": "seed"}));
+    m.text("remember", json!({"content": "seed"}));
     let before = s.snapshot();
     // Unknown tool and wrong argument types are protocol errors.
     let v = m.request(
@@ -198,6 +223,27 @@ fn bad_calls_are_clear_errors_and_change_nothing() {
     assert!(err && e["error"]["field"] == "importance", "{e}");
     let (err, e) = m.tool("get", json!({"id": "nope"}));
     assert!(err && e["error"]["code"] == "not_found", "{e}");
+    // Unknown arguments are named, `verbose` or not.
+    let v = m.request(
+        "tools/call",
+        json!({"name": "recall", "arguments": {"query": "x", "verbose": true, "limt": 3}}),
+    );
+    assert!(v.to_string().contains("limt"), "{v}");
+    let (err, e) = m.tool("recall", json!({"query": "x", "min_relevance": 2}));
+    assert!(err && e["error"]["field"] == "min_relevance", "{e}");
+    // update: a stale version changes nothing and says which is current.
+    let (_, seed) = m.tool("list", json!({"verbose": true}));
+    let seed_id = seed["memories"][0]["id"].as_str().unwrap().to_string();
+    let (err, e) = m.tool(
+        "update",
+        json!({"id": seed_id, "expected_version": 7, "content": "changed"}),
+    );
+    assert!(err && e["error"]["code"] == "conflict", "{e}");
+    let v = m.request(
+        "tools/call",
+        json!({"name": "update", "arguments": {"id": seed_id, "content": "no version"}}),
+    );
+    assert!(v.to_string().contains("expected_version"), "{v}");
     // A read-only token may not write through MCP either.
     let mut viewer = Mcp {
         s: &s,
@@ -219,4 +265,146 @@ fn bad_calls_are_clear_errors_and_change_nothing() {
         ],
     );
     assert!(status == 403 || status == 400, "{status}");
+}
+
+/// What agents write: decisions, findings, preferences of a sentence or
+/// two (one unrelated memory among them).
+const AGENT_MEMORIES: [(&str, &str); 6] = [
+    (
+        "decision",
+        "We chose PostgreSQL for billing: invoices need multi-row transactions, and the finance team already runs it",
+    ),
+    (
+        "decision",
+        "Billing retries go through SQS with a dead-letter queue; after 5 failed attempts the message is parked for a human",
+    ),
+    (
+        "convention",
+        "The billing service's integration tests need a local Postgres 16: start it with `docker compose up db` before `cargo test`",
+    ),
+    (
+        "preference",
+        "Alice (billing PM) prefers short status updates: three bullets, no preamble, links to the PRs",
+    ),
+    (
+        "finding",
+        "Invoice PDFs are rendered by the invoice-render worker, which times out after 30 s on invoices with over 500 lines",
+    ),
+    (
+        "note",
+        "Lunch order for Friday: pizza from the place on 5th street",
+    ),
+];
+
+/// Default answers are compact text, at most 1.5× the memory content they
+/// carry (the full JSON records were 7–13×); their short ids work in every
+/// tool that takes an id; `verbose` still gives the records.
+#[test]
+fn answers_are_compact_and_carry_what_a_model_needs() {
+    let (s, rw, _) = server();
+    let mut m = Mcp {
+        s: &s,
+        token: rw,
+        next: 0,
+    };
+    handshake(&mut m);
+    for (kind, content) in AGENT_MEMORIES {
+        let (err, t) = m.text("remember", json!({"content": content, "kind": kind}));
+        assert!(
+            !err && t.starts_with("remembered ") && t.contains(" in project/acme ("),
+            "{t}"
+        );
+        assert!(t.len() < 60, "{t}");
+    }
+    let content_of = |records: &Value| -> usize {
+        records
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["content"].as_str().unwrap().len())
+            .sum()
+    };
+    let query = "how are billing invoices stored and retried?";
+    let (err, compact) = m.text("recall", json!({"query": query, "touch": false}));
+    assert!(!err, "{compact}");
+    let (_, full) = m.tool(
+        "recall",
+        json!({"query": query, "touch": false, "verbose": true}),
+    );
+    let carried = content_of(&full["results"]);
+    let n = full["results"].as_array().unwrap().len();
+    assert!((2..6).contains(&n), "the floor left {n}: {compact}");
+    assert!(!compact.contains("Lunch"), "{compact}");
+    let ratio = compact.len() as f64 / carried as f64;
+    let verbose_ratio = full.to_string().len() as f64 / carried as f64;
+    eprintln!(
+        "recall: {} chars for {carried} of content ({ratio:.2}×); verbose {:.2}×",
+        compact.len(),
+        verbose_ratio
+    );
+    assert!(ratio <= 1.5, "{ratio:.2}×:\n{compact}");
+    // Every line: short id, kind, date, score, content; under its scope.
+    let mut lines = compact.lines();
+    assert_eq!(lines.next(), Some("project/acme:"));
+    let first = lines.next().unwrap();
+    let best = &full["results"][0];
+    let short = first[2..].split(' ').next().unwrap();
+    assert!(best["id"].as_str().unwrap().starts_with(short), "{first}");
+    assert!(
+        first.contains(best["kind"].as_str().unwrap())
+            && first.ends_with(best["content"].as_str().unwrap()),
+        "{first}"
+    );
+    // Short ids work wherever an id is taken.
+    let (err, g) = m.text("get", json!({"id": short}));
+    assert!(!err && g.starts_with(best["id"].as_str().unwrap()), "{g}");
+    let (err, u) = m.text(
+        "update",
+        json!({"id": short, "expected_version": 1, "importance": 1.0}),
+    );
+    assert!(
+        !err && u.starts_with("updated ") && u.ends_with("v2)"),
+        "{u}"
+    );
+    let (_, again) = m.text("recall", json!({"query": query, "touch": false}));
+    assert!(again.contains(" v2: "), "{again}");
+    // Nothing relevant is said, not padded with the nearest memories.
+    let (err, none) = m.text("recall", json!({"query": "how tall is mount everest?"}));
+    assert!(!err && none.starts_with("nothing relevant in "), "{none}");
+    // list: recent activity, newest first.
+    let (_, listed) = m.text("list", json!({"limit": 2}));
+    assert!(listed.contains("Lunch order"), "{listed}");
+    assert_eq!(listed.lines().count(), 3, "{listed}");
+    // context: the package's text once, with one line of figures.
+    let (err, ctx) = m.text("context", json!({"query": query}));
+    assert!(!err, "{ctx}");
+    let (_, pkg) = m.tool("context", json!({"query": query, "verbose": true}));
+    let item_content: usize = pkg["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["content"].as_str().unwrap().len())
+        .sum();
+    let ctx_ratio = ctx.len() as f64 / item_content as f64;
+    eprintln!(
+        "context: {} chars for {item_content} of content ({ctx_ratio:.2}×); verbose {:.2}×",
+        ctx.len(),
+        pkg.to_string().len() as f64 / item_content as f64
+    );
+    assert!(ctx_ratio <= 1.5, "{ctx_ratio:.2}×:\n{ctx}");
+    assert_eq!(ctx.matches("PostgreSQL for billing").count(), 1, "{ctx}");
+    // The query ranks the package: the billing memories come before lunch.
+    let pos = |t: &str| ctx.find(t).unwrap_or(usize::MAX);
+    assert!(pos("PostgreSQL for billing") < pos("Lunch order"), "{ctx}");
+    assert!(
+        pkg["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| (0.0..=1.0).contains(&i["score"].as_f64().unwrap())),
+        "scores read as scores: {pkg}"
+    );
+    // forget by short id.
+    let (err, f) = m.text("forget", json!({"ids": [short], "confirm": true}));
+    assert!(!err && f.starts_with("deleted 1 memory: "), "{f}");
 }

@@ -268,13 +268,19 @@ impl Engine {
                 ));
             }
         }
-        let Some(prof) = self.resolve_profile(&req.profile)? else {
+        let Some(mut prof) = self.resolve_profile(&req.profile)? else {
             return Ok(empty_package(
                 &req.profile,
                 req.render.unwrap_or_default(),
                 req.max_tokens.unwrap_or(0),
             ));
         };
+        if req.profile == "global" && !text::query_terms(&req.query).is_empty() {
+            // The built-in profile orders by recency when there is nothing
+            // to rank by; a query given to it is what the caller wants
+            // ranked by (a configured profile's strategy is its own).
+            prof.strategy = Strategy::Hybrid;
+        }
         self.context_with_profile(&prof, req)
     }
 

@@ -164,7 +164,9 @@ pub struct Profile {
 
 impl Profile {
     /// The built-in profile behind `"global"`: recency over the task, the
-    /// project and global memory (the first two when the request names them).
+    /// project and global memory (the first two when the request names
+    /// them). `Engine::context` ranks it hybrid when the request has a
+    /// query.
     pub fn builtin_global() -> Profile {
         let src = |layer: &str, optional: bool| ProfileSource {
             optional,

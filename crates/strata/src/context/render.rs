@@ -61,8 +61,28 @@ fn line(item: &ContextItem) -> String {
     format!(
         "{}{}\n",
         prefix(item.kind.as_str(), item.created_at),
-        item.content
+        indent_continuation(&item.content)
     )
+}
+
+/// A multi-line text as the body of one markdown list item: continuation
+/// lines indented by two spaces (CommonMark's rule for content belonging
+/// to the item), trailing newlines dropped, so a memory holding a whole
+/// `CLAUDE.md` stays one item instead of ending the list.
+pub fn indent_continuation(text: &str) -> String {
+    text.trim_end_matches(['\n', '\r'])
+        .split('\n')
+        .enumerate()
+        .fold(String::with_capacity(text.len()), |mut out, (i, l)| {
+            if i > 0 {
+                out.push('\n');
+                if !l.trim().is_empty() {
+                    out.push_str("  ");
+                }
+            }
+            out.push_str(l.strip_suffix('\r').unwrap_or(l));
+            out
+        })
 }
 
 /// Whether an item becomes a chat message of its own under `messages`.
@@ -350,5 +370,15 @@ mod tests {
             }
             let _ = cache;
         }
+    }
+
+    #[test]
+    fn multi_line_memory_stays_one_list_item() {
+        let claude_md = "# Project rules\n\n- use tabs\r\n- no unwrap in lib code\n\n";
+        assert_eq!(
+            indent_continuation(claude_md),
+            "# Project rules\n\n  - use tabs\n  - no unwrap in lib code"
+        );
+        assert_eq!(indent_continuation("one line"), "one line");
     }
 }

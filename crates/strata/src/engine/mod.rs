@@ -34,6 +34,12 @@ use crate::store::{
 use crate::text;
 use crate::tokens::TokenCounter;
 
+/// The fewest characters of an id [`Engine::resolve_id`] accepts.
+const MIN_ID_PREFIX: usize = 8;
+
+/// How many ids sharing a prefix are read to decide on it.
+const PREFIX_SCAN: usize = 64;
+
 mod access;
 mod forget;
 mod lifecycle;
@@ -105,8 +111,17 @@ impl Engine {
     }
 
     /// An engine over an already opened store.
+    ///
+    /// A build without the `local-embed` feature, opened with the default
+    /// `embedder.kind = "auto"`, can never have vectors: it says so once per
+    /// process on stderr (and in [`Engine::embed_status`]), so keyword-only
+    /// search is never a surprise. `kind = "none"` says it is meant.
     pub fn with_store(cfg: Config, store: Box<dyn Store>) -> Result<Engine> {
         cfg.validate()?;
+        if !cfg!(feature = "local-embed") && cfg.embedder.kind == crate::EmbedderKind::Auto {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| eprintln!("strata: {}", crate::embed::NO_LOCAL_EMBED));
+        }
         let tokens = TokenCounter::new(&cfg.tokenizer)?;
         Ok(Engine {
             store: Arc::from(store),
@@ -161,6 +176,75 @@ impl Engine {
         let mut q = Query::everything(self.now());
         q.filter = Filter::parse(&json!({"id": id}))?;
         Ok(self.store.query_archived(&q)?.into_iter().next())
+    }
+
+    /// The shortest prefix of `id` that names it among the active and
+    /// archived memories inside `fence`, cut at a dash of the UUID: 8
+    /// characters (a UUIDv7's first 8 count time in 65-second steps), 13
+    /// (through its millisecond) when another memory was written in the
+    /// same 65 seconds, longer only when one shares that too. Answers that show many memories
+    /// (MCP's compact answers) carry these; [`Engine::resolve_id`] reads
+    /// them back.
+    pub fn short_id(&self, id: &str, fence: &Fence) -> Result<String> {
+        for len in [8, 13, 18, 23] {
+            if len >= id.len() || !id.is_char_boundary(len) {
+                break;
+            }
+            let prefix = &id[..len];
+            let found = self.store.ids_with_prefix(prefix, PREFIX_SCAN)?;
+            let others = found
+                .iter()
+                .filter(|(other, scope)| other != id && fence.contains(scope))
+                .count();
+            if others == 0 && found.len() < PREFIX_SCAN {
+                return Ok(prefix.to_string());
+            }
+        }
+        Ok(id.to_string())
+    }
+
+    /// The id of the one active or archived memory inside `fence` whose id
+    /// starts with `prefix` (a whole id, or a short one as
+    /// [`Engine::short_id`] gives). At least 8 characters; a prefix that
+    /// names none is [`Error::NotFound`], one that names several an error
+    /// listing them.
+    pub fn resolve_id(&self, prefix: &str, fence: &Fence) -> Result<String> {
+        if prefix.chars().count() < MIN_ID_PREFIX {
+            return Err(Error::field(
+                "id",
+                format!(
+                    "`{prefix}` is too short to name a memory: give at least {MIN_ID_PREFIX} characters of its id"
+                ),
+            ));
+        }
+        let found: Vec<String> = self
+            .store
+            .ids_with_prefix(prefix, PREFIX_SCAN)?
+            .into_iter()
+            .filter(|(_, scope)| fence.contains(scope))
+            .map(|(id, _)| id)
+            .collect();
+        if let Some(exact) = found.iter().find(|id| *id == prefix) {
+            return Ok(exact.clone());
+        }
+        match found.as_slice() {
+            [] => Err(Error::NotFound(prefix.to_string())),
+            [one] => Ok(one.clone()),
+            many => Err(Error::field(
+                "id",
+                format!(
+                    "`{prefix}` names {}{} memories ({}{}): give more of the id",
+                    if many.len() >= PREFIX_SCAN {
+                        "at least "
+                    } else {
+                        ""
+                    },
+                    many.len(),
+                    many.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                    if many.len() > 3 { ", …" } else { "" }
+                ),
+            )),
+        }
     }
 
     /// Earlier versions of a memory, oldest first.

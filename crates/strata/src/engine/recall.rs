@@ -22,6 +22,10 @@ pub struct Recall {
     pub touch: bool,
     /// Search the archive too.
     pub include_archived: bool,
+    /// The relevance floor (0–1) for a recall with a query; `None` uses
+    /// `ranking.min_relevance`, `Some(0.0)` returns every match of the view
+    /// up to `limit`. See [`crate::RankConfig::min_relevance`].
+    pub min_relevance: Option<f64>,
 }
 
 impl Recall {
@@ -37,6 +41,7 @@ impl Recall {
             explain: false,
             touch: true,
             include_archived: false,
+            min_relevance: None,
         }
     }
 }
@@ -120,8 +125,20 @@ impl Engine {
     /// Two phases: candidates are ranked on a few columns ([`Signals`]:
     /// bm25 from the full-text index, importance, kind, times, reads), then
     /// only the memories that made the cut are loaded.
+    ///
+    /// A recall with a query returns only memories whose text match or
+    /// vector similarity reaches the relevance floor (`min_relevance`), so
+    /// it can answer "nothing relevant"; a recall without one is a listing
+    /// and has no floor.
     pub fn recall(&self, req: &Recall) -> Result<Vec<Recalled>> {
         req.view.check()?;
+        let floor = req.min_relevance.unwrap_or(self.cfg.ranking.min_relevance);
+        if !(0.0..=1.0).contains(&floor) {
+            return Err(Error::field(
+                "min_relevance",
+                format!("{floor} is outside 0.0–1.0"),
+            ));
+        }
         let terms = text::query_terms(&req.query);
         text::check_query_terms(&terms)?;
         if req.limit == 0 {
@@ -190,15 +207,22 @@ impl Engine {
                     .map(Some)
                     .collect()
             };
+            // The archive's bm25 comes from the archive's own statistics:
+            // its text match (the floor's evidence) is against the archive's
+            // best, not the active memories'.
+            let best = scores.iter().flatten().fold(0.0f64, |a, b| a.max(*b));
             for ((m, mark), s) in found.into_iter().zip(scores) {
                 if terms.is_empty() || s.is_some_and(|x| x > 0.0) {
-                    cands.push((Signals::of(&m), Relevance::text(s)));
+                    let mut rel = Relevance::text(s);
+                    rel.text_match = s.filter(|_| best > 0.0).map(|x| x / best);
+                    cands.push((Signals::of(&m), rel));
                     archived.insert(m.id.clone(), (m, mark));
                 }
             }
         }
+        let has_query = !terms.is_empty() || qvec.is_some();
         let mut ranked: Vec<(Signals, ScoreParts, bool)> = self
-            .rank(cands, strategy, now)
+            .rank_floored(cands, strategy, now, has_query.then_some(floor))
             .into_iter()
             .map(|(s, p)| {
                 let arch = archived.contains_key(&s.id);
@@ -257,6 +281,34 @@ impl Engine {
             .map(|(m, r)| {
                 let p = rank::score(&self.cfg.ranking, strategy, &m, &r, now);
                 (m, p)
+            })
+            .collect();
+        rank::sort_scored(&mut scored, |m| m.id.as_str());
+        scored
+    }
+
+    /// [`Engine::rank`], keeping only candidates whose evidence reaches
+    /// `floor` (when there is one); each kept one says why in `passed`.
+    fn rank_floored(
+        &self,
+        mut cands: Vec<(Signals, Relevance)>,
+        strategy: Strategy,
+        now: Timestamp,
+        floor: Option<f64>,
+    ) -> Vec<(Signals, ScoreParts)> {
+        let Some(floor) = floor.filter(|f| *f > 0.0) else {
+            return self.rank(cands, strategy, now);
+        };
+        rank::fuse(&self.cfg.ranking, &mut cands);
+        let mut scored: Vec<(Signals, ScoreParts)> = cands
+            .into_iter()
+            .filter_map(|(m, r)| {
+                let (ok, why) = r.passes(floor);
+                ok.then(|| {
+                    let mut p = rank::score(&self.cfg.ranking, strategy, &m, &r, now);
+                    p.passed = Some(why);
+                    (m, p)
+                })
             })
             .collect();
         rank::sort_scored(&mut scored, |m| m.id.as_str());

@@ -22,9 +22,6 @@ pub struct Manifest {
     /// Earliest memory.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub first_activity_at: Option<Timestamp>,
-    /// Latest write.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
-    pub last_activity_at: Option<Timestamp>,
 }
 
 impl Engine {
@@ -108,11 +105,6 @@ impl Engine {
             .chain(archived.iter().map(|a| &a.memory))
             .map(|m| m.created_at)
             .min();
-        let last = active
-            .iter()
-            .chain(archived.iter().map(|a| &a.memory))
-            .map(|m| m.updated_at)
-            .max();
         Ok(Manifest {
             memories: active.len() as u64,
             archived: archived.len() as u64,
@@ -120,7 +112,8 @@ impl Engine {
             by_role,
             tokens: active.iter().map(|m| m.tokens as u64).sum(),
             first_activity_at: first,
-            last_activity_at: last.or(Some(session.last_activity_at)),
+            // The latest write is the session record's `last_activity_at`
+            // (one field in the flattened object, not two).
             session,
         })
     }

@@ -113,6 +113,9 @@ impl Engine {
             return Ok(EmbedStatus {
                 note: Some(match self.cfg.embedder.kind {
                     embed::EmbedderKind::None => "embedder = none: relevance is BM25 only".into(),
+                    embed::EmbedderKind::Auto if !cfg!(feature = "local-embed") => {
+                        embed::NO_LOCAL_EMBED.into()
+                    }
                     _ => format!(
                         "no local model at {} (`strata model fetch` installs it): relevance is BM25 only",
                         self.cfg.embedder.model_dir().display()

@@ -67,7 +67,7 @@ impl Engine {
                 limit: self.cfg.max_item_bytes,
             });
         }
-        let kind = new.kind.clone().unwrap_or(Kind::Context);
+        let kind = new.kind.clone().unwrap_or(Kind::Note);
         model::validate_importance(new.importance.unwrap_or_else(|| kind.default_importance()))?;
         model::validate_tags(&new.tags)?;
         if let Some(k) = &new.key {
@@ -99,7 +99,7 @@ impl Engine {
     /// [`Engine::build`] for a memory `check_new` already accepted.
     pub(super) fn build_checked(&self, new: NewMemory, now: Timestamp) -> Result<Memory> {
         let scope = new.scope.ok_or_else(|| Error::field("scope", "missing"))?;
-        let kind = new.kind.unwrap_or(Kind::Context);
+        let kind = new.kind.unwrap_or(Kind::Note);
         let importance = new.importance.unwrap_or_else(|| kind.default_importance());
         let mut tags: Vec<String> = Vec::with_capacity(new.tags.len());
         for t in new.tags {

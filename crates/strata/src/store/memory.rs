@@ -19,6 +19,7 @@ use crate::Result;
 use crate::error::Error;
 use crate::model::Memory;
 use crate::rank::Signals;
+use crate::scope::Scope;
 use crate::text;
 
 #[derive(Clone, Debug, Default)]
@@ -371,6 +372,24 @@ impl Rows for MemoryStore {
 
     fn get(&self, id: &str) -> Result<Option<Memory>> {
         Ok(self.lock().active.get(id).cloned())
+    }
+
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<(String, Scope)>> {
+        let g = self.lock();
+        let active = g
+            .active
+            .range(prefix.to_string()..)
+            .take_while(|(id, _)| id.starts_with(prefix))
+            .map(|(id, m)| (id.clone(), m.scope.clone()));
+        let archived = g
+            .archive
+            .range(prefix.to_string()..)
+            .take_while(|(id, _)| id.starts_with(prefix))
+            .map(|(id, a)| (id.clone(), a.memory.scope.clone()));
+        let mut out: Vec<(String, Scope)> = active.chain(archived).collect();
+        out.sort();
+        out.truncate(limit);
+        Ok(out)
     }
 
     fn update(&self, m: &Memory, expected_version: u64) -> Result<Memory> {

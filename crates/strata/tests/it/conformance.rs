@@ -26,7 +26,45 @@ backends!(store:
     import_follows_its_rules,
     vectors_wait_are_kept_and_searched,
     context_log_keeps_the_first_record,
+    ids_with_prefix_reads_active_and_archived,
 );
+
+fn ids_with_prefix_reads_active_and_archived(make: MakeStore) {
+    let b = make();
+    let mut ids = Vec::new();
+    for (i, id) in ["aaaa-0001", "aaaa-0002", "aaab-0001", "b"]
+        .iter()
+        .enumerate()
+    {
+        let mut m = mem(if i == 2 { "project/b" } else { "project/a" }, "x");
+        m.id = id.to_string();
+        b.store.put(&m).unwrap();
+        ids.push(m.id);
+    }
+    b.store
+        .archive(&["aaaa-0002".to_string()], "evicted", now())
+        .unwrap();
+    let got = |p: &str, n: usize| -> Vec<(String, String)> {
+        b.store
+            .ids_with_prefix(p, n)
+            .unwrap()
+            .into_iter()
+            .map(|(id, s)| (id, s.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        got("aaaa", 10),
+        [
+            ("aaaa-0001".to_string(), "project/a".to_string()),
+            ("aaaa-0002".to_string(), "project/a".to_string())
+        ]
+    );
+    assert_eq!(got("aaa", 10).len(), 3);
+    assert_eq!(got("aaa", 2).len(), 2);
+    assert_eq!(got("aaab-0001", 10)[0].1, "project/b");
+    assert!(got("c", 10).is_empty());
+    assert_eq!(got("", 10).len(), 4);
+}
 
 fn restore_checks_keys_and_session_bounds(make: MakeStore) {
     let b = make();

@@ -97,7 +97,59 @@ proptest! {
     }
 }
 
-backends!(engine: bad_lines_are_named_and_change_nothing, conflicts_follow_the_mode, sensitive_is_left_out_unless_asked);
+backends!(engine: bad_lines_are_named_and_change_nothing, conflicts_follow_the_mode, sensitive_is_left_out_unless_asked, a_default_export_is_a_full_backup);
+
+/// `Export::default()` leaves nothing out: imported into an empty store it
+/// gives the same store back (every line, archive, history, session).
+fn a_default_export_is_a_full_backup(make: MakeEngine) {
+    let e = make(&|c| c.max_items = 3);
+    let plain = e
+        .remember(strata::NewMemory::new(scope("project/a"), "plain").key("k"))
+        .unwrap();
+    e.remember(strata::NewMemory::new(scope("project/a"), "plain, v2").key("k"))
+        .unwrap();
+    e.update(
+        &plain.id,
+        strata::Patch {
+            content: Some("edited".into()),
+            ..Default::default()
+        },
+        1,
+    )
+    .ok();
+    e.remember(strata::NewMemory::new(scope("project/a"), "secret").sensitive(true))
+        .unwrap();
+    e.remember(
+        strata::NewMemory::new(scope("session/s1"), "a turn")
+            .session("s1")
+            .pinned(true),
+    )
+    .unwrap();
+    for i in 0..4 {
+        // Over max_items: the lowest go to the archive.
+        e.remember(
+            strata::NewMemory::new(scope("project/a"), format!("filler {i}")).importance(0.01),
+        )
+        .unwrap();
+    }
+    let stats = e.stats().unwrap();
+    assert!(
+        stats.archived > 0 && stats.history > 0 && stats.sessions > 0,
+        "{stats:?}"
+    );
+    let mut out = Vec::new();
+    let r = e.export(&Export::default(), &mut out, &mut |_| {}).unwrap();
+    assert_eq!(
+        (r.sensitive_skipped, r.archived_skipped, r.history_skipped),
+        (0, 0, 0)
+    );
+    assert!(r.archived > 0 && r.history > 0, "{r:?}");
+    let empty = make(&|c| c.max_items = 3);
+    empty
+        .import(&mut out.as_slice(), OnConflict::Error, &mut |_| {})
+        .unwrap();
+    assert_eq!(fingerprint(&empty), fingerprint(&e));
+}
 
 fn bad_lines_are_named_and_change_nothing(make: MakeEngine) {
     let e = make(&|_| {});
@@ -129,7 +181,7 @@ fn bad_lines_are_named_and_change_nothing(make: MakeEngine) {
             "checksum",
         ),
         (
-            line.replacen("\"kind\":\"context\"", "\"kind\":\"Not A Kind\"", 1),
+            line.replacen("\"kind\":\"note\"", "\"kind\":\"Not A Kind\"", 1),
             "line 1",
             "kind",
         ),
@@ -173,16 +225,26 @@ fn conflicts_follow_the_mode(make: MakeEngine) {
     assert_eq!(e.get(&m.id).unwrap().unwrap().content, "replaced");
 }
 
+/// Sensitive memories are in the default export (a full backup) and out
+/// when left out, with the count reported.
 fn sensitive_is_left_out_unless_asked(make: MakeEngine) {
     let e = make(&|_| {});
     e.remember(strata::NewMemory::new(scope("project/a"), "public"))
         .unwrap();
     e.remember(strata::NewMemory::new(scope("project/a"), "secret token").sensitive(true))
         .unwrap();
+    let no_sensitive = Export {
+        include_sensitive: false,
+        ..Export::default()
+    };
     let mut out = Vec::new();
-    let r = e.export(&Export::default(), &mut out, &mut |_| {}).unwrap();
+    let r = e.export(&no_sensitive, &mut out, &mut |_| {}).unwrap();
     assert_eq!((r.memories, r.sensitive_skipped), (1, 1));
     assert!(!String::from_utf8(out).unwrap().contains("secret"));
+    let mut out = Vec::new();
+    let r = e.export(&Export::default(), &mut out, &mut |_| {}).unwrap();
+    assert_eq!((r.memories, r.sensitive_skipped), (2, 0));
+    assert!(String::from_utf8(out).unwrap().contains("secret"));
     let mut out = Vec::new();
     let v = strata::View::parse(&["project/a/**"]).unwrap();
     e.export(&Export::user_data(Some(v), None), &mut out, &mut |_| {})
@@ -203,15 +265,8 @@ fn sensitive_is_left_out_unless_asked(make: MakeEngine) {
     )
     .unwrap();
     let mut out = Vec::new();
-    e.export(
-        &Export {
-            include_history: true,
-            ..Export::default()
-        },
-        &mut out,
-        &mut |_| {},
-    )
-    .unwrap();
+    let r = e.export(&no_sensitive, &mut out, &mut |_| {}).unwrap();
+    assert_eq!(r.history_skipped, 1);
     let text = String::from_utf8(out).unwrap();
     assert!(
         text.contains("rotated") && !text.contains("sk-123"),

@@ -283,7 +283,13 @@ fn sessions_have_bounds_manifests_and_archives(make: MakeEngine) {
     assert_eq!(m.memories, 2);
     assert_eq!(m.by_role.get("user"), Some(&1));
     assert_eq!(m.session.bytes, 35);
-    assert!(m.first_activity_at.is_some() && m.last_activity_at >= m.first_activity_at);
+    assert!(
+        m.first_activity_at
+            .is_some_and(|f| m.session.last_activity_at >= f)
+    );
+    // One `last_activity_at` in the object (the session record's).
+    let text = serde_json::to_string(&m).unwrap();
+    assert_eq!(text.matches("\"last_activity_at\"").count(), 1, "{text}");
     let a = e.archive_session("s-1").unwrap();
     assert!(a.archived_at.is_some());
     assert!(matches!(

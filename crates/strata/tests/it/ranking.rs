@@ -4,7 +4,175 @@ use strata::{Kind, NewMemory, Recall, Strategy};
 
 use crate::harness::{MakeEngine, scope, view};
 
-backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories);
+backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, short_ids_name_one_memory);
+
+/// Short ids: the shortest dash-cut prefix no other memory inside the
+/// fence shares, read back by `resolve_id`; too short, unknown and
+/// ambiguous prefixes are named errors.
+fn short_ids_name_one_memory(make: MakeEngine) {
+    let e = make(&|_| {});
+    let batch = (0..3)
+        .map(|i| NewMemory::new(scope("project/a"), format!("batch {i}")))
+        .collect();
+    let ms = e.remember_batch(batch, strata::Confirm::No).unwrap();
+    let all = strata::Fence::everything();
+    for m in &ms {
+        let short = e.short_id(&m.id, &all).unwrap();
+        // Written in one millisecond: the first 8 characters are shared.
+        assert!(m.id.starts_with(&short) && short.len() >= 13, "{short}");
+        assert_eq!(e.resolve_id(&short, &all).unwrap(), m.id);
+        assert_eq!(e.resolve_id(&m.id, &all).unwrap(), m.id);
+    }
+    let err = e.resolve_id("01", &all).unwrap_err().to_string();
+    assert!(err.contains("too short"), "{err}");
+    let err = e.resolve_id("ffffffff-ffff", &all).unwrap_err();
+    assert!(matches!(err, strata::Error::NotFound(_)), "{err}");
+    let common: String = ms[0]
+        .id
+        .chars()
+        .zip(ms[1].id.chars())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    if common.len() >= 8 {
+        let err = e.resolve_id(&common, &all).unwrap_err().to_string();
+        assert!(err.contains("give more of the id"), "{err}");
+    }
+    // Alone in its 65 seconds: 8 characters.
+    let lone = strata::Fence::within(vec![scope("project/b")]);
+    let b = e
+        .remember(NewMemory::new(scope("project/b"), "elsewhere"))
+        .unwrap();
+    assert_eq!(e.short_id(&b.id, &lone).unwrap(), b.id[..8]);
+    // Outside the fence a memory does not exist, and takes no prefix room.
+    let other = strata::Fence::within(vec![scope("project/b")]);
+    assert!(e.resolve_id(&ms[0].id, &other).is_err());
+}
+
+/// The relevance floor: a recall with a query answers only with memories
+/// whose text match reaches `min_relevance`, and says why each passed.
+fn a_query_keeps_only_what_passes_the_floor(make: MakeEngine) {
+    let e = make(&|_| {});
+    let best = e
+        .remember(
+            NewMemory::new(
+                scope("project/a"),
+                "PostgreSQL database for billing invoices",
+            )
+            .kind(Kind::Decision),
+        )
+        .unwrap();
+    let weak = e
+        .remember(NewMemory::new(
+            scope("project/a"),
+            "The quarterly meeting went long: slides, coffee, a fire drill, roadmap talk, \
+             hiring plans, the office move, and at the very end one mention of invoices",
+        ))
+        .unwrap();
+    e.remember(NewMemory::new(
+        scope("project/a"),
+        "Lunch order: pizza on Fridays",
+    ))
+    .unwrap();
+    let recall = |q: &str, floor: Option<f64>| {
+        let mut r = Recall::new(q, view(&["project/a"]));
+        r.min_relevance = floor;
+        r.explain = true;
+        r.touch = false;
+        e.recall(&r)
+    };
+    // Nothing shares a word with the query: nothing relevant.
+    assert!(
+        recall("how tall is mount everest", None)
+            .unwrap()
+            .is_empty()
+    );
+    // The strong match passes, the one-common-word tail does not.
+    let hits = recall("which database stores billing invoices?", None).unwrap();
+    let ids: Vec<&str> = hits.iter().map(|h| h.memory.id.as_str()).collect();
+    assert_eq!(ids, [best.id.as_str()], "{hits:#?}");
+    let p = hits[0].explain.as_ref().unwrap();
+    assert_eq!(p.text_match, Some(1.0));
+    assert_eq!(
+        p.passed.as_deref(),
+        Some("text match 1.000 ≥ min_relevance 0.30")
+    );
+    // A floor of 0 returns every match, as before the floor existed.
+    let all = recall("which database stores billing invoices?", Some(0.0)).unwrap();
+    assert_eq!(all.len(), 2, "{all:#?}");
+    assert_eq!(all[1].memory.id, weak.id);
+    assert!(all[1].explain.as_ref().unwrap().passed.is_none());
+    let tm = all[1].explain.as_ref().unwrap().text_match.unwrap();
+    assert!(tm > 0.0 && tm < 0.3, "{tm}");
+    // No query: a listing, no floor.
+    assert_eq!(recall("", None).unwrap().len(), 3);
+    // Out of range: named, and nothing read.
+    for bad in [-0.1, 1.5, f64::NAN] {
+        let err = recall("database", Some(bad)).unwrap_err().to_string();
+        assert!(err.contains("min_relevance"), "{err}");
+    }
+    // The configured default, and its bounds.
+    let strict = make(&|c| c.ranking.min_relevance = 1.0);
+    strict
+        .remember(NewMemory::new(scope("project/a"), "database"))
+        .unwrap();
+    strict
+        .remember(NewMemory::new(
+            scope("project/a"),
+            "database and billing, twice over",
+        ))
+        .unwrap();
+    let mut r = Recall::new("database billing", view(&["project/a"]));
+    r.touch = false;
+    assert_eq!(strict.recall(&r).unwrap().len(), 1);
+    let mut cfg = strata::Config::in_memory();
+    cfg.ranking.min_relevance = 2.0;
+    let err = strata::Engine::open(cfg).unwrap_err().to_string();
+    assert!(err.contains("ranking.min_relevance"), "{err}");
+}
+
+/// Every strategy's score is a score (0–1), not a timestamp.
+fn scores_read_as_scores(make: MakeEngine) {
+    let e = make(&|_| {});
+    for t in ["first", "second", "third"] {
+        e.remember(NewMemory::new(scope("project/a"), t)).unwrap();
+    }
+    for s in [
+        Strategy::Recency,
+        Strategy::Importance,
+        Strategy::Relevance,
+        Strategy::Hybrid,
+    ] {
+        let mut r = Recall::new("", view(&["project/a"]));
+        r.strategy = Some(s);
+        r.touch = false;
+        let hits = e.recall(&r).unwrap();
+        assert_eq!(hits.len(), 3);
+        for h in &hits {
+            assert!((0.0..=1.0).contains(&h.score), "{s}: {}", h.score);
+        }
+    }
+}
+
+/// A memory saved without a kind is a `note`: importance 0.5 and kind
+/// weight 1, so nothing lowers it quietly; explain names the kind.
+fn a_memory_without_a_kind_ranks_neutrally(make: MakeEngine) {
+    let e = make(&|_| {});
+    let m = e
+        .remember(NewMemory::new(
+            scope("project/a"),
+            "Alice prefers short answers",
+        ))
+        .unwrap();
+    assert_eq!(m.kind, Kind::Note);
+    assert_eq!(m.importance, 0.5);
+    let mut r = Recall::new("short answers", view(&["project/a"]));
+    r.explain = true;
+    r.touch = false;
+    let p = e.recall(&r).unwrap().remove(0).explain.unwrap();
+    assert_eq!((p.kind.as_str(), p.kind_weight), ("note", 1.0));
+    assert!((p.effective_importance - 0.5).abs() < 1e-6, "{p:?}");
+}
 
 fn strategies_order_as_documented(make: MakeEngine) {
     let e = make(&|_| {});

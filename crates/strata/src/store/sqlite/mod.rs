@@ -449,6 +449,35 @@ impl Rows for SqliteStore {
         Ok(get_active(&c, id)?.map(|(_, m)| m))
     }
 
+    fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<(String, Scope)>> {
+        let c = self.conn()?;
+        // `id` is UNIQUE in both tables: each half is a range of its index.
+        // The upper bound sorts after every string that starts with `prefix`.
+        let end = format!("{prefix}\u{10FFFF}");
+        let mut st = c.prepare_cached(
+            "SELECT id, scope FROM (
+                 SELECT id, scope FROM memories WHERE id >= ?1 AND id < ?2
+                 UNION ALL
+                 SELECT id, scope FROM archive WHERE id >= ?1 AND id < ?2)
+             ORDER BY id LIMIT ?3",
+        )?;
+        let rows: Vec<(String, String)> = st
+            .query_map(
+                params![prefix, end, limit.min(i64::MAX as usize) as i64],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        rows.into_iter()
+            .map(|(id, scope)| {
+                let scope = Scope::parse(&scope).map_err(|e| Error::Corrupt {
+                    what: format!("the scope of {id}"),
+                    source: Box::new(e),
+                })?;
+                Ok((id, scope))
+            })
+            .collect()
+    }
+
     fn update(&self, m: &Memory, expected_version: u64) -> Result<Memory> {
         self.write(|tx| {
             let (rowid, old) = get_active(tx, &m.id)?.ok_or_else(|| Error::NotFound(m.id.clone()))?;
