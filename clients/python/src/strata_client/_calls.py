@@ -110,6 +110,12 @@ def _seg(s: str) -> str:
     return quote(s, safe="")
 
 
+def _list(v: Any) -> Any:
+    """A sequence as a JSON list; anything else (a string included) as it
+    is, for the server to refuse by name."""
+    return list(v) if isinstance(v, (list, tuple, set, frozenset)) else v
+
+
 def _body(**fields: Any) -> JSON:
     """The fields that were given (not None, not False for flags, not UNSET)."""
     return {k: v for k, v in fields.items() if v is not None and v is not False and v is not UNSET}
@@ -144,7 +150,7 @@ def remember(
         scope=scope,
         kind=kind,
         importance=importance,
-        tags=list(tags) if tags is not None else None,
+        tags=_list(tags),
         key=key,
         payload=dict(payload) if isinstance(payload, Mapping) else payload,
         role=role,
@@ -189,7 +195,7 @@ def recall(
     `project/acme/**` for a subtree, `global`), best first."""
     body = _body(
         query=query,
-        view=list(view),
+        view=_list(view),
         filter=filter,
         strategy=strategy,
         limit=limit,
@@ -210,7 +216,7 @@ def list_memories(
     archived: bool = False,
 ) -> Call[list[Memory]]:
     """Memories of `view`, filtered and ordered (`recency` by default), or the archive's."""
-    body = _body(view=list(view), filter=filter, order=order, limit=limit, offset=offset, archived=archived)
+    body = _body(view=_list(view), filter=filter, order=order, limit=limit, offset=offset, archived=archived)
     return Call("POST", "/v1/list", lambda d: [Memory.from_json(m) for m in d["memories"]], json=body)
 
 
@@ -242,7 +248,7 @@ def update(
         if value is not None:
             body[name] = value
     if tags is not None:
-        body["tags"] = list(tags)
+        body["tags"] = _list(tags)
     if not isinstance(payload, Unset):
         body["payload"] = dict(payload) if isinstance(payload, Mapping) else payload
     if not isinstance(key, Unset):
@@ -273,8 +279,8 @@ def forget(
     """Delete a selection everywhere: exactly one of `ids`, `filter` (with
     `view`), `session`, `scope`, `before` (with `view`)."""
     body = _body(
-        ids=list(ids) if ids is not None else None,
-        view=list(view) if view is not None else None,
+        ids=_list(ids),
+        view=_list(view),
         filter=filter,
         session=session,
         scope=scope,
@@ -293,7 +299,7 @@ def promote(id: str, to: str, *, confirm: bool = False) -> Call[Memory]:
 
 def restore(ids: Sequence[str]) -> Call[int]:
     """Move archived memories back into active memory; how many moved."""
-    return Call("POST", "/v1/restore", lambda d: int(d["restored"]), json={"ids": list(ids)})
+    return Call("POST", "/v1/restore", lambda d: int(d["restored"]), json={"ids": _list(ids)})
 
 
 def complete_task(
@@ -304,7 +310,7 @@ def complete_task(
     min_importance: float | None = None,
 ) -> Call[TaskReport]:
     """Complete `task/<task>`: promote what should survive into `project/<project>`, archive the rest."""
-    body = _body(project=project, promote=list(promote), min_importance=min_importance)
+    body = _body(project=project, promote=_list(promote), min_importance=min_importance)
     return Call("POST", f"/v1/tasks/{_seg(task)}/complete", TaskReport.from_json, json=body)
 
 
@@ -403,7 +409,7 @@ def export_params(
     *, view: Sequence[str] = (), session: str | None = None, user_data: bool = False
 ) -> tuple[tuple[str, str], ...]:
     """The query of `GET /v1/export`."""
-    params = [("view", v) for v in view]
+    params = [("view", v) for v in ([view] if isinstance(view, str) else view)]
     if session is not None:
         params.append(("session", session))
     if user_data:
