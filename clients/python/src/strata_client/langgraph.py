@@ -361,6 +361,8 @@ class StrataStore(BaseStore):
                     if not isinstance(op.value, Mapping):
                         raise TypeError(f"PutOp value must be a mapping or None, not {type(op.value).__name__}")
                     json.dumps(dict(op.value))
+                if isinstance(op, PutOp) and op.ttl is not None and not op.ttl > 0:
+                    raise ValueError(f"ttl must be a positive number of minutes, not {op.ttl!r}")
             elif isinstance(op, SearchOp):
                 _check_labels(tuple(op.namespace_prefix))
                 scopes.append(self._scope(op.namespace_prefix) if op.namespace_prefix else None)
