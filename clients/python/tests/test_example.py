@@ -1,0 +1,31 @@
+"""The example graph remembers across threads, through a real server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from strata_client import Client
+
+from .conftest import Server
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "remember_across_threads.py"
+
+
+def test_example_graph_remembers_across_threads(server: Server) -> None:
+    root = f"project/demo-{uuid.uuid4().hex[:8]}"
+    env = dict(os.environ, STRATA_URL=server.url, STRATA_TOKEN=server.admin, STRATA_ROOT=root, DEMO_USER="ada")
+    out = subprocess.run([sys.executable, str(EXAMPLE)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines == [
+        "[thread-1] remember my favourite colour is teal -> Noted: my favourite colour is teal",
+        "[thread-2] what is my favourite colour? -> You told me: my favourite colour is teal",
+        "[thread-3] where do I live? -> I don't know that yet.",
+    ]
+    with Client(server.url, server.admin) as c:
+        [m] = c.list(view=[f"{root}/**"])
+    assert m.scope == f"{root}/users/ada/memories" and m.payload == {"text": "my favourite colour is teal"}
