@@ -196,6 +196,14 @@ def test_export_streams_and_import_round_trips(client: Client, scope: str) -> No
     assert client.import_(text, on_conflict="skip").skipped == 30
 
 
+def test_export_is_a_full_backup_unless_a_part_is_left_out(client: Client, scope: str) -> None:
+    client.remember("plain", scope=scope)
+    secret = client.remember("a secret", scope=scope, sensitive=True)
+    full = {ln["id"] for ln in client.export(view=[scope])}
+    assert secret.id in full and len(full) == 2
+    assert [ln["content"] for ln in client.export(view=[scope], sensitive=False)] == ["plain"]
+
+
 def test_scopes_and_stats_count(client: Client, scope: str) -> None:
     client.remember("one", scope=scope)
     client.remember("two", scope=f"{scope}/deeper")

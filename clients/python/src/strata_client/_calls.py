@@ -406,12 +406,19 @@ def import_(
 
 
 def export_params(
-    *, view: Sequence[str] = (), session: str | None = None, user_data: bool = False
+    *,
+    view: Sequence[str] = (),
+    session: str | None = None,
+    sensitive: bool = True,
+    archived: bool = True,
+    history: bool = True,
 ) -> tuple[tuple[str, str], ...]:
-    """The query of `GET /v1/export`."""
+    """The query of `GET /v1/export` (the server's default is a full
+    backup; only the parts left out are named)."""
     params = [("view", v) for v in ([view] if isinstance(view, str) else view)]
     if session is not None:
         params.append(("session", session))
-    if user_data:
-        params.append(("user_data", "true"))
+    for name, keep in (("sensitive", sensitive), ("archived", archived), ("history", history)):
+        if not keep:
+            params.append((name, "false"))
     return tuple(params)

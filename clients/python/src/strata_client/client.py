@@ -118,12 +118,23 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def export(self, *, view: Sequence[str] = (), session: str | None = None, user_data: bool = False) -> Iterator[JSON]:
+    def export(
+        self,
+        *,
+        view: Sequence[str] = (),
+        session: str | None = None,
+        sensitive: bool = True,
+        archived: bool = True,
+        history: bool = True,
+    ) -> Iterator[JSON]:
         """Memories as JSON objects, one per JSONL line, streamed as the
         server writes them (the request starts at the first `next`). A token
-        limited to scopes must name a `view`; `user_data=True` adds sensitive
-        and archived memories and history."""
-        params = _calls.export_params(view=view, session=session, user_data=user_data)
+        limited to scopes must name a `view`. By default a full backup:
+        `sensitive`, `archived` or `history` set to False leaves that part
+        out."""
+        params = _calls.export_params(
+            view=view, session=session, sensitive=sensitive, archived=archived, history=history
+        )
         try:
             with self._http.stream("GET", "/v1/export", params=params) as r:
                 if r.status_code >= 400:
@@ -195,10 +206,18 @@ class AsyncClient:
         await self.aclose()
 
     async def export(
-        self, *, view: Sequence[str] = (), session: str | None = None, user_data: bool = False
+        self,
+        *,
+        view: Sequence[str] = (),
+        session: str | None = None,
+        sensitive: bool = True,
+        archived: bool = True,
+        history: bool = True,
     ) -> AsyncIterator[JSON]:
         """`Client.export`, as an async iterator."""
-        params = _calls.export_params(view=view, session=session, user_data=user_data)
+        params = _calls.export_params(
+            view=view, session=session, sensitive=sensitive, archived=archived, history=history
+        )
         try:
             async with self._http.stream("GET", "/v1/export", params=params) as r:
                 if r.status_code >= 400:
