@@ -196,6 +196,17 @@ def test_export_streams_and_import_round_trips(client: Client, scope: str) -> No
     assert client.import_(text, on_conflict="skip").skipped == 30
 
 
+def test_recall_keeps_only_what_reaches_the_relevance_floor(client: Client, scope: str) -> None:
+    strong = client.remember("Kafka retention is seven days on every partition of the queue", scope=scope)
+    client.remember("The broker was late to the standup today", scope=scope)
+    query = "kafka queue retention partition broker"
+    floored = client.recall(query, view=[scope])
+    everything = client.recall(query, view=[scope], min_relevance=0)
+    assert [r.id for r in floored] == [strong.id]
+    assert len(everything) == 2 and everything[0].id == strong.id
+    assert client.recall("zebra", view=[scope]) == []
+
+
 def test_export_is_a_full_backup_unless_a_part_is_left_out(client: Client, scope: str) -> None:
     client.remember("plain", scope=scope)
     secret = client.remember("a secret", scope=scope, sensitive=True)

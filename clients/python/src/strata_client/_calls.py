@@ -190,9 +190,13 @@ def recall(
     explain: bool = False,
     touch: bool | None = None,
     archived: bool = False,
+    min_relevance: float | None = None,
 ) -> Call[list[Recalled]]:
     """Ranked memories for `query` within `view` (`project/acme`,
-    `project/acme/**` for a subtree, `global`), best first."""
+    `project/acme/**` for a subtree, `global`), best first. With a query,
+    only memories whose text match or similarity reaches `min_relevance`
+    come back (the server's `ranking.min_relevance` by default; 0 returns
+    every match), so an empty list means nothing relevant."""
     body = _body(
         query=query,
         view=_list(view),
@@ -202,6 +206,7 @@ def recall(
         explain=explain,
         touch=touch,
         archived=archived,
+        min_relevance=min_relevance,
     )
     return Call("POST", "/v1/recall", lambda d: [Recalled.from_json(r) for r in d["results"]], json=body)
 
