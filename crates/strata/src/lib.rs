@@ -87,6 +87,9 @@ pub use store::{
     OnConflict, Order, PendingVector, Put, Query, Rows, SCHEMA_VERSION, ScopeCount, Session,
     Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch, VectorSearch,
 };
+#[cfg(feature = "postgres")]
+pub use store::{PG_SCHEMA_VERSION, PostgresStore};
+pub use store::{PostgresOptions, TlsMode, is_postgres_url, redact_url};
 
 // Import, export and file sync.
 pub use jsonl::{Export, ExportReport, parse_line};

@@ -99,6 +99,17 @@ impl Engine {
             StoreConfig::Sqlite { path, options } => {
                 Box::new(SqliteStore::open(path, options.clone())?)
             }
+            #[cfg(feature = "postgres")]
+            StoreConfig::Postgres { url, options } => {
+                Box::new(crate::store::PostgresStore::open(url, options.clone())?)
+            }
+            #[cfg(not(feature = "postgres"))]
+            StoreConfig::Postgres { url, .. } => {
+                return Err(Error::InvalidConfig(format!(
+                    "store.url: `{}` is a PostgreSQL database, and this strata was built without the `postgres` feature",
+                    crate::store::redact_url(url)
+                )));
+            }
             StoreConfig::Memory => Box::new(MemoryStore::new()),
         };
         Engine::with_store(cfg, store)

@@ -23,10 +23,17 @@ use crate::rank::Signals;
 use crate::scope::{Fence, Scope, View};
 
 pub mod memory;
+#[path = "postgres/options.rs"]
+pub mod pg_options;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod search;
 pub mod sqlite;
 
 pub use memory::MemoryStore;
+pub use pg_options::{PostgresOptions, TlsMode, is_postgres_url, redact_url};
+#[cfg(feature = "postgres")]
+pub use postgres::{PG_SCHEMA_VERSION, PostgresStore};
 pub use sqlite::{Durability, SCHEMA_VERSION, SqliteOptions, SqliteStore};
 
 /// Result order of a [`Query`].
