@@ -51,7 +51,7 @@ pub use config::{Config, FileConfig, StoreConfig, default_db_path};
 pub use engine::{
     ArchiveMark, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions, ForgetReport,
     List, ListOrder, Manifest, Patch, Promotion, QueryVector, Recall, Recalled, TaskReport,
-    UpkeepReport,
+    UpkeepReport, open_store,
 };
 pub use error::{Error, ErrorClass};
 
@@ -89,7 +89,9 @@ pub use store::{
 };
 #[cfg(feature = "postgres")]
 pub use store::{PG_SCHEMA_VERSION, PostgresStore};
-pub use store::{PostgresOptions, TlsMode, is_postgres_url, redact_url};
+pub use store::{
+    PostgresOptions, StoreDigest, TlsMode, copy_store, is_postgres_url, redact_url, store_digest,
+};
 
 // Import, export and file sync.
 pub use jsonl::{Export, ExportReport, parse_line};

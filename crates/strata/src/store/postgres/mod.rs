@@ -87,6 +87,8 @@ pub struct PostgresStore {
     tls: postgres_rustls::MakeTlsConnector,
     pool: Pool,
     write_key: i64,
+    /// This process's copies of the stored vectors, by model (`vectors.rs`).
+    vectors: std::sync::RwLock<std::collections::HashMap<String, vectors::VectorCopy>>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -103,6 +105,8 @@ impl PostgresStore {
     /// and brings the schema up to date. Errors name the URL (password
     /// hidden) and what to fix.
     pub fn open(url: &str, opts: PostgresOptions) -> Result<PostgresStore> {
+        let (url, opts) = split_schema(url, opts);
+        let url = url.as_str();
         let display = redact_url(url);
         if !is_postgres_url(url) {
             return Err(Error::InvalidConfig(format!(
@@ -141,6 +145,7 @@ impl PostgresStore {
             config,
             write_key: lock_key("write", &opts.schema),
             pool: Pool::new(opts.pool_size),
+            vectors: Default::default(),
             display,
             opts,
             tls,
@@ -159,6 +164,13 @@ impl PostgresStore {
     /// The schema strata's tables live in.
     pub fn schema(&self) -> &str {
         &self.opts.schema
+    }
+
+    /// How many vectors of `model` this process holds in memory for exact
+    /// search (`None` before the first search of the model).
+    pub fn vectors_in_memory(&self, model: &str) -> Option<usize> {
+        let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+        g.get(model).map(|v| v.len())
     }
 
     fn connect_raw(&self) -> Result<Client> {
@@ -216,6 +228,26 @@ impl PostgresStore {
             quote_ident(&self.opts.schema)
         ))?;
         Ok(())
+    }
+}
+
+/// Takes strata's own `schema=NAME` parameter out of a URL (the client
+/// refuses parameters it does not know) into the options.
+fn split_schema(url: &str, mut opts: PostgresOptions) -> (String, PostgresOptions) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), opts);
+    };
+    let mut kept = Vec::new();
+    for kv in query.split('&') {
+        match kv.strip_prefix("schema=") {
+            Some(s) => opts.schema = s.to_string(),
+            None => kept.push(kv),
+        }
+    }
+    if kept.is_empty() {
+        (base.to_string(), opts)
+    } else {
+        (format!("{base}?{}", kept.join("&")), opts)
     }
 }
 
@@ -412,7 +444,7 @@ impl Rows for PostgresStore {
             models.dedup();
             for m in &models {
                 tx.execute(
-                    "UPDATE vector_models SET epoch = epoch + 1 WHERE model = $1",
+                    "UPDATE vector_models SET epoch = nextval('vector_epochs') WHERE model = $1",
                     &[m],
                 )?;
             }
@@ -774,6 +806,24 @@ impl ContextLog for PostgresStore {
         Ok(c.cx()
             .query_opt("SELECT doc FROM context_log WHERE id = $1", &[&id])?
             .map(|r| r.get(0)))
+    }
+
+    fn context_logs(&self) -> Result<Vec<(String, Timestamp, String)>> {
+        let mut c = self.conn()?;
+        c.cx()
+            .query(
+                "SELECT id, created_at, doc FROM context_log ORDER BY id",
+                &[],
+            )?
+            .iter()
+            .map(|r| {
+                let at = Timestamp::from_millisecond(r.get(1)).map_err(|e| Error::Corrupt {
+                    what: "column `created_at` of a context log row".into(),
+                    source: Box::new(e),
+                })?;
+                Ok((r.get(0), at, r.get(2)))
+            })
+            .collect()
     }
 }
 

@@ -51,7 +51,10 @@ fn col_defs() -> &'static str {
 /// Version 1: every table the SQLite store's version 3 has, with the text
 /// index as a table of strata's own stems (`postings`: one row per distinct
 /// stem of a memory, with the memory's scope so a view's lookup is one
-/// range of the primary key) instead of FTS5.
+/// range of the primary key) instead of FTS5. A model's vectors carry
+/// stamps (`memories.vector_seq` from `vector_models.version`) and an
+/// epoch, unique across models and their re-creations, that every forget
+/// renews: what a process's copy of the vectors (`vectors.rs`) syncs by.
 pub(super) fn migration_1() -> String {
     format!(
         r#"CREATE TABLE memories (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {cols}, vector_seq BIGINT);
@@ -72,8 +75,9 @@ pub(super) fn migration_1() -> String {
              created_at BIGINT NOT NULL, last_activity_at BIGINT NOT NULL, archived_at BIGINT,
              max_bytes BIGINT NOT NULL, bytes BIGINT NOT NULL DEFAULT 0);
          CREATE TABLE context_log (id TEXT COLLATE "C" PRIMARY KEY, created_at BIGINT NOT NULL, doc TEXT NOT NULL);
+         CREATE SEQUENCE vector_epochs;
          CREATE TABLE vector_models (model TEXT COLLATE "C" PRIMARY KEY, dim BIGINT NOT NULL,
-             version BIGINT NOT NULL DEFAULT 0, epoch BIGINT NOT NULL DEFAULT 0);"#,
+             version BIGINT NOT NULL DEFAULT 0, epoch BIGINT NOT NULL DEFAULT nextval('vector_epochs'));"#,
         cols = col_defs()
     )
 }

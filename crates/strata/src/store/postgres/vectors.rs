@@ -4,6 +4,68 @@
 
 use super::*;
 
+/// One model's vectors as this process holds them: by row (`seq`), with
+/// the row's scope, as of the model's `version` (the newest stamp read)
+/// and `epoch` (bumped by every forget: a copy of another epoch may hold
+/// forgotten vectors and is loaded again).
+#[derive(Debug, Default)]
+pub(super) struct VectorCopy {
+    epoch: i64,
+    version: i64,
+    loaded: bool,
+    rows: std::collections::HashMap<i64, (Scope, Vec<f32>)>,
+}
+
+impl VectorCopy {
+    /// Brings the copy to `version` of `epoch`: everything again after a
+    /// forget, else only the rows stamped since the last sync. Writers
+    /// stamp under the write lock and commit in stamp order, so every row
+    /// stamped up to `version` (read before the rows) is visible here.
+    fn sync(
+        &mut self,
+        cx: &mut Cx<'_, Client>,
+        model: &str,
+        version: i64,
+        epoch: i64,
+    ) -> Result<()> {
+        if self.loaded && self.epoch == epoch && self.version >= version {
+            return Ok(());
+        }
+        let since = if self.loaded && self.epoch == epoch {
+            self.version
+        } else {
+            self.rows.clear();
+            i64::MIN
+        };
+        let rows = cx.query(
+            "SELECT seq, scope, embedding FROM memories
+             WHERE embedding_model = $1 AND vector_seq > $2",
+            &[&model, &since],
+        )?;
+        for r in rows {
+            let (seq, scope, b): (i64, String, &[u8]) = (r.get(0), r.get(1), r.get(2));
+            let scope = Scope::parse(&scope).map_err(|e| Error::Corrupt {
+                what: "column `scope` of a stored row".into(),
+                source: Box::new(e),
+            })?;
+            let v: Vec<f32> = b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            self.rows.insert(seq, (scope, v));
+        }
+        self.epoch = epoch;
+        self.version = version;
+        self.loaded = true;
+        Ok(())
+    }
+
+    /// Vectors held.
+    pub(super) fn len(&self) -> usize {
+        self.rows.len()
+    }
+}
+
 impl VectorSearch for PostgresStore {
     fn pending_vectors(
         &self,
@@ -128,42 +190,87 @@ impl VectorSearch for PostgresStore {
         }
         let mut c = self.conn()?;
         let mut cx = c.cx();
-        let mut p = Vec::new();
-        let w = where_sql(q, false, &mut p);
-        let m = sql::bind(&mut p, model.to_string());
-        let rows = cx.query_p(
-            &format!(
-                "SELECT m.seq, m.embedding FROM memories m WHERE {w} AND m.embedding_model = {m}::text"
-            ),
-            &p,
-        )?;
-        let mut best = search::TopK::new(limit);
-        for r in &rows {
-            let seq: i64 = r.get(0);
-            let b: &[u8] = r.get(1);
-            if b.len() == query.len() * 4 {
-                best.push(seq, crate::embed::dot_bytes(query, b));
+        let Some(counters) = cx.query_opt(
+            "SELECT version, epoch, dim FROM vector_models WHERE model = $1",
+            &[&model],
+        )?
+        else {
+            return Ok(Vec::new());
+        };
+        let (version, epoch, dim): (i64, i64, i64) =
+            (counters.get(0), counters.get(1), counters.get(2));
+        if dim as usize != query.len() {
+            return Ok(Vec::new());
+        }
+        // Similarities over this process's copy, within the view.
+        let mut cands: Vec<(f32, i64)> = {
+            let fresh = {
+                let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+                g.get(model)
+                    .is_some_and(|v| v.epoch == epoch && v.version >= version)
+            };
+            if !fresh {
+                let mut g = self.vectors.write().unwrap_or_else(|p| p.into_inner());
+                let copy = g.entry(model.to_string()).or_default();
+                copy.sync(&mut cx, model, version, epoch)?;
+            }
+            let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+            let Some(copy) = g.get(model) else {
+                return Ok(Vec::new());
+            };
+            copy.rows
+                .iter()
+                .filter(|(_, (scope, _))| q.view.as_ref().is_none_or(|v| v.contains(scope)))
+                .map(|(seq, (_, v))| (crate::embed::dot(query, v), *seq))
+                .collect()
+        };
+        cands.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        // Check the best against their rows (still active, of this model,
+        // in the filter, not expired) until `limit` pass and no unchecked
+        // candidate could tie with the last of them.
+        let mut hits: Vec<(Signals, f32)> = Vec::new();
+        let mut at = 0;
+        let mut chunk = (limit * 2).max(32);
+        while at < cands.len() {
+            if hits.len() >= limit {
+                let mut sims: Vec<f32> = hits.iter().map(|h| h.1).collect();
+                sims.sort_unstable_by(|a, b| b.total_cmp(a));
+                if cands[at].0 < sims[limit - 1] {
+                    break;
+                }
+            }
+            let part = &cands[at..(at + chunk).min(cands.len())];
+            at += part.len();
+            chunk *= 2;
+            let sims: std::collections::HashMap<i64, f32> =
+                part.iter().map(|(s, seq)| (*seq, *s)).collect();
+            let mut p: Vec<P> = vec![Box::new(part.iter().map(|x| x.1).collect::<Vec<i64>>())];
+            let w = where_sql(q, false, &mut p);
+            let m = sql::bind(&mut p, model.to_string());
+            for r in cx.query_p(
+                &format!(
+                    "SELECT {SIGNAL_COLS}, m.seq FROM memories m
+                     WHERE m.seq = ANY($1::int8[]) AND {w} AND m.embedding_model = {m}::text"
+                ),
+                &p,
+            )? {
+                let seq: i64 = r.get(7);
+                hits.push((
+                    read_signals(&r)?,
+                    sims.get(&seq).copied().unwrap_or(f32::MIN),
+                ));
             }
         }
-        let sims: std::collections::HashMap<i64, f32> = best.into_vec().into_iter().collect();
-        let seqs: Vec<i64> = sims.keys().copied().collect();
-        let rows = cx.query(
-            &format!("SELECT {SIGNAL_COLS}, m.seq FROM memories m WHERE m.seq = ANY($1::int8[])"),
-            &[&seqs],
-        )?;
-        let mut hits = rows
-            .iter()
-            .map(|r| {
-                let s = read_signals(r)?;
-                let seq: i64 = r.get(7);
-                Ok((s, sims.get(&seq).copied().unwrap_or(0.0)))
-            })
-            .collect::<Result<Vec<_>>>()?;
         crate::store::sort_similar(&mut hits);
+        hits.truncate(limit);
         Ok(hits)
     }
 
     fn clear_vectors(&self, keep: Option<&str>) -> Result<u64> {
+        self.vectors
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|m, _| Some(m.as_str()) == keep);
         self.write(|tx| {
             let n = tx.execute(
                 "UPDATE memories SET embedding_model = NULL, embedding = NULL, vector_seq = NULL
