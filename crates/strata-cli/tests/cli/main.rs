@@ -9,6 +9,8 @@ mod commands;
 mod concurrency;
 mod context;
 mod crash;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "server")]
 mod server;
 mod vectors;

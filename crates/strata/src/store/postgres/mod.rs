@@ -185,7 +185,16 @@ impl PostgresStore {
                 _ if e.as_db_error().is_none() => " (is the server running and reachable?)",
                 _ => "",
             };
-            unavailable(format!("connecting to {}: {e}{hint}", self.display))
+            let mut why = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                let c = c.to_string();
+                if !why.contains(&c) {
+                    why = format!("{why}: {c}");
+                }
+                cause = c_source(cause);
+            }
+            unavailable(format!("connecting to {}: {why}{hint}", self.display))
         })
     }
 
@@ -229,6 +238,12 @@ impl PostgresStore {
         ))?;
         Ok(())
     }
+}
+
+fn c_source<'a>(
+    e: Option<&'a (dyn std::error::Error + 'static)>,
+) -> Option<&'a (dyn std::error::Error + 'static)> {
+    e.and_then(|e| e.source())
 }
 
 /// Takes strata's own `schema=NAME` parameter out of a URL (the client
