@@ -154,12 +154,14 @@ impl TestEngine {
     #[cfg(feature = "postgres")]
     pub fn postgres(cfg: impl FnOnce(&mut Config)) -> Option<TestEngine> {
         let pg = PgSchema::new()?;
-        let mut c = Config::default();
-        c.store = strata::StoreConfig::Postgres {
-            url: pg.url.clone(),
-            options: pg.options(),
+        let mut c = Config {
+            store: strata::StoreConfig::Postgres {
+                url: pg.url.clone(),
+                options: pg.options(),
+            },
+            embedder: strata::EmbedderConfig::none(),
+            ..Config::default()
         };
-        c.embedder = strata::EmbedderConfig::none();
         cfg(&mut c);
         Some(TestEngine {
             engine: Engine::open(c).unwrap(),

@@ -347,7 +347,7 @@ fn nodes_on_one_schema_share_every_write() {
             )
             .unwrap()
             .iter()
-            .map(|m| m.size_bytes() as u64)
+            .map(|m| m.size_bytes())
             .sum();
         assert_eq!(sess.bytes, in_session);
         let keyed_now: usize = (0..5)
