@@ -307,7 +307,32 @@ impl Rows for PostgresStore {
             let archive_empty: bool = tx
                 .query_one("SELECT NOT EXISTS (SELECT 1 FROM archive)", &[])?
                 .get(0);
-            ms.map(|m| put_in(tx, m?, !archive_empty)).collect()
+            // Memories without a key, session or vector (nothing to
+            // supersede or bound) go in together, up to 1,000 a statement;
+            // the others one by one, in order.
+            let mut out = Vec::new();
+            let mut plain: Vec<Memory> = Vec::new();
+            for m in ms {
+                let m = match m {
+                    Ok(m) => m,
+                    Err(e) => {
+                        // What came before fails first, as one by one.
+                        insert_plain(tx, &mut plain, !archive_empty, &mut out)?;
+                        return Err(e);
+                    }
+                };
+                if m.key.is_none() && m.session.is_none() && m.embedding.is_none() {
+                    plain.push(m);
+                    if plain.len() >= 1000 {
+                        insert_plain(tx, &mut plain, !archive_empty, &mut out)?;
+                    }
+                } else {
+                    insert_plain(tx, &mut plain, !archive_empty, &mut out)?;
+                    out.push(put_in(tx, m, !archive_empty)?);
+                }
+            }
+            insert_plain(tx, &mut plain, !archive_empty, &mut out)?;
+            Ok(out)
         })
     }
 
@@ -436,7 +461,7 @@ impl Rows for PostgresStore {
             let delta = new.size_bytes() as i64 - old.size_bytes() as i64;
             session_delta(tx, old.session.as_deref(), delta, Some(new.updated_at))?;
             push_history(tx, &old)?;
-            replace_row(tx, seq, &new)?;
+            replace_row(tx, seq, &old, &new)?;
             Ok(new)
         })
     }

@@ -64,7 +64,6 @@ pub(super) fn migration_1() -> String {
          CREATE INDEX memories_embedding_model ON memories(embedding_model, vector_seq);
          CREATE TABLE postings (term TEXT COLLATE "C" NOT NULL, scope TEXT COLLATE "C" NOT NULL,
              seq BIGINT NOT NULL, PRIMARY KEY (term, scope, seq));
-         CREATE INDEX postings_seq ON postings(seq);
          CREATE TABLE archive (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {cols},
              archived_at BIGINT NOT NULL, reason TEXT NOT NULL);
          CREATE INDEX archive_scope ON archive(scope, created_at, id);

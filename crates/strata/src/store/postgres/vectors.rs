@@ -166,15 +166,16 @@ impl VectorSearch for PostgresStore {
                     &[&model],
                 )?
                 .get(0);
-            let mut n = 0;
-            for (id, checksum, v) in items {
-                n += tx.execute(
-                    "UPDATE memories SET embedding_model = $1, embedding = $2, vector_seq = $3
-                     WHERE id = $4 AND checksum = $5",
-                    &[&model, &crate::embed::to_bytes(v), &seq, id, checksum],
-                )? as usize;
-            }
-            Ok(n)
+            let ids: Vec<&str> = items.iter().map(|i| i.0.as_str()).collect();
+            let sums: Vec<&str> = items.iter().map(|i| i.1.as_str()).collect();
+            let vecs: Vec<Vec<u8>> = items.iter().map(|i| crate::embed::to_bytes(&i.2)).collect();
+            let n = tx.execute(
+                "UPDATE memories m SET embedding_model = $1, embedding = u.e, vector_seq = $2
+                 FROM unnest($3::text[], $4::text[], $5::bytea[]) AS u(id, c, e)
+                 WHERE m.id = u.id AND m.checksum = u.c",
+                &[&model, &seq, &ids, &sums, &vecs],
+            )?;
+            Ok(n as usize)
         })
     }
 

@@ -90,9 +90,17 @@ pub(super) fn stamp_vector(tx: &mut Tx<'_, '_>, seq: i64, m: &Memory) -> Result<
     Ok(())
 }
 
-/// Removes a row's postings.
-pub(super) fn index_delete(tx: &mut Tx<'_, '_>, seq: i64) -> Result<()> {
-    tx.execute("DELETE FROM postings WHERE seq = $1", &[&seq])?;
+/// Removes a row's postings; `old` must be the memory exactly as it was
+/// indexed (its terms and scope locate them in the primary key, as FTS5's
+/// `'delete'` takes the indexed values in SQLite).
+pub(super) fn index_delete(tx: &mut Tx<'_, '_>, seq: i64, old: &Memory) -> Result<()> {
+    let terms = index_terms(&old.content);
+    if !terms.is_empty() {
+        tx.execute(
+            "DELETE FROM postings WHERE term = ANY($1::text[]) AND scope = $2 AND seq = $3",
+            &[&terms, &old.scope.as_str(), &seq],
+        )?;
+    }
     Ok(())
 }
 
@@ -157,7 +165,7 @@ pub(super) fn put_in(tx: &mut Tx<'_, '_>, m: Memory, check_archive: bool) -> Res
                 session_delta(tx, session, delta, at)?;
             }
             push_history(tx, &old)?;
-            replace_row(tx, seq, &new)?;
+            replace_row(tx, seq, &old, &new)?;
             return Ok(Put::Superseded(new));
         }
     }
@@ -194,8 +202,9 @@ pub(super) fn put_in(tx: &mut Tx<'_, '_>, m: Memory, check_archive: bool) -> Res
     Ok(Put::Inserted(m))
 }
 
-/// Replaces the row `seq` by `m`, its postings and vector stamp with it.
-pub(super) fn replace_row(tx: &mut Tx<'_, '_>, seq: i64, m: &Memory) -> Result<()> {
+/// Replaces the row `seq` (holding `old`) by `m`, its postings and vector
+/// stamp with it.
+pub(super) fn replace_row(tx: &mut Tx<'_, '_>, seq: i64, old: &Memory, m: &Memory) -> Result<()> {
     static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         let sets = COLS
             .split(", ")
@@ -208,7 +217,7 @@ pub(super) fn replace_row(tx: &mut Tx<'_, '_>, seq: i64, m: &Memory) -> Result<(
     let mut p = memory_params(m);
     p.push(Box::new(seq));
     tx.execute_p(&SQL, &p)?;
-    index_delete(tx, seq)?;
+    index_delete(tx, seq, old)?;
     index_insert(tx, seq, m)
 }
 
@@ -229,7 +238,7 @@ pub(super) fn archive_in(
         &[&at.as_millisecond(), &reason, &seq],
     )?;
     tx.execute("DELETE FROM memories WHERE seq = $1", &[&seq])?;
-    index_delete(tx, seq)?;
+    index_delete(tx, seq, &m)?;
     Ok(true)
 }
 
@@ -244,10 +253,119 @@ pub(super) fn delete_in(tx: &mut Tx<'_, '_>, id: &str) -> Result<bool> {
             )?;
         }
         tx.execute("DELETE FROM memories WHERE seq = $1", &[&seq])?;
-        index_delete(tx, seq)?;
+        index_delete(tx, seq, &m)?;
         found = true;
     }
     found |= tx.execute("DELETE FROM archive WHERE id = $1", &[&id])? > 0;
     tx.execute("DELETE FROM history WHERE id = $1", &[&id])?;
     Ok(found)
+}
+
+/// Stores memories without a key, a session or a vector (a batch's common
+/// case) with one statement for the rows and one for their postings,
+/// appending a `Put::Inserted` for each to `out` in order. Fails with
+/// `DuplicateId` (naming the first) when an id is taken or repeated.
+pub(super) fn insert_plain(
+    tx: &mut Tx<'_, '_>,
+    ms: &mut Vec<Memory>,
+    check_archive: bool,
+    out: &mut Vec<Put>,
+) -> Result<()> {
+    if ms.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = ms.iter().map(|m| m.id.as_str()).collect();
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    if let Some(dup) = ids.iter().find(|id| !seen.insert(**id)) {
+        return Err(Error::DuplicateId(dup.to_string()));
+    }
+    let taken_sql = if check_archive {
+        "SELECT id FROM memories WHERE id = ANY($1::text[]) UNION ALL SELECT id FROM archive WHERE id = ANY($1::text[])"
+    } else {
+        "SELECT id FROM memories WHERE id = ANY($1::text[])"
+    };
+    let taken: std::collections::HashSet<String> = tx
+        .query(taken_sql, &[&ids])?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if let Some(id) = ids.iter().find(|id| taken.contains(**id)) {
+        return Err(Error::DuplicateId(id.to_string()));
+    }
+    let texts = |f: &dyn Fn(&Memory) -> String| -> Vec<String> { ms.iter().map(f).collect() };
+    let opt_texts = |f: &dyn Fn(&Memory) -> Option<String>| -> Vec<Option<String>> {
+        ms.iter().map(f).collect()
+    };
+    let ints = |f: &dyn Fn(&Memory) -> i64| -> Vec<i64> { ms.iter().map(f).collect() };
+    let opt_ints =
+        |f: &dyn Fn(&Memory) -> Option<i64>| -> Vec<Option<i64>> { ms.iter().map(f).collect() };
+    let p: Vec<P> = vec![
+        Box::new(texts(&|m| m.id.clone())),
+        Box::new(texts(&|m| m.scope.to_string())),
+        Box::new(texts(&|m| m.kind.as_str().to_string())),
+        Box::new(opt_texts(&|m| m.role.map(|r| r.as_str().to_string()))),
+        Box::new(texts(&|m| m.content.clone())),
+        Box::new(opt_texts(&|m| m.payload.as_ref().map(|p| p.to_string()))),
+        Box::new(texts(&|m| {
+            serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into())
+        })),
+        Box::new(ms.iter().map(|m| m.importance).collect::<Vec<f64>>()),
+        Box::new(texts(&|m| m.source.as_str().to_string())),
+        Box::new(ints(&|m| m.created_at.as_millisecond())),
+        Box::new(ints(&|m| m.updated_at.as_millisecond())),
+        Box::new(opt_ints(&|m| {
+            m.last_accessed_at.map(|t| t.as_millisecond())
+        })),
+        Box::new(ints(&|m| m.access_count as i64)),
+        Box::new(opt_ints(&|m| m.expires_at.map(|t| t.as_millisecond()))),
+        Box::new(ms.iter().map(|m| m.pinned).collect::<Vec<bool>>()),
+        Box::new(ms.iter().map(|m| m.sensitive).collect::<Vec<bool>>()),
+        Box::new(ints(&|m| m.tokens as i64)),
+        Box::new(texts(&|m| m.checksum.clone())),
+        Box::new(ints(&|m| m.version as i64)),
+        Box::new(opt_texts(&|m| {
+            m.provenance
+                .as_ref()
+                .and_then(|p| serde_json::to_string(p).ok())
+        })),
+    ];
+    let rows = tx.query_p(
+        &format!(
+            "INSERT INTO memories ({COLS})
+             SELECT id, scope, kind, role, content, payload, NULL,
+                    ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), importance, source, NULL,
+                    created_at, updated_at, last_accessed_at, access_count, expires_at, pinned,
+                    sensitive, tokens, checksum, version, NULL, NULL, provenance
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                         $7::text[], $8::float8[], $9::text[], $10::int8[], $11::int8[], $12::int8[],
+                         $13::int8[], $14::int8[], $15::bool[], $16::bool[], $17::int8[], $18::text[],
+                         $19::int8[], $20::text[])
+                  AS u(id, scope, kind, role, content, payload, tags, importance, source,
+                       created_at, updated_at, last_accessed_at, access_count, expires_at, pinned,
+                       sensitive, tokens, checksum, version, provenance)
+             RETURNING id, seq"
+        ),
+        &p,
+    )?;
+    let seqs: std::collections::HashMap<String, i64> =
+        rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let (mut terms, mut scopes, mut at) = (Vec::new(), Vec::new(), Vec::new());
+    for m in ms.iter() {
+        let seq = *seqs
+            .get(&m.id)
+            .ok_or_else(|| Error::NotFound(m.id.clone()))?;
+        for t in index_terms(&m.content) {
+            terms.push(t);
+            scopes.push(m.scope.to_string());
+            at.push(seq);
+        }
+    }
+    if !terms.is_empty() {
+        tx.execute(
+            "INSERT INTO postings (term, scope, seq) SELECT * FROM unnest($1::text[], $2::text[], $3::int8[])",
+            &[&terms, &scopes, &at],
+        )?;
+    }
+    out.extend(ms.drain(..).map(Put::Inserted));
+    Ok(())
 }
