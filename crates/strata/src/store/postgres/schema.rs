@@ -62,6 +62,7 @@ pub(super) fn migration_1() -> String {
          CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
          CREATE UNIQUE INDEX memories_scope_key ON memories(scope, key) WHERE key IS NOT NULL;
          CREATE INDEX memories_embedding_model ON memories(embedding_model, vector_seq);
+         CREATE INDEX memories_unembedded ON memories(seq) WHERE embedding_model IS NULL;
          CREATE TABLE postings (term TEXT COLLATE "C" NOT NULL, scope TEXT COLLATE "C" NOT NULL,
              seq BIGINT NOT NULL, PRIMARY KEY (term, scope, seq));
          CREATE TABLE archive (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {cols},

@@ -13,7 +13,10 @@ pub(super) struct VectorCopy {
     epoch: i64,
     version: i64,
     loaded: bool,
-    rows: std::collections::HashMap<i64, (Scope, Vec<f32>)>,
+    /// By scope, so a view skips whole scopes: row (`seq`) → vector.
+    rows: std::collections::HashMap<Scope, std::collections::HashMap<i64, Vec<f32>>>,
+    /// Where each row's vector is filed.
+    scope_of: std::collections::HashMap<i64, Scope>,
 }
 
 impl VectorCopy {
@@ -35,6 +38,7 @@ impl VectorCopy {
             self.version
         } else {
             self.rows.clear();
+            self.scope_of.clear();
             i64::MIN
         };
         let rows = cx.query(
@@ -52,7 +56,12 @@ impl VectorCopy {
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .collect();
-            self.rows.insert(seq, (scope, v));
+            if let Some(old) = self.scope_of.insert(seq, scope.clone())
+                && let Some(r) = self.rows.get_mut(&old)
+            {
+                r.remove(&seq);
+            }
+            self.rows.entry(scope).or_default().insert(seq, v);
         }
         self.epoch = epoch;
         self.version = version;
@@ -62,7 +71,7 @@ impl VectorCopy {
 
     /// Vectors held.
     pub(super) fn len(&self) -> usize {
-        self.rows.len()
+        self.scope_of.len()
     }
 }
 
@@ -221,8 +230,9 @@ impl VectorSearch for PostgresStore {
             };
             copy.rows
                 .iter()
-                .filter(|(_, (scope, _))| q.view.as_ref().is_none_or(|v| v.contains(scope)))
-                .map(|(seq, (_, v))| (crate::embed::dot(query, v), *seq))
+                .filter(|(scope, _)| q.view.as_ref().is_none_or(|v| v.contains(scope)))
+                .flat_map(|(_, rows)| rows.iter())
+                .map(|(seq, v)| (crate::embed::dot(query, v), *seq))
                 .collect()
         };
         cands.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
