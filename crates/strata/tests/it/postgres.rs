@@ -375,3 +375,56 @@ fn nodes_on_one_schema_share_every_write() {
         );
     }
 }
+
+/// The server ending a store's connections (a restart, an administrator):
+/// a request on a cut connection fails as `Unavailable` (never another
+/// error, never a wrong answer), the store opens new connections by
+/// itself, one idle for over a second is checked before use, and nothing
+/// acknowledged is lost.
+#[test]
+fn connections_cut_by_the_server_are_replaced() {
+    let Some(pg) = PgSchema::new() else { return };
+    let app = format!("strata_cut_{}", std::process::id());
+    let url = format!("{}?application_name={app}", pg.url);
+    let s = PostgresStore::open(&url, pg.options()).unwrap();
+    let mut raw = raw_client(&pg.url);
+    let mut acked = Vec::new();
+    for round in 0..4 {
+        for i in 0..20 {
+            let m = mem("project/a", &format!("round {round} write {i}"));
+            acked.push(s.put(&m).unwrap().memory().id.clone());
+        }
+        let cut: i64 = raw
+            .query_one(
+                "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+                &[&app],
+            )
+            .unwrap()
+            .get(0);
+        assert!(cut >= 1, "round {round}: no connection to cut");
+        if round % 2 == 1 {
+            // Idle past the check: the first request already succeeds.
+            std::thread::sleep(std::time::Duration::from_millis(1200));
+            assert_eq!(
+                s.count(&Query::everything(now())).unwrap() as usize,
+                acked.len()
+            );
+            continue;
+        }
+        let mut failures = 0;
+        loop {
+            match s.count(&Query::everything(now())) {
+                Ok(n) => {
+                    assert_eq!(n as usize, acked.len());
+                    break;
+                }
+                Err(e) => {
+                    assert_eq!(e.class(), strata::ErrorClass::Unavailable, "{e}");
+                    failures += 1;
+                    assert!(failures <= 1, "the store did not reconnect: {e}");
+                }
+            }
+        }
+    }
+    assert_eq!(s.get_many(&acked).unwrap().len(), acked.len());
+}

@@ -60,20 +60,40 @@ use schema::*;
 use sql::*;
 use writes::*;
 
-/// PostgreSQL's errors as the engine's: a storage error carrying the
+/// PostgreSQL's errors as the engine's: [`Error::Unavailable`] when the
+/// server cannot be reached or is going away (a closed connection, the
+/// SQLSTATE classes 08 connection exception, 53 insufficient resources and
+/// 57P operator intervention), else a storage error; either carries the
 /// client's own as its source.
 impl From<postgres::Error> for Error {
     fn from(e: postgres::Error) -> Error {
-        Error::Storage {
-            backend: "postgres",
-            source: Box::new(e),
+        let gone = match e.as_db_error() {
+            None => {
+                e.is_closed()
+                    || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>())
+            }
+            Some(db) => {
+                let c = db.code().code();
+                c.starts_with("08") || c.starts_with("53") || c.starts_with("57P")
+            }
+        };
+        if gone {
+            Error::Unavailable {
+                backend: "postgres",
+                source: Box::new(e),
+            }
+        } else {
+            Error::Storage {
+                backend: "postgres",
+                source: Box::new(e),
+            }
         }
     }
 }
 
-/// A storage error with a message of ours.
+/// The server cannot be reached now, in words of ours.
 fn unavailable(msg: String) -> Error {
-    Error::Storage {
+    Error::Unavailable {
         backend: "postgres",
         source: msg.into(),
     }
@@ -175,14 +195,15 @@ impl PostgresStore {
 
     fn connect_raw(&self) -> Result<Client> {
         self.config.connect(self.tls.clone()).map_err(|e| {
-            let hint = match e.as_db_error().map(|d| d.code().clone()) {
-                Some(postgres::error::SqlState::INVALID_PASSWORD) => {
+            let code = e.as_db_error().map(|d| d.code().clone());
+            let hint = match &code {
+                Some(c) if c.code().starts_with("28") => {
                     " (check the user and the password: STRATA_DB_PASSWORD or PGPASSWORD)"
                 }
                 Some(postgres::error::SqlState::INVALID_CATALOG_NAME) => {
                     " (create the database first: createdb NAME)"
                 }
-                _ if e.as_db_error().is_none() => " (is the server running and reachable?)",
+                None => " (is the server running and reachable?)",
                 _ => "",
             };
             let mut why = e.to_string();
@@ -194,7 +215,18 @@ impl PostgresStore {
                 }
                 cause = c_source(cause);
             }
-            unavailable(format!("connecting to {}: {why}{hint}", self.display))
+            let msg = format!("connecting to {}: {why}{hint}", self.display);
+            // A wrong password or a missing database is for the user to
+            // fix, not to wait out.
+            match &code {
+                Some(c) if c.code().starts_with("28") || c.code().starts_with("3D") => {
+                    Error::Storage {
+                        backend: "postgres",
+                        source: msg.into(),
+                    }
+                }
+                _ => unavailable(msg),
+            }
         })
     }
 

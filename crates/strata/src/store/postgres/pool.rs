@@ -12,6 +12,11 @@ use super::*;
 pub(super) struct Conn {
     pub(super) client: Client,
     stmts: HashMap<String, Statement>,
+    /// When it went back to the pool.
+    idle_since: std::time::Instant,
+    /// Set when a call on it failed as the server being gone: it is closed
+    /// rather than pooled.
+    broken: bool,
 }
 
 impl Conn {
@@ -19,6 +24,8 @@ impl Conn {
         Conn {
             client,
             stmts: HashMap::new(),
+            idle_since: std::time::Instant::now(),
+            broken: false,
         }
     }
 
@@ -27,6 +34,7 @@ impl Conn {
         Cx {
             c: &mut self.client,
             stmts: &mut self.stmts,
+            broken: &mut self.broken,
         }
     }
 
@@ -35,15 +43,20 @@ impl Conn {
         &mut self,
         f: impl FnOnce(&mut Cx<'_, postgres::Transaction<'_>>) -> Result<T>,
     ) -> Result<T> {
-        let mut tx = self.client.transaction()?;
+        let broken = &mut self.broken;
+        let mut tx = self.client.transaction().map_err(|e| note(broken, e))?;
         let out = f(&mut Cx {
             c: &mut tx,
             stmts: &mut self.stmts,
+            broken,
         })?;
-        tx.commit()?;
+        tx.commit().map_err(|e| note(broken, e))?;
         Ok(out)
     }
 }
+
+/// A pooled connection idle for longer than this is checked before use.
+const IDLE_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Most statements kept prepared per connection; filters make many shapes.
 const STMT_CACHE: usize = 256;
@@ -52,6 +65,17 @@ const STMT_CACHE: usize = 256;
 pub(super) struct Cx<'a, C: GenericClient> {
     pub(super) c: &'a mut C,
     stmts: &'a mut HashMap<String, Statement>,
+    broken: &'a mut bool,
+}
+
+/// The engine's error for `e`, marking the connection broken when the
+/// server is gone.
+fn note(broken: &mut bool, e: postgres::Error) -> Error {
+    let e = Error::from(e);
+    if matches!(e, Error::Unavailable { .. }) {
+        *broken = true;
+    }
+    e
 }
 
 impl<C: GenericClient> Cx<'_, C> {
@@ -59,7 +83,7 @@ impl<C: GenericClient> Cx<'_, C> {
         if let Some(s) = self.stmts.get(sql) {
             return Ok(s.clone());
         }
-        let s = self.c.prepare(sql)?;
+        let s = self.c.prepare(sql).map_err(|e| note(self.broken, e))?;
         if self.stmts.len() >= STMT_CACHE {
             self.stmts.clear();
         }
@@ -69,7 +93,7 @@ impl<C: GenericClient> Cx<'_, C> {
 
     pub(super) fn query(&mut self, sql: &str, p: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
         let st = self.st(sql)?;
-        Ok(self.c.query(&st, p)?)
+        self.c.query(&st, p).map_err(|e| note(self.broken, e))
     }
 
     pub(super) fn query_p(&mut self, sql: &str, p: &[P]) -> Result<Vec<Row>> {
@@ -82,17 +106,17 @@ impl<C: GenericClient> Cx<'_, C> {
         p: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>> {
         let st = self.st(sql)?;
-        Ok(self.c.query_opt(&st, p)?)
+        self.c.query_opt(&st, p).map_err(|e| note(self.broken, e))
     }
 
     pub(super) fn query_one(&mut self, sql: &str, p: &[&(dyn ToSql + Sync)]) -> Result<Row> {
         let st = self.st(sql)?;
-        Ok(self.c.query_one(&st, p)?)
+        self.c.query_one(&st, p).map_err(|e| note(self.broken, e))
     }
 
     pub(super) fn execute(&mut self, sql: &str, p: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let st = self.st(sql)?;
-        Ok(self.c.execute(&st, p)?)
+        self.c.execute(&st, p).map_err(|e| note(self.broken, e))
     }
 
     pub(super) fn execute_p(&mut self, sql: &str, p: &[P]) -> Result<u64> {
@@ -107,7 +131,13 @@ impl<C: GenericClient> Cx<'_, C> {
         p: &[&(dyn ToSql + Sync)],
     ) -> Result<std::result::Result<Row, postgres::Error>> {
         let st = self.st(sql)?;
-        Ok(self.c.query_one(&st, p))
+        let r = self.c.query_one(&st, p);
+        if let Err(e) = &r
+            && (e.is_closed() || e.as_db_error().is_none())
+        {
+            *self.broken = true;
+        }
+        Ok(r)
     }
 }
 
@@ -152,7 +182,10 @@ impl Drop for Pooled<'_> {
         let pool = &self.store.pool;
         let mut g = pool.state.lock().unwrap_or_else(|p| p.into_inner());
         match self.conn.take() {
-            Some(c) if !c.client.is_closed() => g.0.push(c),
+            Some(mut c) if !c.client.is_closed() && !c.broken => {
+                c.idle_since = std::time::Instant::now();
+                g.0.push(c)
+            }
             _ => g.1 -= 1,
         }
         drop(g);
@@ -168,8 +201,22 @@ impl PostgresStore {
         let deadline = std::time::Instant::now() + self.opts.connect_timeout;
         let mut g = pool.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            while let Some(c) = g.0.pop() {
-                if !c.client.is_closed() {
+            while let Some(mut c) = g.0.pop() {
+                // A connection idle for a while is checked with a round
+                // trip first (outside the pool's lock): the server may have
+                // restarted meanwhile, and a request should not fail on a
+                // connection it closed.
+                let usable = if c.client.is_closed() {
+                    false
+                } else if c.idle_since.elapsed() > IDLE_CHECK {
+                    drop(g);
+                    let ok = c.client.is_valid(self.opts.connect_timeout).is_ok();
+                    g = pool.state.lock().unwrap_or_else(|p| p.into_inner());
+                    ok
+                } else {
+                    true
+                };
+                if usable {
                     return Ok(Pooled {
                         store: self,
                         conn: Some(c),
@@ -177,6 +224,7 @@ impl PostgresStore {
                 }
                 // The server closed it (restarted, or the connection was
                 // cut): open another.
+                drop(c);
                 g.1 -= 1;
             }
             if g.1 < pool.max {
