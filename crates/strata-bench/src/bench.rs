@@ -32,6 +32,8 @@ use crate::out::{self as output, usage};
 
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "postgres")]
+mod postgres;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -103,6 +105,10 @@ pub struct BenchArgs {
     /// Random seed of the data generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// The PostgreSQL server of `--only postgres` (a fresh schema of it is
+    /// used and dropped; password from STRATA_DB_PASSWORD or PGPASSWORD).
+    #[arg(long, env = "STRATA_BENCH_PG_URL", value_name = "URL")]
+    pub pg_url: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -130,6 +136,9 @@ struct Report {
     #[cfg(feature = "http")]
     #[serde(skip_serializing_if = "Option::is_none")]
     http: Option<http::HttpBench>,
+    #[cfg(feature = "postgres")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    postgres: Option<postgres::PgBench>,
 }
 
 #[derive(Debug, Serialize)]
@@ -524,15 +533,24 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
     for o in &a.only {
         if ![
             "insert", "remember", "writers", "recall", "cold", "context", "vectors", "http",
+            "postgres",
         ]
         .contains(&o.as_str())
         {
             return usage(format!(
-                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http"
+                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http, postgres"
             ));
         }
         if o == "http" && !cfg!(feature = "http") {
             return usage("bench --only http: built without the `http` feature");
+        }
+        if o == "postgres" && !cfg!(feature = "postgres") {
+            return usage("bench --only postgres: built without the `postgres` feature");
+        }
+        if o == "postgres" && a.pg_url.is_none() {
+            return usage(
+                "bench --only postgres: name the server with --pg-url postgres://user@host:port/db (or STRATA_BENCH_PG_URL)",
+            );
         }
     }
     let tmp;
@@ -718,6 +736,11 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
         rep.http = Some(http::run(&a, &db, &mut datagen, &say)?);
     }
 
+    #[cfg(feature = "postgres")]
+    if let (true, Some(url)) = (a.only.iter().any(|o| o == "postgres"), &a.pg_url) {
+        rep.postgres = Some(postgres::run(&a, url, &db, &data, &mut datagen, &say)?);
+    }
+
     // The http benchmark is also a check: a failed request or a lost
     // acknowledged write fails the run (after the report).
     #[cfg(feature = "http")]
@@ -795,6 +818,19 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
                 "                   local model not installed: no embedding figures (`strata model fetch`)",
             )?,
         }
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(p) = &rep.postgres {
+        output::line(format!(
+            "postgres insert    {:>9.0}/s batched; vectors stored {:.0}/s ({})",
+            p.insert_per_sec, p.set_vectors_per_sec, p.url
+        ))?;
+        output::line(lat_line("recall pg (hyb+vec)", &p.recall))?;
+        output::line(lat_line("recall sqlite (same)", &p.sqlite_recall))?;
+        output::line(format!(
+            "                   p95 PostgreSQL / SQLite: {:.2}",
+            p.p95_ratio
+        ))?;
     }
     if let Some(c) = &rep.context {
         let k = c.budget / 1000;
@@ -1057,24 +1093,19 @@ fn machine() -> String {
 /// synthetic 384-dimension vector, then hybrid recall (BM25 + vectors +
 /// fusion) runs over one project and relevance recall over all of them;
 /// and, when the local model is installed, what embedding costs.
-fn vector_bench(
-    a: &BenchArgs,
-    db: &Path,
-    datagen: &mut Gen,
-    say: &dyn Fn(String),
-) -> Result<VectorBench> {
-    const DIM: usize = 384;
-    let engine = strata::Engine::open(bench_config(db))?;
-    engine.set_embedder(Some(std::sync::Arc::new(Synthetic(DIM))))?;
-    say("storing a synthetic vector for every memory…".into());
-    let t = Instant::now();
+/// Length of the synthetic vectors (all-MiniLM-L6-v2's).
+const DIM: usize = 384;
+
+/// Gives every memory waiting for one a synthetic vector, 1,000 a
+/// transaction; returns how many were stored.
+fn store_vectors(engine: &strata::Engine) -> Result<usize> {
     let mut stored = 0usize;
     loop {
         let pending = engine
             .store()
             .pending_vectors("bench-synthetic", None, 1000)?;
         if pending.is_empty() {
-            break;
+            return Ok(stored);
         }
         let items: Vec<(String, String, Vec<f32>)> = pending
             .into_iter()
@@ -1086,6 +1117,19 @@ fn vector_bench(
             .collect();
         stored += engine.store().set_vectors("bench-synthetic", DIM, &items)?;
     }
+}
+
+fn vector_bench(
+    a: &BenchArgs,
+    db: &Path,
+    datagen: &mut Gen,
+    say: &dyn Fn(String),
+) -> Result<VectorBench> {
+    let engine = strata::Engine::open(bench_config(db))?;
+    engine.set_embedder(Some(std::sync::Arc::new(Synthetic(DIM))))?;
+    say("storing a synthetic vector for every memory…".into());
+    let t = Instant::now();
+    let stored = store_vectors(&engine)?;
     let set_per_sec = stored as f64 / t.elapsed().as_secs_f64();
     let time = |engine: &strata::Engine,
                 view: &dyn Fn(usize) -> Result<strata::View>,

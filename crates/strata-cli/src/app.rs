@@ -2,7 +2,11 @@
 //!
 //! Configuration is found at `--config PATH`, then `STRATA_CONFIG`, then
 //! `./strata.toml`, then `<user config dir>/strata/strata.toml`; `--db` (or
-//! `STRATA_DB`) overrides the database path of whichever was found.
+//! `STRATA_DB`) overrides the database (a file path, or a `postgres://` URL)
+//! of whichever was found. A PostgreSQL password comes from
+//! `STRATA_DB_PASSWORD` (then libpq's `PGPASSWORD`) or `[store]
+//! password_env`; a `--db` URL with a password in it is refused, since the
+//! command line is visible to every user of the machine.
 
 use std::path::PathBuf;
 
@@ -39,8 +43,10 @@ pub struct Cli {
 /// Flags every verb takes.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Database file (default: $XDG_DATA_HOME/strata/strata.db).
-    #[arg(long, global = true, env = "STRATA_DB", value_name = "PATH")]
+    /// Database: a file (default: $XDG_DATA_HOME/strata/strata.db) or a
+    /// PostgreSQL URL, postgres://user@host:port/db (password from
+    /// STRATA_DB_PASSWORD or PGPASSWORD, never in the flag).
+    #[arg(long, global = true, env = "STRATA_DB", value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// Configuration file (default: ./strata.toml, then the user config dir).
     #[arg(long, global = true, env = "STRATA_CONFIG", value_name = "PATH")]
@@ -86,6 +92,8 @@ pub enum Command {
     /// Sessions: new, list, show, archive.
     #[command(subcommand)]
     Session(crate::cmd::session::SessionCmd),
+    /// Copy a whole store into an empty one (SQLite file ⇄ PostgreSQL), verified.
+    Migrate(crate::cmd::migrate::MigrateArgs),
     /// Read JSONL (from `strata export`) into the store.
     Import(crate::cmd::import::ImportArgs),
     /// Write memories as JSONL.
@@ -171,16 +179,57 @@ pub fn resolve_config(g: &Global) -> Result<strata::Config> {
         if db.as_os_str().is_empty() {
             return usage("--db: empty path");
         }
-        let options = match &cfg.store {
-            strata::StoreConfig::Sqlite { options, .. } => options.clone(),
-            strata::StoreConfig::Memory => Default::default(),
-        };
-        cfg.store = strata::StoreConfig::Sqlite {
-            path: db.clone(),
-            options,
-        };
+        cfg.store = store_at(&cfg.store, db, "--db")?;
     }
+    with_password(&mut cfg.store);
     Ok(cfg)
+}
+
+/// The store `db` names (a path, or a `postgres://` URL), keeping the
+/// options `base` has for the same backend. `flag` names where it came
+/// from, for errors. A URL carrying a password is refused when it came
+/// from the command line rather than the environment.
+pub fn store_at(
+    base: &strata::StoreConfig,
+    db: &std::path::Path,
+    flag: &str,
+) -> Result<strata::StoreConfig> {
+    let Some(text) = db.to_str() else {
+        return Ok(base.with_location(&db.to_string_lossy()));
+    };
+    if strata::is_postgres_url(text) {
+        let from_env = flag == "--db" && std::env::var("STRATA_DB").ok().as_deref() == Some(text);
+        if !from_env && url_has_password(text) {
+            return usage(format!(
+                "{flag}: `{}` carries a password, which every user of this machine can read on the command line; \
+                 give the URL without it and the password in STRATA_DB_PASSWORD (or PGPASSWORD)",
+                strata::redact_url(text)
+            ));
+        }
+    }
+    Ok(base.with_location(text))
+}
+
+/// Whether a `postgres://` URL carries a password (`user:password@`).
+fn url_has_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let auth = rest.split(['/', '?']).next().unwrap_or("");
+    auth.rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+        || url.contains("password=")
+}
+
+/// A PostgreSQL store without a password gets `STRATA_DB_PASSWORD` (then
+/// `PGPASSWORD`), when set.
+pub fn with_password(store: &mut strata::StoreConfig) {
+    if let strata::StoreConfig::Postgres { options, .. } = store
+        && options.password.is_none()
+    {
+        options.password = std::env::var("STRATA_DB_PASSWORD")
+            .or_else(|_| std::env::var("PGPASSWORD"))
+            .ok()
+            .filter(|p| !p.is_empty());
+    }
 }
 
 fn dirs_config() -> Option<PathBuf> {
@@ -194,10 +243,7 @@ fn dirs_config() -> Option<PathBuf> {
 /// Opens the engine the flags describe.
 pub fn open(g: &Global) -> Result<strata::Engine> {
     let cfg = resolve_config(g)?;
-    let where_ = match &cfg.store {
-        strata::StoreConfig::Sqlite { path, .. } => path.display().to_string(),
-        strata::StoreConfig::Memory => "memory".into(),
-    };
+    let where_ = cfg.store.describe();
     strata::Engine::open(cfg).with_context(|| format!("opening {where_}"))
 }
 

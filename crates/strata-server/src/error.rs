@@ -139,6 +139,7 @@ impl From<strata::Error> for ApiError {
             C::NotFound => StatusCode::NOT_FOUND,
             C::Conflict | C::NeedsConfirmation => StatusCode::CONFLICT,
             C::LimitExceeded => StatusCode::PAYLOAD_TOO_LARGE,
+            C::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let code = class.as_str();

@@ -15,7 +15,7 @@ use crate::context::{FileProfile, FileProfiles, Profile, SummarizerConfig};
 use crate::embed::EmbedderConfig;
 use crate::error::Error;
 use crate::rank::RankConfig;
-use crate::store::{Durability, SqliteOptions};
+use crate::store::{Durability, PostgresOptions, SqliteOptions, TlsMode, is_postgres_url};
 use crate::tokens::TokenCounter;
 
 /// Where memories are stored.
@@ -28,8 +28,60 @@ pub enum StoreConfig {
         /// Connection options.
         options: SqliteOptions,
     },
+    /// A PostgreSQL database (feature `postgres`; a build without it
+    /// refuses to open one, saying so).
+    Postgres {
+        /// `postgres://user@host:port/database` (a password here is
+        /// allowed, but better given through `options.password`).
+        url: String,
+        /// Connection options.
+        options: PostgresOptions,
+    },
     /// Process memory; gone when the engine is dropped.
     Memory,
+}
+
+impl StoreConfig {
+    /// Where the store is, for messages: a path, a URL with its password
+    /// hidden, or `memory`.
+    pub fn describe(&self) -> String {
+        match self {
+            StoreConfig::Sqlite { path, .. } => path.display().to_string(),
+            StoreConfig::Postgres { url, options } => {
+                let u = crate::store::redact_url(url);
+                if options.schema == "public" {
+                    u
+                } else {
+                    format!("{u} (schema {})", options.schema)
+                }
+            }
+            StoreConfig::Memory => "memory".into(),
+        }
+    }
+
+    /// The store `--db`/`STRATA_DB` names: a `postgres://` URL, else a
+    /// SQLite file path. Options of the same backend in `self` are kept.
+    pub fn with_location(&self, db: &str) -> StoreConfig {
+        if is_postgres_url(db) {
+            let options = match self {
+                StoreConfig::Postgres { options, .. } => options.clone(),
+                _ => PostgresOptions::default(),
+            };
+            StoreConfig::Postgres {
+                url: db.to_string(),
+                options,
+            }
+        } else {
+            let options = match self {
+                StoreConfig::Sqlite { options, .. } => options.clone(),
+                _ => SqliteOptions::default(),
+            };
+            StoreConfig::Sqlite {
+                path: PathBuf::from(db),
+                options,
+            }
+        }
+    }
 }
 
 /// Everything needed to open an engine.
@@ -91,8 +143,23 @@ pub fn default_db_path() -> PathBuf {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileStore {
-    /// `sqlite` or `memory`.
+    /// `sqlite`, `postgres` or `memory` (a `url` implies `postgres`).
     pub backend: Option<String>,
+    /// PostgreSQL: `postgres://user@host:port/database`.
+    pub url: Option<String>,
+    /// PostgreSQL: the environment variable holding the password (default
+    /// `STRATA_DB_PASSWORD`, then libpq's `PGPASSWORD`).
+    pub password_env: Option<String>,
+    /// PostgreSQL: most connections per process.
+    pub pool_size: Option<usize>,
+    /// PostgreSQL: connect timeout, in milliseconds.
+    pub connect_timeout_ms: Option<u64>,
+    /// PostgreSQL: `disable`, `prefer` or `require`.
+    pub tls: Option<TlsMode>,
+    /// PostgreSQL: a PEM file of extra certificate authorities.
+    pub tls_ca_file: Option<PathBuf>,
+    /// PostgreSQL: the schema strata's tables live in (default `public`).
+    pub schema: Option<String>,
     /// Database path (relative paths are relative to the config file).
     pub path: Option<PathBuf>,
     /// `full` or `normal`.
@@ -257,18 +324,91 @@ impl Config {
             || file.store.durability.is_some()
             || file.store.busy_timeout_ms.is_some()
             || file.store.mmap_mib.is_some();
+        let pg_set = file.store.url.is_some()
+            || file.store.password_env.is_some()
+            || file.store.pool_size.is_some()
+            || file.store.connect_timeout_ms.is_some()
+            || file.store.tls.is_some()
+            || file.store.tls_ca_file.is_some()
+            || file.store.schema.is_some();
         let backend = match file.store.backend.as_deref() {
-            // No backend named: keep the current one unless SQLite settings
-            // are given.
+            // No backend named: keep the current one unless SQLite or
+            // PostgreSQL settings are given.
+            None if file.store.url.is_some() => Some("postgres"),
             None if matches!(self.store, StoreConfig::Memory) && !store_set => Some("memory"),
+            None if matches!(self.store, StoreConfig::Postgres { .. }) && !store_set => {
+                Some("postgres")
+            }
             None => Some("sqlite"),
             b => b,
         };
+        if backend != Some("postgres") && pg_set {
+            return Err(Error::InvalidConfig(format!(
+                "store: url, password_env, pool_size, connect_timeout_ms, tls, tls_ca_file and schema are PostgreSQL settings, but the backend is `{}`",
+                backend.unwrap_or("sqlite")
+            )));
+        }
         match backend {
+            Some("postgres") | Some("postgresql") => {
+                if store_set {
+                    return Err(Error::InvalidConfig(
+                        "store: path, durability, busy_timeout_ms and mmap_mib are SQLite settings, but the backend is `postgres`".into(),
+                    ));
+                }
+                let (mut url, mut options) = match &self.store {
+                    StoreConfig::Postgres { url, options } => (Some(url.clone()), options.clone()),
+                    _ => (None, PostgresOptions::default()),
+                };
+                if let Some(u) = file.store.url {
+                    if !is_postgres_url(&u) {
+                        return Err(Error::InvalidConfig(format!(
+                            "store.url: `{}` is not a PostgreSQL URL (postgres://user@host:port/database)",
+                            crate::store::redact_url(&u)
+                        )));
+                    }
+                    url = Some(u);
+                }
+                let url = url.ok_or_else(|| {
+                    Error::InvalidConfig(
+                        "store.url: the postgres backend needs a URL (postgres://user@host:port/database)".into(),
+                    )
+                })?;
+                if let Some(n) = file.store.pool_size {
+                    if n == 0 {
+                        return Err(Error::InvalidConfig(
+                            "store.pool_size: must be at least 1".into(),
+                        ));
+                    }
+                    options.pool_size = n;
+                }
+                if let Some(ms) = file.store.connect_timeout_ms {
+                    options.connect_timeout = Duration::from_millis(ms);
+                }
+                if let Some(t) = file.store.tls {
+                    options.tls = t;
+                }
+                if let Some(f) = file.store.tls_ca_file {
+                    options.ca_file = Some(match base {
+                        Some(b) if f.is_relative() => b.join(f),
+                        _ => f,
+                    });
+                }
+                if let Some(sc) = file.store.schema {
+                    options.schema = sc;
+                }
+                if let Some(var) = file.store.password_env {
+                    options.password = Some(std::env::var(&var).map_err(|_| {
+                        Error::InvalidConfig(format!(
+                            "store.password_env: the environment variable `{var}` is not set"
+                        ))
+                    })?);
+                }
+                self.store = StoreConfig::Postgres { url, options };
+            }
             None | Some("sqlite") => {
                 let (mut path, mut options) = match &self.store {
                     StoreConfig::Sqlite { path, options } => (path.clone(), options.clone()),
-                    StoreConfig::Memory => (default_db_path(), SqliteOptions::default()),
+                    _ => (default_db_path(), SqliteOptions::default()),
                 };
                 if let Some(p) = file.store.path {
                     path = match base {
@@ -292,7 +432,7 @@ impl Config {
             Some("memory") => self.store = StoreConfig::Memory,
             Some(other) => {
                 return Err(Error::InvalidConfig(format!(
-                    "store.backend: `{other}` is not one of sqlite, memory"
+                    "store.backend: `{other}` is not one of sqlite, postgres, memory"
                 )));
             }
         }

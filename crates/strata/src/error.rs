@@ -23,6 +23,10 @@ pub enum ErrorClass {
     LimitExceeded,
     /// The storage layer failed.
     Storage,
+    /// The storage backend cannot be reached now (a database server that is
+    /// down, restarting or out of connections): retry later. The request
+    /// may not have been carried out; nothing was acknowledged.
+    Unavailable,
 }
 
 impl ErrorClass {
@@ -36,6 +40,7 @@ impl ErrorClass {
             ErrorClass::NeedsConfirmation => "needs_confirmation",
             ErrorClass::LimitExceeded => "too_large",
             ErrorClass::Storage => "storage",
+            ErrorClass::Unavailable => "unavailable",
         }
     }
 }
@@ -169,6 +174,16 @@ pub enum Error {
         /// The backend's error.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The storage backend cannot be reached now (a database server that
+    /// is down, restarting, or has no connection free); its own error is
+    /// the source.
+    #[error("{backend} is unavailable, retry later: {source}")]
+    Unavailable {
+        /// The backend (`postgres`).
+        backend: &'static str,
+        /// Why.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A stored value cannot be read back (a damaged or hand-edited file):
     /// never read as a default.
     #[error("corrupt data: {what}: {source}")]
@@ -226,6 +241,7 @@ impl Error {
             | Error::Corrupt { .. }
             | Error::Io { .. }
             | Error::Embedding(_) => ErrorClass::Storage,
+            Error::Unavailable { .. } => ErrorClass::Unavailable,
         }
     }
 

@@ -51,7 +51,7 @@ pub use config::{Config, FileConfig, StoreConfig, default_db_path};
 pub use engine::{
     ArchiveMark, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions, ForgetReport,
     List, ListOrder, Manifest, Patch, Promotion, QueryVector, Recall, Recalled, TaskReport,
-    UpkeepReport,
+    UpkeepReport, open_store,
 };
 pub use error::{Error, ErrorClass};
 
@@ -86,6 +86,11 @@ pub use store::{
     Access, Archived, ContextLog, Durability, ImportCounts, ImportItem, ImportRules, MemoryStore,
     OnConflict, Order, PendingVector, Put, Query, Rows, SCHEMA_VERSION, ScopeCount, Session,
     Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch, VectorSearch,
+};
+#[cfg(feature = "postgres")]
+pub use store::{PG_SCHEMA_VERSION, PostgresStore};
+pub use store::{
+    PostgresOptions, StoreDigest, TlsMode, copy_store, is_postgres_url, redact_url, store_digest,
 };
 
 // Import, export and file sync.

@@ -8,6 +8,7 @@ pub mod forget;
 pub mod get;
 pub mod import;
 pub mod list;
+pub mod migrate;
 pub mod pipeline;
 pub mod profile;
 pub mod promote;
@@ -32,10 +33,7 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Init => {
             let cfg = app::resolve_config(g)?;
-            let path = match &cfg.store {
-                strata::StoreConfig::Sqlite { path, .. } => path.display().to_string(),
-                strata::StoreConfig::Memory => "memory".into(),
-            };
+            let path = cfg.store.describe();
             let e = strata::Engine::open(cfg)?;
             let stats = e.stats()?;
             if g.json {
@@ -63,6 +61,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Restore(a) => restore::run(g, a),
         Command::Task(c) => task::run(g, c),
         Command::Session(c) => session::run(g, c),
+        Command::Migrate(a) => migrate::run(g, a),
         Command::Import(a) => import::run(g, a),
         Command::Export(a) => export::run(g, a),
         Command::Scopes => {

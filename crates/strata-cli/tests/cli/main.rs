@@ -10,6 +10,8 @@ mod concurrency;
 mod context;
 mod crash;
 mod first_hour;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[cfg(feature = "server")]
 mod server;
 mod vectors;

@@ -97,16 +97,32 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// Opens the store a configuration names (creating or upgrading it).
+pub fn open_store(cfg: &StoreConfig) -> Result<Box<dyn Store>> {
+    Ok(match cfg {
+        StoreConfig::Sqlite { path, options } => {
+            Box::new(SqliteStore::open(path, options.clone())?)
+        }
+        #[cfg(feature = "postgres")]
+        StoreConfig::Postgres { url, options } => {
+            Box::new(crate::store::PostgresStore::open(url, options.clone())?)
+        }
+        #[cfg(not(feature = "postgres"))]
+        StoreConfig::Postgres { url, .. } => {
+            return Err(Error::InvalidConfig(format!(
+                "store.url: `{}` is a PostgreSQL database, and this strata was built without the `postgres` feature",
+                crate::store::redact_url(url)
+            )));
+        }
+        StoreConfig::Memory => Box::new(MemoryStore::new()),
+    })
+}
+
 impl Engine {
     /// Opens the engine a configuration describes.
     pub fn open(cfg: Config) -> Result<Engine> {
         cfg.validate()?;
-        let store: Box<dyn Store> = match &cfg.store {
-            StoreConfig::Sqlite { path, options } => {
-                Box::new(SqliteStore::open(path, options.clone())?)
-            }
-            StoreConfig::Memory => Box::new(MemoryStore::new()),
-        };
+        let store = open_store(&cfg.store)?;
         Engine::with_store(cfg, store)
     }
 

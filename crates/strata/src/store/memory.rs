@@ -28,7 +28,7 @@ struct Inner {
     archive: BTreeMap<String, Archived>,
     history: HashMap<String, Vec<Memory>>,
     sessions: BTreeMap<String, Session>,
-    context_log: BTreeMap<String, String>,
+    context_log: BTreeMap<String, (Timestamp, String)>,
     vector_dims: BTreeMap<String, usize>,
 }
 
@@ -827,16 +827,25 @@ impl VectorSearch for MemoryStore {
 }
 
 impl ContextLog for MemoryStore {
-    fn log_context(&self, id: &str, _at: Timestamp, doc: &str) -> Result<()> {
+    fn log_context(&self, id: &str, at: Timestamp, doc: &str) -> Result<()> {
         self.lock()
             .context_log
             .entry(id.to_string())
-            .or_insert_with(|| doc.to_string());
+            .or_insert_with(|| (at, doc.to_string()));
         Ok(())
     }
 
     fn context_log(&self, id: &str) -> Result<Option<String>> {
-        Ok(self.lock().context_log.get(id).cloned())
+        Ok(self.lock().context_log.get(id).map(|(_, d)| d.clone()))
+    }
+
+    fn context_logs(&self) -> Result<Vec<(String, Timestamp, String)>> {
+        Ok(self
+            .lock()
+            .context_log
+            .iter()
+            .map(|(id, (at, d))| (id.clone(), *at, d.clone()))
+            .collect())
     }
 }
 

@@ -22,11 +22,20 @@ use crate::model::Memory;
 use crate::rank::Signals;
 use crate::scope::{Fence, Scope, View};
 
+pub mod copy;
 pub mod memory;
+#[path = "postgres/options.rs"]
+pub mod pg_options;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod search;
 pub mod sqlite;
 
+pub use copy::{StoreDigest, copy_store, store_digest};
 pub use memory::MemoryStore;
+pub use pg_options::{PostgresOptions, TlsMode, is_postgres_url, redact_url};
+#[cfg(feature = "postgres")]
+pub use postgres::{PG_SCHEMA_VERSION, PostgresStore};
 pub use sqlite::{Durability, SCHEMA_VERSION, SqliteOptions, SqliteStore};
 
 /// Result order of a [`Query`].
@@ -456,6 +465,9 @@ pub trait ContextLog {
     fn log_context(&self, id: &str, at: Timestamp, doc: &str) -> Result<()>;
     /// A logged context package by id.
     fn context_log(&self, id: &str) -> Result<Option<String>>;
+    /// Every logged package as `(id, logged at, doc)`, by id (copying a
+    /// store to another backend carries them).
+    fn context_logs(&self) -> Result<Vec<(String, Timestamp, String)>>;
 }
 
 /// The storage backend interface: every capability a backend implements,

@@ -103,6 +103,9 @@ struct Pair {
     model: MemoryStore,
     sqlite: SqliteStore,
     _dir: tempfile::TempDir,
+    /// The same corpus on the test PostgreSQL server, when there is one.
+    /// (Statics are never dropped: its schema stays until the server goes.)
+    postgres: Option<crate::harness::Backend>,
 }
 
 fn pair() -> &'static Pair {
@@ -111,14 +114,22 @@ fn pair() -> &'static Pair {
         let dir = tempfile::tempdir().unwrap();
         let sqlite = SqliteStore::open(dir.path().join("f.db"), Default::default()).unwrap();
         let model = MemoryStore::new();
+        #[cfg(feature = "postgres")]
+        let postgres = crate::harness::Backend::postgres();
+        #[cfg(not(feature = "postgres"))]
+        let postgres = None;
         for m in corpus() {
             model.put(&m).unwrap();
             sqlite.put(&m).unwrap();
+            if let Some(pg) = &postgres {
+                pg.store.put(&m).unwrap();
+            }
         }
         Pair {
             model,
             sqlite,
             _dir: dir,
+            postgres,
         }
     })
 }
@@ -135,6 +146,11 @@ proptest! {
         let b: Vec<String> = p.sqlite.query(&q).unwrap().into_iter().map(|m| m.id).collect();
         prop_assert_eq!(&a, &b, "filter {}", f);
         prop_assert_eq!(p.sqlite.count(&q).unwrap() as usize, a.len());
+        if let Some(pg) = &p.postgres {
+            let c: Vec<String> = pg.store.query(&q).unwrap().into_iter().map(|m| m.id).collect();
+            prop_assert_eq!(&a, &c, "postgres: filter {}", f);
+            prop_assert_eq!(pg.store.count(&q).unwrap() as usize, a.len());
+        }
     }
 }
 

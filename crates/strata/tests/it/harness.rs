@@ -4,10 +4,73 @@ use jiff::Timestamp;
 use strata::{Config, Engine, Kind, Memory, Scope, Source, checksum};
 use strata::{MemoryStore, SqliteStore, Store};
 
-/// A backend under test, kept alive with its temporary directory.
+/// A backend under test, kept alive with its temporary directory (or
+/// PostgreSQL schema, dropped after the store).
 pub struct Backend {
     pub store: Box<dyn Store>,
     _dir: Option<tempfile::TempDir>,
+    _pg: Option<PgSchema>,
+}
+
+/// The PostgreSQL server the tests use: `STRATA_TEST_PG_URL`. Without it
+/// the PostgreSQL instances of the tests pass without running, except in CI
+/// (`CI` set), where a missing URL fails them.
+pub fn pg_url() -> Option<String> {
+    match std::env::var("STRATA_TEST_PG_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but STRATA_TEST_PG_URL is not: the PostgreSQL tests must run in CI")
+        }
+        _ => {
+            eprintln!("STRATA_TEST_PG_URL is not set: PostgreSQL test not run");
+            None
+        }
+    }
+}
+
+/// A fresh schema of the test server, dropped (with everything in it) when
+/// the test ends, so tests stay independent and run in parallel.
+pub struct PgSchema {
+    pub url: String,
+    pub schema: String,
+}
+
+impl PgSchema {
+    pub fn new() -> Option<PgSchema> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let url = pg_url()?;
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        Some(PgSchema {
+            url,
+            schema: format!("t{}_{n}_{nanos}", std::process::id()),
+        })
+    }
+
+    pub fn options(&self) -> strata::PostgresOptions {
+        strata::PostgresOptions {
+            schema: self.schema.clone(),
+            pool_size: 8,
+            ..Default::default()
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    pub fn open(&self) -> strata::PostgresStore {
+        strata::PostgresStore::open(&self.url, self.options()).unwrap()
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        if let Ok(s) = strata::PostgresStore::open(&self.url, self.options()) {
+            let _ = s.drop_schema();
+        }
+    }
 }
 
 impl Backend {
@@ -15,6 +78,7 @@ impl Backend {
         Backend {
             store: Box::new(MemoryStore::new()),
             _dir: None,
+            _pg: None,
         }
     }
 
@@ -24,7 +88,20 @@ impl Backend {
         Backend {
             store: Box::new(store),
             _dir: Some(dir),
+            _pg: None,
         }
+    }
+
+    /// A store in a fresh schema of the test server; `None` when no server
+    /// is configured (outside CI).
+    #[cfg(feature = "postgres")]
+    pub fn postgres() -> Option<Backend> {
+        let pg = PgSchema::new()?;
+        Some(Backend {
+            store: Box::new(pg.open()),
+            _dir: None,
+            _pg: Some(pg),
+        })
     }
 }
 
@@ -32,6 +109,7 @@ impl Backend {
 pub struct TestEngine {
     pub engine: Engine,
     pub dir: Option<tempfile::TempDir>,
+    pub _pg: Option<PgSchema>,
 }
 
 impl std::ops::Deref for TestEngine {
@@ -55,6 +133,7 @@ impl TestEngine {
         TestEngine {
             engine: Engine::open(c).unwrap(),
             dir: None,
+            _pg: None,
         }
     }
 
@@ -66,7 +145,29 @@ impl TestEngine {
         TestEngine {
             engine: Engine::open(c).unwrap(),
             dir: Some(dir),
+            _pg: None,
         }
+    }
+
+    /// An engine over a fresh schema of the test server; `None` when no
+    /// server is configured (outside CI).
+    #[cfg(feature = "postgres")]
+    pub fn postgres(cfg: impl FnOnce(&mut Config)) -> Option<TestEngine> {
+        let pg = PgSchema::new()?;
+        let mut c = Config {
+            store: strata::StoreConfig::Postgres {
+                url: pg.url.clone(),
+                options: pg.options(),
+            },
+            embedder: strata::EmbedderConfig::none(),
+            ..Config::default()
+        };
+        cfg(&mut c);
+        Some(TestEngine {
+            engine: Engine::open(c).unwrap(),
+            dir: None,
+            _pg: Some(pg),
+        })
     }
 
     pub fn db_path(&self) -> std::path::PathBuf {
@@ -81,10 +182,22 @@ macro_rules! backends {
     (store: $($name:ident),* $(,)?) => {
         mod memory_store { $( #[test] fn $name() { super::$name(&crate::harness::Backend::memory); } )* }
         mod sqlite_store { $( #[test] fn $name() { super::$name(&crate::harness::Backend::sqlite); } )* }
+        #[cfg(feature = "postgres")]
+        mod postgres_store { $( #[test] fn $name() {
+            if crate::harness::pg_url().is_some() {
+                super::$name(&|| crate::harness::Backend::postgres().unwrap());
+            }
+        } )* }
     };
     (engine: $($name:ident),* $(,)?) => {
         mod memory_engine { $( #[test] fn $name() { super::$name(&|c| crate::harness::TestEngine::memory(|x| c(x))); } )* }
         mod sqlite_engine { $( #[test] fn $name() { super::$name(&|c| crate::harness::TestEngine::sqlite(|x| c(x))); } )* }
+        #[cfg(feature = "postgres")]
+        mod postgres_engine { $( #[test] fn $name() {
+            if crate::harness::pg_url().is_some() {
+                super::$name(&|c| crate::harness::TestEngine::postgres(|x| c(x)).unwrap());
+            }
+        } )* }
     };
 }
 

@@ -126,3 +126,18 @@ proptest! {
         check(&e, &writes, &views)?;
     }
 }
+
+#[cfg(feature = "postgres")]
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_read_leaves_its_view_postgres(
+        writes in prop::collection::vec((0..SCOPES.len(), 0..WORDS.len(), 0..WORDS.len()), 1..40),
+        views in prop::collection::vec(view_strategy(), 1..5),
+    ) {
+        if let Some(e) = TestEngine::postgres(|c| c.max_items = 0) {
+            check(&e, &writes, &views)?;
+        }
+    }
+}

@@ -16,6 +16,8 @@ mod isolation;
 mod jsonl;
 mod lifecycle;
 mod model;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod ranking;
 mod schema;
 mod sync;

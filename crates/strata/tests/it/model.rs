@@ -143,159 +143,228 @@ fn state(s: &dyn Store) -> String {
     out
 }
 
+/// Applies `ops` to the in-memory model and to `other`, comparing answers,
+/// errors and state after every step.
+fn behaves_like_the_model(ops: &[Op], other: &Backend) -> Result<(), TestCaseError> {
+    let model = Backend::memory();
+    let mut ids: Vec<String> = Vec::new();
+    for op in ops {
+        let pick = |t: usize| ids.get(t % ids.len().max(1)).cloned().unwrap_or_default();
+        let (a, b): (Result<String, String>, Result<String, String>) = match op {
+            Op::Put { scope, word, key } => {
+                let mut m = mem(SCOPES[*scope], WORDS[*word]);
+                m.key = key.map(|k| format!("k{k}"));
+                ids.push(m.id.clone());
+                let f = |s: &dyn Store| {
+                    s.put(&m)
+                        .map(|p| p.memory().id.clone())
+                        .map_err(|e| e.to_string())
+                };
+                (f(&*model.store), f(&*other.store))
+            }
+            Op::Update { target, word } => {
+                let id = pick(*target);
+                let f = |s: &dyn Store| -> Result<String, String> {
+                    let mut m = s.get(&id).map_err(|e| e.to_string())?.ok_or("missing")?;
+                    let v = m.version;
+                    m.content = WORDS[*word].into();
+                    m.checksum = strata::checksum(&m.content, None);
+                    s.update(&m, v)
+                        .map(|m| m.version.to_string())
+                        .map_err(|e| e.to_string())
+                };
+                (f(&*model.store), f(&*other.store))
+            }
+            Op::Delete { target } => {
+                let id = pick(*target);
+                let f = |s: &dyn Store| {
+                    s.delete(std::slice::from_ref(&id))
+                        .map(|n| n.to_string())
+                        .map_err(|e| e.to_string())
+                };
+                (f(&*model.store), f(&*other.store))
+            }
+            Op::Archive { target } => {
+                let id = pick(*target);
+                let at = now();
+                let f = |s: &dyn Store| {
+                    s.archive(std::slice::from_ref(&id), "evicted", at)
+                        .map(|n| n.to_string())
+                        .map_err(|e| e.to_string())
+                };
+                (f(&*model.store), f(&*other.store))
+            }
+            Op::Restore { target } => {
+                let id = pick(*target);
+                let f = |s: &dyn Store| {
+                    s.restore(std::slice::from_ref(&id))
+                        .map(|n| n.to_string())
+                        .map_err(|e| e.to_string())
+                };
+                (f(&*model.store), f(&*other.store))
+            }
+            Op::Touch { target } => {
+                let id = pick(*target);
+                let at = now();
+                let f = |s: &dyn Store| {
+                    s.touch(&[strata::Access::one(id.clone(), at)])
+                        .map(|_| String::new())
+                        .map_err(|e| e.to_string())
+                };
+                (f(&*model.store), f(&*other.store))
+            }
+            Op::Batch { items, fail_at } => {
+                let ms: Vec<_> = items
+                    .iter()
+                    .map(|(sc, w)| mem(SCOPES[*sc], WORDS[*w]))
+                    .collect();
+                if fail_at.is_none_or(|f| f >= ms.len()) {
+                    ids.extend(ms.iter().map(|m| m.id.clone()));
+                }
+                let f = |s: &dyn Store| {
+                    let mut it = ms.iter().enumerate().map(|(i, m)| {
+                        if Some(i) == *fail_at {
+                            Err(strata::Error::NotFound("made to fail".into()))
+                        } else {
+                            Ok(m.clone())
+                        }
+                    });
+                    s.put_batch(&mut it)
+                        .map(|p| p.len().to_string())
+                        .map_err(|e| e.to_string())
+                };
+                (f(&*model.store), f(&*other.store))
+            }
+            Op::InSession { session, word } => {
+                let sid = format!("s{session}");
+                let mut m = mem(&format!("session/{sid}"), WORDS[*word]);
+                m.session = Some(sid.clone());
+                ids.push(m.id.clone());
+                let f = |s: &dyn Store| -> Result<String, String> {
+                    if s.get_session(&sid).map_err(|e| e.to_string())?.is_none() {
+                        s.create_session(&Session {
+                            id: sid.clone(),
+                            scope: strata::Scope::parse(&format!("session/{sid}")).unwrap(),
+                            created_at: now(),
+                            last_activity_at: now(),
+                            archived_at: None,
+                            max_bytes: 60,
+                            bytes: 0,
+                        })
+                        .map_err(|e| e.to_string())?;
+                    }
+                    s.put(&m)
+                        .map(|p| p.memory().id.clone())
+                        .map_err(|e| e.to_string())
+                };
+                (f(&*model.store), f(&*other.store))
+            }
+            Op::ArchiveSession { session } => {
+                let sid = format!("s{session}");
+                let at = now();
+                let f = |s: &dyn Store| {
+                    s.archive_session(&sid, at)
+                        .map(|x| x.id)
+                        .map_err(|e| e.to_string())
+                };
+                (f(&*model.store), f(&*other.store))
+            }
+            Op::SetVector { target, angle, bad } => {
+                let id = pick(*target);
+                let t = *angle as f32 * 0.4;
+                let v = if *bad {
+                    vec![t.cos(), t.sin(), 0.0]
+                } else {
+                    vec![t.cos(), t.sin()]
+                };
+                let f = |s: &dyn Store| -> Result<String, String> {
+                    let m = s.get(&id).map_err(|e| e.to_string())?.ok_or("missing")?;
+                    s.set_vectors("m2", v.len(), &[(id.clone(), m.checksum, v.clone())])
+                        .map(|n| n.to_string())
+                        .map_err(|e| e.to_string())
+                };
+                (f(&*model.store), f(&*other.store))
+            }
+            Op::Import {
+                target,
+                fresh,
+                mode,
+                fenced,
+            } => {
+                let held = model.store.get(&pick(*target)).unwrap();
+                let mut m = match (held, fresh) {
+                    (Some(m), false) => m,
+                    _ => mem(SCOPES[*target % SCOPES.len()], WORDS[*target % WORDS.len()]),
+                };
+                m.content = format!("{} imported", m.content);
+                m.checksum = strata::checksum(&m.content, None);
+                m.key = None;
+                m.embedding = None;
+                if *fresh {
+                    ids.push(m.id.clone());
+                }
+                let rules = ImportRules {
+                    on_conflict: [OnConflict::Error, OnConflict::Skip, OnConflict::Replace][*mode],
+                    fence: if *fenced {
+                        strata::Fence::within(vec![strata::Scope::parse("project/a").unwrap()])
+                    } else {
+                        strata::Fence::everything()
+                    },
+                    session_max_bytes: 60,
+                };
+                let item = ImportItem {
+                    line: 1,
+                    memory: m,
+                    archived: None,
+                    history: vec![],
+                };
+                let f = |s: &dyn Store| {
+                    s.import(std::slice::from_ref(&item), &rules)
+                        .map(|n| format!("{n:?}"))
+                        .map_err(|e| e.to_string())
+                };
+                let (a, b) = (f(&*model.store), f(&*other.store));
+                // A line re-keyed away from a foreign id gets a fresh id in each store:
+                // compare the answers, and drop the copies so the states stay comparable.
+                if *fenced && a.is_ok() {
+                    let content = item.memory.content.clone();
+                    for s in [&*model.store, &*other.store] {
+                        let copies: Vec<String> = s
+                            .query(&Query::everything(now()).include_expired(true))
+                            .unwrap()
+                            .into_iter()
+                            .filter(|x| x.content == content && x.id != item.memory.id)
+                            .map(|x| x.id)
+                            .collect();
+                        s.delete(&copies).unwrap();
+                    }
+                }
+                (a, b)
+            }
+        };
+        prop_assert_eq!(&a, &b, "after {:?}", op);
+        prop_assert_eq!(state(&*model.store), state(&*other.store), "after {:?}", op);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn sqlite_behaves_like_the_model(ops in prop::collection::vec(op(), 1..40)) {
-        let model = Backend::memory();
-        let sqlite = Backend::sqlite();
-        let mut ids: Vec<String> = Vec::new();
-        for op in &ops {
-            let pick = |t: usize| ids.get(t % ids.len().max(1)).cloned().unwrap_or_default();
-            let (a, b): (Result<String, String>, Result<String, String>) = match op {
-                Op::Put { scope, word, key } => {
-                    let mut m = mem(SCOPES[*scope], WORDS[*word]);
-                    m.key = key.map(|k| format!("k{k}"));
-                    ids.push(m.id.clone());
-                    let f = |s: &dyn Store| s.put(&m).map(|p| p.memory().id.clone()).map_err(|e| e.to_string());
-                    (f(&*model.store), f(&*sqlite.store))
-                }
-                Op::Update { target, word } => {
-                    let id = pick(*target);
-                    let f = |s: &dyn Store| -> Result<String, String> {
-                        let mut m = s.get(&id).map_err(|e| e.to_string())?.ok_or("missing")?;
-                        let v = m.version;
-                        m.content = WORDS[*word].into();
-                        m.checksum = strata::checksum(&m.content, None);
-                        s.update(&m, v).map(|m| m.version.to_string()).map_err(|e| e.to_string())
-                    };
-                    (f(&*model.store), f(&*sqlite.store))
-                }
-                Op::Delete { target } => {
-                    let id = pick(*target);
-                    let f = |s: &dyn Store| s.delete(std::slice::from_ref(&id)).map(|n| n.to_string()).map_err(|e| e.to_string());
-                    (f(&*model.store), f(&*sqlite.store))
-                }
-                Op::Archive { target } => {
-                    let id = pick(*target);
-                    let at = now();
-                    let f = |s: &dyn Store| s.archive(std::slice::from_ref(&id), "evicted", at).map(|n| n.to_string()).map_err(|e| e.to_string());
-                    (f(&*model.store), f(&*sqlite.store))
-                }
-                Op::Restore { target } => {
-                    let id = pick(*target);
-                    let f = |s: &dyn Store| s.restore(std::slice::from_ref(&id)).map(|n| n.to_string()).map_err(|e| e.to_string());
-                    (f(&*model.store), f(&*sqlite.store))
-                }
-                Op::Touch { target } => {
-                    let id = pick(*target);
-                    let at = now();
-                    let f = |s: &dyn Store| s.touch(&[strata::Access::one(id.clone(), at)]).map(|_| String::new()).map_err(|e| e.to_string());
-                    (f(&*model.store), f(&*sqlite.store))
-                }
-                Op::Batch { items, fail_at } => {
-                    let ms: Vec<_> = items.iter().map(|(sc, w)| mem(SCOPES[*sc], WORDS[*w])).collect();
-                    if fail_at.is_none_or(|f| f >= ms.len()) {
-                        ids.extend(ms.iter().map(|m| m.id.clone()));
-                    }
-                    let f = |s: &dyn Store| {
-                        let mut it = ms.iter().enumerate().map(|(i, m)| {
-                            if Some(i) == *fail_at {
-                                Err(strata::Error::NotFound("made to fail".into()))
-                            } else {
-                                Ok(m.clone())
-                            }
-                        });
-                        s.put_batch(&mut it).map(|p| p.len().to_string()).map_err(|e| e.to_string())
-                    };
-                    (f(&*model.store), f(&*sqlite.store))
-                }
-                Op::InSession { session, word } => {
-                    let sid = format!("s{session}");
-                    let mut m = mem(&format!("session/{sid}"), WORDS[*word]);
-                    m.session = Some(sid.clone());
-                    ids.push(m.id.clone());
-                    let f = |s: &dyn Store| -> Result<String, String> {
-                        if s.get_session(&sid).map_err(|e| e.to_string())?.is_none() {
-                            s.create_session(&Session {
-                                id: sid.clone(),
-                                scope: strata::Scope::parse(&format!("session/{sid}")).unwrap(),
-                                created_at: now(),
-                                last_activity_at: now(),
-                                archived_at: None,
-                                max_bytes: 60,
-                                bytes: 0,
-                            })
-                            .map_err(|e| e.to_string())?;
-                        }
-                        s.put(&m).map(|p| p.memory().id.clone()).map_err(|e| e.to_string())
-                    };
-                    (f(&*model.store), f(&*sqlite.store))
-                }
-                Op::ArchiveSession { session } => {
-                    let sid = format!("s{session}");
-                    let at = now();
-                    let f = |s: &dyn Store| s.archive_session(&sid, at).map(|x| x.id).map_err(|e| e.to_string());
-                    (f(&*model.store), f(&*sqlite.store))
-                }
-                Op::SetVector { target, angle, bad } => {
-                    let id = pick(*target);
-                    let t = *angle as f32 * 0.4;
-                    let v = if *bad { vec![t.cos(), t.sin(), 0.0] } else { vec![t.cos(), t.sin()] };
-                    let f = |s: &dyn Store| -> Result<String, String> {
-                        let m = s.get(&id).map_err(|e| e.to_string())?.ok_or("missing")?;
-                        s.set_vectors("m2", v.len(), &[(id.clone(), m.checksum, v.clone())])
-                            .map(|n| n.to_string())
-                            .map_err(|e| e.to_string())
-                    };
-                    (f(&*model.store), f(&*sqlite.store))
-                }
-                Op::Import { target, fresh, mode, fenced } => {
-                    let held = model.store.get(&pick(*target)).unwrap();
-                    let mut m = match (held, fresh) {
-                        (Some(m), false) => m,
-                        _ => mem(SCOPES[*target % SCOPES.len()], WORDS[*target % WORDS.len()]),
-                    };
-                    m.content = format!("{} imported", m.content);
-                    m.checksum = strata::checksum(&m.content, None);
-                    m.key = None;
-                    m.embedding = None;
-                    if *fresh {
-                        ids.push(m.id.clone());
-                    }
-                    let rules = ImportRules {
-                        on_conflict: [OnConflict::Error, OnConflict::Skip, OnConflict::Replace][*mode],
-                        fence: if *fenced {
-                            strata::Fence::within(vec![strata::Scope::parse("project/a").unwrap()])
-                        } else {
-                            strata::Fence::everything()
-                        },
-                        session_max_bytes: 60,
-                    };
-                    let item = ImportItem { line: 1, memory: m, archived: None, history: vec![] };
-                    let f = |s: &dyn Store| s.import(std::slice::from_ref(&item), &rules).map(|n| format!("{n:?}")).map_err(|e| e.to_string());
-                    let (a, b) = (f(&*model.store), f(&*sqlite.store));
-                    // A line re-keyed away from a foreign id gets a fresh id in each store:
-                    // compare the answers, and drop the copies so the states stay comparable.
-                    if *fenced && a.is_ok() {
-                        let content = item.memory.content.clone();
-                        for s in [&*model.store, &*sqlite.store] {
-                            let copies: Vec<String> = s
-                                .query(&Query::everything(now()).include_expired(true))
-                                .unwrap()
-                                .into_iter()
-                                .filter(|x| x.content == content && x.id != item.memory.id)
-                                .map(|x| x.id)
-                                .collect();
-                            s.delete(&copies).unwrap();
-                        }
-                    }
-                    (a, b)
-                }
-            };
-            prop_assert_eq!(&a, &b, "after {:?}", op);
-            prop_assert_eq!(state(&*model.store), state(&*sqlite.store), "after {:?}", op);
+        behaves_like_the_model(&ops, &Backend::sqlite())?;
+    }
+}
+
+#[cfg(feature = "postgres")]
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn postgres_behaves_like_the_model(ops in prop::collection::vec(op(), 1..40)) {
+        if let Some(pg) = Backend::postgres() {
+            behaves_like_the_model(&ops, &pg)?;
         }
     }
 }

@@ -858,6 +858,15 @@ impl ContextLog for SqliteStore {
                 .optional()?,
         )
     }
+
+    fn context_logs(&self) -> Result<Vec<(String, Timestamp, String)>> {
+        let c = self.conn()?;
+        let mut st = c.prepare("SELECT id, created_at, doc FROM context_log ORDER BY id")?;
+        let rows = st
+            .query_map([], |r| Ok((r.get(0)?, ts(r, 1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(rows)
+    }
 }
 
 impl Store for SqliteStore {

@@ -1,0 +1,68 @@
+//! Text search: the `postings` table (one row per distinct stem of a
+//! memory, with its scope) answers the shared BM25 pipeline's questions
+//! (`store/search.rs`), so PostgreSQL ranks exactly as SQLite and the
+//! in-memory store do. PostgreSQL's own `to_tsvector('english', …)` stems
+//! differently and is not used.
+
+use super::*;
+
+/// The postings' answers to BM25 ([`search::text_search`]) for one query:
+/// one index range per term inside the view, the view's size, and the
+/// candidates' signals checked against view, expiry and filter on the row.
+struct PgPostings<'a, 'c> {
+    cx: &'a mut Cx<'c, Client>,
+    q: &'a Query,
+}
+
+impl search::Postings for PgPostings<'_, '_> {
+    type Doc = i64;
+
+    fn docs_with(&mut self, term: &str) -> Result<Vec<i64>> {
+        let mut p: Vec<P> = vec![Box::new(crate::text::stem(term))];
+        let v = view_sql(self.q.view.as_ref(), "p.scope", &mut p);
+        let rows = self.cx.query_p(
+            &format!("SELECT p.seq FROM postings p WHERE p.term = $1::text AND {v}"),
+            &p,
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn doc_count(&mut self) -> Result<usize> {
+        let mut p = Vec::new();
+        let v = view_sql(self.q.view.as_ref(), "m.scope", &mut p);
+        let r = self
+            .cx
+            .query_p(&format!("SELECT COUNT(*) FROM memories m WHERE {v}"), &p)?;
+        Ok(r.first().map_or(0, |r| r.get::<_, i64>(0)) as usize)
+    }
+
+    fn signals(&mut self, docs: &[i64]) -> Result<Vec<(i64, Signals)>> {
+        let mut p: Vec<P> = vec![Box::new(docs.to_vec())];
+        let w = where_sql(self.q, false, &mut p);
+        let rows = self.cx.query_p(
+            &format!(
+                "SELECT {SIGNAL_COLS}, m.seq FROM memories m WHERE m.seq = ANY($1::int8[]) AND {w}"
+            ),
+            &p,
+        )?;
+        rows.iter()
+            .map(|r| Ok((r.get::<_, i64>(7), read_signals(r)?)))
+            .collect()
+    }
+}
+
+impl TextSearch for PostgresStore {
+    fn search_signals(
+        &self,
+        q: &Query,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f64)>> {
+        if q.view.as_ref().is_some_and(|v| v.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let mut c = self.conn()?;
+        let mut cx = c.cx();
+        search::text_search(&mut PgPostings { cx: &mut cx, q }, terms, limit)
+    }
+}

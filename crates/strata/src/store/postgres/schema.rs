@@ -1,0 +1,162 @@
+//! The schema: the memory columns (one list for `memories` and `archive`),
+//! the migrations, and the check that a schema is strata's. Every text
+//! column compares bytewise (`COLLATE "C"`), as SQLite and the in-memory
+//! store do: scope ranges, id tie-breaks and text filters order alike on
+//! every backend whatever the database's locale.
+
+use super::*;
+
+/// Newest PostgreSQL schema version this build writes and reads.
+pub const PG_SCHEMA_VERSION: i64 = 1;
+
+pub(super) const COLS: &str = "id, scope, kind, role, content, payload, key, tags, importance, source, session, \
+     created_at, updated_at, last_accessed_at, access_count, expires_at, pinned, sensitive, tokens, \
+     checksum, version, embedding_model, embedding, provenance";
+
+/// `$1, …, $24`, the placeholders of [`COLS`].
+pub(super) fn placeholders(from: usize) -> String {
+    (from..from + 24)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn col_defs() -> &'static str {
+    r#"id TEXT COLLATE "C" NOT NULL UNIQUE,
+     scope TEXT COLLATE "C" NOT NULL,
+     kind TEXT COLLATE "C" NOT NULL,
+     role TEXT COLLATE "C",
+     content TEXT COLLATE "C" NOT NULL,
+     payload TEXT,
+     key TEXT COLLATE "C",
+     tags TEXT[] COLLATE "C" NOT NULL DEFAULT '{}',
+     importance DOUBLE PRECISION NOT NULL,
+     source TEXT COLLATE "C" NOT NULL,
+     session TEXT COLLATE "C",
+     created_at BIGINT NOT NULL,
+     updated_at BIGINT NOT NULL,
+     last_accessed_at BIGINT,
+     access_count BIGINT NOT NULL DEFAULT 0,
+     expires_at BIGINT,
+     pinned BOOLEAN NOT NULL DEFAULT FALSE,
+     sensitive BOOLEAN NOT NULL DEFAULT FALSE,
+     tokens BIGINT NOT NULL,
+     checksum TEXT COLLATE "C" NOT NULL,
+     version BIGINT NOT NULL,
+     embedding_model TEXT COLLATE "C",
+     embedding BYTEA,
+     provenance TEXT"#
+}
+
+/// Version 1: every table the SQLite store's version 3 has, with the text
+/// index as a table of strata's own stems (`postings`: one row per distinct
+/// stem of a memory, with the memory's scope so a view's lookup is one
+/// range of the primary key) instead of FTS5. A model's vectors carry
+/// stamps (`memories.vector_seq` from `vector_models.version`) and an
+/// epoch, unique across models and their re-creations, that every forget
+/// renews: what a process's copy of the vectors (`vectors.rs`) syncs by.
+pub(super) fn migration_1() -> String {
+    format!(
+        r#"CREATE TABLE memories (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {cols}, vector_seq BIGINT);
+         CREATE INDEX memories_scope ON memories(scope, created_at, id);
+         CREATE INDEX memories_session ON memories(session) WHERE session IS NOT NULL;
+         CREATE UNIQUE INDEX memories_scope_key ON memories(scope, key) WHERE key IS NOT NULL;
+         CREATE INDEX memories_embedding_model ON memories(embedding_model, vector_seq);
+         CREATE INDEX memories_unembedded ON memories(seq) WHERE embedding_model IS NULL;
+         CREATE TABLE postings (term TEXT COLLATE "C" NOT NULL, scope TEXT COLLATE "C" NOT NULL,
+             seq BIGINT NOT NULL, PRIMARY KEY (term, scope, seq));
+         CREATE TABLE archive (seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, {cols},
+             archived_at BIGINT NOT NULL, reason TEXT NOT NULL);
+         CREATE INDEX archive_scope ON archive(scope, created_at, id);
+         CREATE INDEX archive_session ON archive(session) WHERE session IS NOT NULL;
+         CREATE TABLE history (id TEXT COLLATE "C" NOT NULL, version BIGINT NOT NULL, doc TEXT NOT NULL,
+             PRIMARY KEY (id, version));
+         CREATE TABLE sessions (id TEXT COLLATE "C" PRIMARY KEY, scope TEXT COLLATE "C" NOT NULL,
+             created_at BIGINT NOT NULL, last_activity_at BIGINT NOT NULL, archived_at BIGINT,
+             max_bytes BIGINT NOT NULL, bytes BIGINT NOT NULL DEFAULT 0);
+         CREATE TABLE context_log (id TEXT COLLATE "C" PRIMARY KEY, created_at BIGINT NOT NULL, doc TEXT NOT NULL);
+         CREATE SEQUENCE vector_epochs;
+         CREATE TABLE vector_models (model TEXT COLLATE "C" PRIMARY KEY, dim BIGINT NOT NULL,
+             version BIGINT NOT NULL DEFAULT 0, epoch BIGINT NOT NULL DEFAULT nextval('vector_epochs'));"#,
+        cols = col_defs()
+    )
+}
+
+/// Creates the schema if needed and brings it up to date, under an advisory
+/// lock so that nodes starting together migrate once. Refuses a schema
+/// holding another application's tables, and one a newer strata wrote.
+pub(super) fn migrate(c: &mut Client, schema: &str, display: &str) -> Result<()> {
+    let mut tx = c.transaction()?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&lock_key("migrate", schema)],
+    )?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {0}; SET LOCAL search_path TO {0}",
+        quote_ident(schema)
+    ))?;
+    let tables: Vec<String> = tx
+        .query(
+            "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1",
+            &[&schema],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if !tables.is_empty() && !tables.iter().any(|t| t == "schema_version") {
+        let mut shown: Vec<&str> = tables.iter().take(5).map(String::as_str).collect();
+        if tables.len() > shown.len() {
+            shown.push("…");
+        }
+        return Err(Error::ForeignDatabase {
+            path: format!("{display} (schema `{schema}`)"),
+            tables: shown.join(", "),
+        });
+    }
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL, applied_at BIGINT NOT NULL)",
+    )?;
+    let current: i64 = tx
+        .query_one("SELECT COALESCE(MAX(version), 0) FROM schema_version", &[])?
+        .get(0);
+    if current > PG_SCHEMA_VERSION {
+        return Err(Error::SchemaTooNew {
+            found: current,
+            supported: PG_SCHEMA_VERSION,
+        });
+    }
+    let migrations: [fn() -> String; 1] = [migration_1];
+    for (i, m) in migrations.iter().enumerate() {
+        let v = i as i64 + 1;
+        if v > current {
+            tx.batch_execute(&m())?;
+            tx.execute(
+                "INSERT INTO schema_version (version, applied_at) VALUES ($1, $2)",
+                &[&v, &Timestamp::now().as_millisecond()],
+            )?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// A PostgreSQL identifier, quoted.
+pub(super) fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// The advisory lock key of `what` in `schema` (FNV-1a of both): locks of
+/// one schema never block another's.
+pub(super) fn lock_key(what: &str, schema: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in "strata"
+        .bytes()
+        .chain(what.bytes())
+        .chain([0])
+        .chain(schema.bytes())
+    {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
+}

@@ -1,0 +1,322 @@
+//! Vectors: those waiting, storing them (one length per model), exact
+//! search. Vectors live in `memories.embedding` (little-endian f32,
+//! normalised); no pgvector is needed.
+
+use super::*;
+
+/// One model's vectors as this process holds them: by row (`seq`), with
+/// the row's scope, as of the model's `version` (the newest stamp read)
+/// and `epoch` (bumped by every forget: a copy of another epoch may hold
+/// forgotten vectors and is loaded again).
+#[derive(Debug, Default)]
+pub(super) struct VectorCopy {
+    epoch: i64,
+    version: i64,
+    loaded: bool,
+    /// By scope, so a view skips whole scopes: row (`seq`) → vector.
+    rows: std::collections::HashMap<Scope, std::collections::HashMap<i64, Vec<f32>>>,
+    /// Where each row's vector is filed.
+    scope_of: std::collections::HashMap<i64, Scope>,
+}
+
+impl VectorCopy {
+    /// Brings the copy to `version` of `epoch`: everything again after a
+    /// forget, else only the rows stamped since the last sync. Writers
+    /// stamp under the write lock and commit in stamp order, so every row
+    /// stamped up to `version` (read before the rows) is visible here.
+    fn sync(
+        &mut self,
+        cx: &mut Cx<'_, Client>,
+        model: &str,
+        version: i64,
+        epoch: i64,
+    ) -> Result<()> {
+        if self.loaded && self.epoch == epoch && self.version >= version {
+            return Ok(());
+        }
+        let since = if self.loaded && self.epoch == epoch {
+            self.version
+        } else {
+            self.rows.clear();
+            self.scope_of.clear();
+            i64::MIN
+        };
+        let rows = cx.query(
+            "SELECT seq, scope, embedding FROM memories
+             WHERE embedding_model = $1 AND vector_seq > $2",
+            &[&model, &since],
+        )?;
+        for r in rows {
+            let (seq, scope, b): (i64, String, &[u8]) = (r.get(0), r.get(1), r.get(2));
+            let scope = Scope::parse(&scope).map_err(|e| Error::Corrupt {
+                what: "column `scope` of a stored row".into(),
+                source: Box::new(e),
+            })?;
+            let v: Vec<f32> = b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            if let Some(old) = self.scope_of.insert(seq, scope.clone())
+                && let Some(r) = self.rows.get_mut(&old)
+            {
+                r.remove(&seq);
+            }
+            self.rows.entry(scope).or_default().insert(seq, v);
+        }
+        self.epoch = epoch;
+        self.version = version;
+        self.loaded = true;
+        Ok(())
+    }
+
+    /// Vectors held.
+    pub(super) fn len(&self) -> usize {
+        self.scope_of.len()
+    }
+}
+
+impl VectorSearch for PostgresStore {
+    fn pending_vectors(
+        &self,
+        model: &str,
+        ids: Option<&[String]>,
+        limit: usize,
+    ) -> Result<Vec<PendingVector>> {
+        let mut c = self.conn()?;
+        let mut cx = c.cx();
+        let lim = limit.min(i64::MAX as usize) as i64;
+        let cols = "m.id, m.checksum, m.content, m.scope, m.kind, m.session, m.created_at";
+        let rows = match ids {
+            Some(ids) => cx.query(
+                &format!(
+                    "SELECT {cols} FROM memories m WHERE m.id = ANY($1::text[])
+                     AND m.embedding_model IS DISTINCT FROM $2::text ORDER BY m.seq LIMIT $3::int8"
+                ),
+                &[&ids, &model, &lim],
+            )?,
+            None => {
+                let mut rows = cx.query(
+                    &format!(
+                        "SELECT {cols} FROM memories m WHERE m.embedding_model IS NULL ORDER BY m.seq LIMIT $1::int8"
+                    ),
+                    &[&lim],
+                )?;
+                if rows.len() < limit {
+                    let more = lim - rows.len() as i64;
+                    rows.extend(cx.query(
+                        &format!(
+                            "SELECT {cols} FROM memories m WHERE m.embedding_model <> $1::text ORDER BY m.seq LIMIT $2::int8"
+                        ),
+                        &[&model, &more],
+                    )?);
+                }
+                rows
+            }
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let mut p = PendingVector {
+                id: r.get(0),
+                checksum: r.get(1),
+                content: r.get(2),
+                before: None,
+            };
+            let (scope, kind, session, created): (String, String, Option<String>, i64) =
+                (r.get(3), r.get(4), r.get(5), r.get(6));
+            if kind == "conversation" {
+                p.before = cx
+                    .query_opt(
+                        "SELECT content FROM memories m WHERE m.scope = $1 AND m.kind = 'conversation'
+                         AND m.session IS NOT DISTINCT FROM $2::text
+                         AND (m.created_at < $3 OR (m.created_at = $3 AND m.id < $4))
+                         ORDER BY m.created_at DESC, m.id DESC LIMIT 1",
+                        &[&scope, &session, &created, &p.id],
+                    )?
+                    .map(|r| r.get(0));
+            }
+            out.push(p);
+        }
+        Ok(out)
+    }
+
+    fn count_pending(&self, model: &str) -> Result<u64> {
+        let mut c = self.conn()?;
+        let n: i64 = c
+            .cx()
+            .query_one(
+                "SELECT COUNT(*) FROM memories WHERE embedding_model IS DISTINCT FROM $1::text",
+                &[&model],
+            )?
+            .get(0);
+        Ok(n as u64)
+    }
+
+    fn set_vectors(
+        &self,
+        model: &str,
+        dim: usize,
+        items: &[(String, String, Vec<f32>)],
+    ) -> Result<usize> {
+        search::check_vectors(model, dim, None, items)?;
+        self.write(|tx| {
+            let known: Option<i64> = tx
+                .query_opt("SELECT dim FROM vector_models WHERE model = $1", &[&model])?
+                .map(|r| r.get(0));
+            search::check_vectors(model, dim, known.map(|d| d as usize), &[])?;
+            if known.is_none() {
+                tx.execute(
+                    "INSERT INTO vector_models (model, dim) VALUES ($1, $2)",
+                    &[&model, &(dim as i64)],
+                )?;
+            }
+            let seq: i64 = tx
+                .query_one(
+                    "UPDATE vector_models SET version = version + 1 WHERE model = $1 RETURNING version",
+                    &[&model],
+                )?
+                .get(0);
+            let ids: Vec<&str> = items.iter().map(|i| i.0.as_str()).collect();
+            let sums: Vec<&str> = items.iter().map(|i| i.1.as_str()).collect();
+            let vecs: Vec<Vec<u8>> = items.iter().map(|i| crate::embed::to_bytes(&i.2)).collect();
+            let n = tx.execute(
+                "UPDATE memories m SET embedding_model = $1, embedding = u.e, vector_seq = $2
+                 FROM unnest($3::text[], $4::text[], $5::bytea[]) AS u(id, c, e)
+                 WHERE m.id = u.id AND m.checksum = u.c",
+                &[&model, &seq, &ids, &sums, &vecs],
+            )?;
+            Ok(n as usize)
+        })
+    }
+
+    fn search_vectors(
+        &self,
+        q: &Query,
+        model: &str,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(Signals, f32)>> {
+        if limit == 0 || q.view.as_ref().is_some_and(|v| v.is_empty()) {
+            return Ok(Vec::new());
+        }
+        let mut c = self.conn()?;
+        let mut cx = c.cx();
+        let Some(counters) = cx.query_opt(
+            "SELECT version, epoch, dim FROM vector_models WHERE model = $1",
+            &[&model],
+        )?
+        else {
+            return Ok(Vec::new());
+        };
+        let (version, epoch, dim): (i64, i64, i64) =
+            (counters.get(0), counters.get(1), counters.get(2));
+        if dim as usize != query.len() {
+            return Ok(Vec::new());
+        }
+        // Similarities over this process's copy, within the view.
+        let mut cands: Vec<(f32, i64)> = {
+            let fresh = {
+                let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+                g.get(model)
+                    .is_some_and(|v| v.epoch == epoch && v.version >= version)
+            };
+            if !fresh {
+                let mut g = self.vectors.write().unwrap_or_else(|p| p.into_inner());
+                let copy = g.entry(model.to_string()).or_default();
+                copy.sync(&mut cx, model, version, epoch)?;
+            }
+            let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+            let Some(copy) = g.get(model) else {
+                return Ok(Vec::new());
+            };
+            copy.rows
+                .iter()
+                .filter(|(scope, _)| q.view.as_ref().is_none_or(|v| v.contains(scope)))
+                .flat_map(|(_, rows)| rows.iter())
+                .map(|(seq, v)| (crate::embed::dot(query, v), *seq))
+                .collect()
+        };
+        cands.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        // Check the best against their rows (still active, of this model,
+        // in the filter, not expired) until `limit` pass and no unchecked
+        // candidate could tie with the last of them.
+        let mut hits: Vec<(Signals, f32)> = Vec::new();
+        let mut at = 0;
+        let mut chunk = (limit * 2).max(32);
+        while at < cands.len() {
+            if hits.len() >= limit {
+                let mut sims: Vec<f32> = hits.iter().map(|h| h.1).collect();
+                sims.sort_unstable_by(|a, b| b.total_cmp(a));
+                if cands[at].0 < sims[limit - 1] {
+                    break;
+                }
+            }
+            let part = &cands[at..(at + chunk).min(cands.len())];
+            at += part.len();
+            chunk *= 2;
+            let sims: std::collections::HashMap<i64, f32> =
+                part.iter().map(|(s, seq)| (*seq, *s)).collect();
+            let mut p: Vec<P> = vec![Box::new(part.iter().map(|x| x.1).collect::<Vec<i64>>())];
+            let w = where_sql(q, false, &mut p);
+            let m = sql::bind(&mut p, model.to_string());
+            for r in cx.query_p(
+                &format!(
+                    "SELECT {SIGNAL_COLS}, m.seq FROM memories m
+                     WHERE m.seq = ANY($1::int8[]) AND {w} AND m.embedding_model = {m}::text"
+                ),
+                &p,
+            )? {
+                let seq: i64 = r.get(7);
+                hits.push((
+                    read_signals(&r)?,
+                    sims.get(&seq).copied().unwrap_or(f32::MIN),
+                ));
+            }
+        }
+        crate::store::sort_similar(&mut hits);
+        hits.truncate(limit);
+        Ok(hits)
+    }
+
+    fn clear_vectors(&self, keep: Option<&str>) -> Result<u64> {
+        self.vectors
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|m, _| Some(m.as_str()) == keep);
+        self.write(|tx| {
+            let n = tx.execute(
+                "UPDATE memories SET embedding_model = NULL, embedding = NULL, vector_seq = NULL
+                 WHERE embedding_model IS NOT NULL AND embedding_model IS DISTINCT FROM $1::text",
+                &[&keep],
+            )?;
+            tx.execute(
+                "UPDATE archive SET embedding_model = NULL, embedding = NULL
+                 WHERE embedding_model IS NOT NULL AND embedding_model IS DISTINCT FROM $1::text",
+                &[&keep],
+            )?;
+            tx.execute(
+                "DELETE FROM vector_models WHERE model IS DISTINCT FROM $1::text",
+                &[&keep],
+            )?;
+            Ok(n)
+        })
+    }
+
+    fn vector_models(&self) -> Result<Vec<(String, usize, u64)>> {
+        let mut c = self.conn()?;
+        let rows = c.cx().query(
+            "SELECT v.model, v.dim, (SELECT COUNT(*) FROM memories m WHERE m.embedding_model = v.model)
+             FROM vector_models v ORDER BY v.model",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get::<_, String>(0),
+                    r.get::<_, i64>(1) as usize,
+                    r.get::<_, i64>(2) as u64,
+                )
+            })
+            .collect())
+    }
+}

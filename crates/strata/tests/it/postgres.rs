@@ -1,0 +1,430 @@
+//! PostgreSQL specifics: copying a store SQLite → PostgreSQL → SQLite
+//! loses nothing; clear errors for a bad URL, a server that is not there,
+//! a schema of a newer strata or of another application; forget leaves no
+//! row anywhere; several stores (nodes) on one schema see each other's
+//! writes and never break the store's invariants.
+
+use strata::{Access, Rows, Sessions, SqliteStore, Store, TextSearch, VectorSearch};
+use strata::{PostgresStore, Query, copy_store, store_digest};
+
+use crate::harness::{PgSchema, mem, now, scope, view};
+
+/// A store holding a bit of everything: scopes, keys with history,
+/// sessions (one archived), archived memories, vectors of two models,
+/// access counts, payloads, tags, expiry, a context log.
+fn fill(s: &dyn Store) {
+    let t = now();
+    for (i, id) in ["s-open", "s-done"].iter().enumerate() {
+        s.create_session(&strata::Session {
+            id: id.to_string(),
+            scope: scope(&format!("project/p{i}")),
+            created_at: t,
+            last_activity_at: t,
+            archived_at: None,
+            max_bytes: 100_000,
+            bytes: 0,
+        })
+        .unwrap();
+    }
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        let mut m = mem(
+            ["project/p0", "project/p1", "global", "project/p0/task/t1"][i % 4],
+            &format!("memory {i} about billing and kafka, café ☕ number {i}"),
+        );
+        m.tags = vec![format!("t{}", i % 3), "shared".into()];
+        m.payload =
+            (i % 5 == 0).then(|| serde_json::json!({"n": i, "s": "x", "f": 0.1 + i as f64}));
+        m.checksum = strata::checksum(&m.content, m.payload.as_ref());
+        m.importance = 0.1 + (i % 9) as f64 / 10.0;
+        m.pinned = i % 7 == 0;
+        m.sensitive = i % 11 == 0;
+        m.key = (i % 6 == 1).then(|| format!("k{}", i % 12));
+        m.expires_at = (i % 13 == 0).then(|| jiff::Timestamp::from_millisecond(1).unwrap());
+        if i % 4 == 0 {
+            m.session = Some("s-open".into());
+        } else if i % 4 == 1 {
+            m.session = Some("s-done".into());
+        }
+        let put = s.put(&m).unwrap();
+        ids.push(put.memory().id.clone());
+    }
+    ids.dedup();
+    // Keys written twice: history.
+    for i in 0..12 {
+        let mut m = mem("project/p1", &format!("second version of key {i}"));
+        m.key = Some(format!("k{i}"));
+        m.session = Some("s-done".into());
+        s.put(&m).unwrap();
+    }
+    let pending = s.pending_vectors("mini", None, 1000).unwrap();
+    let vecs: Vec<(String, String, Vec<f32>)> = pending
+        .iter()
+        .enumerate()
+        .take(40)
+        .map(|(i, p)| {
+            let a = i as f32 * 0.3;
+            (
+                p.id.clone(),
+                p.checksum.clone(),
+                vec![a.cos(), a.sin(), 0.0],
+            )
+        })
+        .collect();
+    s.set_vectors("mini", 3, &vecs).unwrap();
+    s.touch(&[Access {
+        id: ids[3].clone(),
+        count: 5,
+        at: t,
+    }])
+    .unwrap();
+    s.archive(&ids[5..9], "evicted", t).unwrap();
+    s.archive_session("s-done", t).unwrap();
+    s.log_context("ctx-1", t, r#"{"items":[]}"#).unwrap();
+    s.log_context("ctx-2", t, r#"{"items":[1]}"#).unwrap();
+}
+
+#[test]
+fn sqlite_to_postgres_to_sqlite_is_lossless() {
+    let Some(pg) = PgSchema::new() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let a = SqliteStore::open(dir.path().join("a.db"), Default::default()).unwrap();
+    fill(&a);
+    let want = store_digest(&a).unwrap();
+    assert!(
+        want.memories > 20 && want.archived > 10 && want.history >= 5,
+        "{want:?}"
+    );
+    assert_eq!((want.sessions, want.context_logs), (2, 2));
+
+    let p = pg.open();
+    let mut seen = Vec::new();
+    let got = copy_store(&a, &p, &mut |d, t| seen.push((d, t))).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(seen.last().map(|x| x.0), Some(seen[0].1));
+
+    let b = SqliteStore::open(dir.path().join("b.db"), Default::default()).unwrap();
+    assert_eq!(copy_store(&p, &b, &mut |_, _| {}).unwrap(), want);
+
+    // The same answers, not only the same rows: text search, vectors, sessions.
+    let q = Query::view(view(&["project/**", "global"]), now());
+    let terms = strata::query_terms("billing kafka café");
+    for s in [&a as &dyn Store, &p, &b] {
+        assert_eq!(
+            s.search_signals(&q, &terms, 10).unwrap(),
+            a.search_signals(&q, &terms, 10).unwrap()
+        );
+        assert_eq!(
+            s.search_vectors(&q, "mini", &[1.0, 0.0, 0.0], 5).unwrap(),
+            a.search_vectors(&q, "mini", &[1.0, 0.0, 0.0], 5).unwrap()
+        );
+        assert_eq!(s.list_sessions().unwrap(), a.list_sessions().unwrap());
+        assert_eq!(s.vector_models().unwrap(), a.vector_models().unwrap());
+        assert_eq!(
+            s.context_log("ctx-2").unwrap().as_deref(),
+            Some(r#"{"items":[1]}"#)
+        );
+    }
+
+    // Into a store that holds something: refused, nothing written.
+    let before = store_digest(&b).unwrap();
+    let e = copy_store(&a, &b, &mut |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("not empty"), "{e}");
+    assert_eq!(store_digest(&b).unwrap(), before);
+}
+
+#[test]
+fn bad_urls_and_absent_servers_are_named() {
+    let Some(pg) = PgSchema::new() else { return };
+    let opts = pg.options();
+    let e = PostgresStore::open("mysql://x@localhost/db", opts.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a PostgreSQL URL"), "{e}");
+    let e = PostgresStore::open("postgres://u:secret@127.0.0.1:notaport/db", opts.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not a valid URL") && !e.contains("secret"),
+        "{e}"
+    );
+    // Port 1 on loopback: nothing listens there.
+    let mut quick = opts.clone();
+    quick.connect_timeout = std::time::Duration::from_secs(2);
+    let e = PostgresStore::open("postgres://u:secret@127.0.0.1:1/db", quick)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("127.0.0.1:1") && e.contains("server running") && !e.contains("secret"),
+        "{e}"
+    );
+    // A database that does not exist.
+    let url = pg.url.rsplit_once('/').unwrap().0.to_string() + "/no_such_db_strata";
+    let e = PostgresStore::open(&url, opts).unwrap_err().to_string();
+    assert!(
+        e.contains("no_such_db_strata") && e.contains("createdb"),
+        "{e}"
+    );
+}
+
+#[test]
+fn newer_and_foreign_schemas_are_refused_untouched() {
+    let Some(pg) = PgSchema::new() else { return };
+    let s = pg.open();
+    s.put(&mem("project/a", "kept")).unwrap();
+    drop(s);
+    // A newer strata wrote version 99.
+    let raw = raw_client(&pg.url);
+    let mut raw = raw;
+    raw.batch_execute(&format!(
+        "INSERT INTO \"{}\".schema_version VALUES (99, 0)",
+        pg.schema
+    ))
+    .unwrap();
+    let e = PostgresStore::open(&pg.url, pg.options()).unwrap_err();
+    assert!(
+        matches!(e, strata::Error::SchemaTooNew { found: 99, .. }),
+        "{e}"
+    );
+    // Another application's schema.
+    let other = PgSchema::new().unwrap();
+    raw.batch_execute(&format!(
+        "CREATE SCHEMA \"{0}\"; CREATE TABLE \"{0}\".invoices (id int)",
+        other.schema
+    ))
+    .unwrap();
+    let e = PostgresStore::open(&other.url, other.options())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("invoices") && e.contains("not a strata database"),
+        "{e}"
+    );
+    let tables: i64 = raw
+        .query_one(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = $1",
+            &[&other.schema],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 1, "nothing was created beside the foreign table");
+}
+
+/// A plain client on the test server, for what strata must not do itself.
+fn raw_client(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).unwrap()
+}
+
+#[test]
+fn forget_leaves_no_row_anywhere() {
+    let Some(pg) = PgSchema::new() else { return };
+    let s = pg.open();
+    let mut m = mem("project/a", "zorbulax is the secret word");
+    m.key = Some("k".into());
+    s.put(&m).unwrap();
+    let mut m2 = mem("project/a", "zorbulax again, superseded");
+    m2.key = Some("k".into());
+    let id = s.put(&m2).unwrap().memory().id.clone();
+    let p = s.pending_vectors("v", None, 10).unwrap();
+    s.set_vectors(
+        "v",
+        2,
+        &[(id.clone(), p[0].checksum.clone(), vec![1.0, 0.0])],
+    )
+    .unwrap();
+    let other = s.put(&mem("project/a", "unrelated text")).unwrap();
+    s.archive(&[other.memory().id.clone()], "evicted", now())
+        .unwrap();
+    assert_eq!(s.delete(std::slice::from_ref(&id)).unwrap(), 1);
+    let mut raw = raw_client(&pg.url);
+    for (table, col) in [
+        ("memories", "content"),
+        ("archive", "content"),
+        ("history", "doc"),
+        ("postings", "term"),
+    ] {
+        let n: i64 = raw
+            .query_one(
+                &format!(
+                    "SELECT COUNT(*) FROM \"{}\".{table} WHERE {col} LIKE '%zorbulax%'",
+                    pg.schema
+                ),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 0, "{table} still holds the forgotten text");
+    }
+    let n: i64 = raw
+        .query_one(
+            &format!(
+                "SELECT COUNT(*) FROM \"{}\".memories WHERE embedding IS NOT NULL",
+                pg.schema
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "the vector went with the memory");
+    // The archived memory is untouched.
+    assert_eq!(
+        s.query_archived(&Query::everything(now())).unwrap().len(),
+        1
+    );
+}
+
+/// Several stores on one schema (the nodes of a fleet) writing at once:
+/// every write lands once, keys stay unique, sessions stay in bound, and
+/// each node sees the others' writes.
+#[test]
+fn nodes_on_one_schema_share_every_write() {
+    let Some(pg) = PgSchema::new() else { return };
+    let nodes: Vec<PostgresStore> = (0..3).map(|_| pg.open()).collect();
+    nodes[0]
+        .create_session(&strata::Session {
+            id: "shared".into(),
+            scope: scope("project/fleet"),
+            created_at: now(),
+            last_activity_at: now(),
+            archived_at: None,
+            max_bytes: 2_000,
+            bytes: 0,
+        })
+        .unwrap();
+    let results: Vec<(usize, usize, usize)> = std::thread::scope(|sc| {
+        let hs: Vec<_> = nodes
+            .iter()
+            .enumerate()
+            .map(|(n, s)| {
+                sc.spawn(move || {
+                    let (mut ok, mut full, mut keyed) = (0, 0, 0);
+                    for i in 0..150 {
+                        let mut m = mem("project/fleet", &format!("node {n} write {i}"));
+                        match i % 3 {
+                            0 => {
+                                m.session = Some("shared".into());
+                                match s.put(&m) {
+                                    Ok(_) => ok += 1,
+                                    Err(strata::Error::SessionFull { .. }) => full += 1,
+                                    Err(e) => panic!("{e}"),
+                                }
+                            }
+                            1 => {
+                                m.key = Some(format!("k{}", i % 5));
+                                s.put(&m).unwrap();
+                                keyed += 1;
+                            }
+                            _ => {
+                                let batch: Vec<_> = (0..4)
+                                    .map(|j| {
+                                        Ok(mem("project/fleet", &format!("batch {n} {i} {j}")))
+                                    })
+                                    .collect();
+                                s.put_batch(&mut batch.into_iter()).unwrap();
+                                ok += 4;
+                            }
+                        }
+                    }
+                    (ok, full, keyed)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let ok: usize = results.iter().map(|r| r.0).sum();
+    let keyed: usize = results.iter().map(|r| r.2).sum();
+    let q = Query::view(view(&["project/fleet"]), now());
+    for s in &nodes {
+        // Keyed writes supersede: 5 keys in all.
+        assert_eq!(s.count(&q).unwrap() as usize, ok + 5);
+        let sess = s.get_session("shared").unwrap().unwrap();
+        assert!(sess.bytes <= sess.max_bytes);
+        let in_session: u64 = s
+            .query(
+                &q.clone().filter(
+                    strata::Filter::parse(&serde_json::json!({"session": "shared"})).unwrap(),
+                ),
+            )
+            .unwrap()
+            .iter()
+            .map(|m| m.size_bytes())
+            .sum();
+        assert_eq!(sess.bytes, in_session);
+        let keyed_now: usize = (0..5)
+            .map(|k| {
+                s.query(&q.clone().filter(
+                    strata::Filter::parse(&serde_json::json!({"key": format!("k{k}")})).unwrap(),
+                ))
+                .unwrap()
+                .len()
+            })
+            .sum();
+        assert_eq!(keyed_now, 5);
+        let versions: u64 = (0..5)
+            .map(|k| {
+                s.query(&q.clone().filter(
+                    strata::Filter::parse(&serde_json::json!({"key": format!("k{k}")})).unwrap(),
+                ))
+                .unwrap()[0]
+                    .version
+            })
+            .sum();
+        assert_eq!(
+            versions as usize, keyed,
+            "every keyed write made one version"
+        );
+    }
+}
+
+/// The server ending a store's connections (a restart, an administrator):
+/// a request on a cut connection fails as `Unavailable` (never another
+/// error, never a wrong answer), the store opens new connections by
+/// itself, one idle for over a second is checked before use, and nothing
+/// acknowledged is lost.
+#[test]
+fn connections_cut_by_the_server_are_replaced() {
+    let Some(pg) = PgSchema::new() else { return };
+    let app = format!("strata_cut_{}", std::process::id());
+    let url = format!("{}?application_name={app}", pg.url);
+    let s = PostgresStore::open(&url, pg.options()).unwrap();
+    let mut raw = raw_client(&pg.url);
+    let mut acked = Vec::new();
+    for round in 0..4 {
+        for i in 0..20 {
+            let m = mem("project/a", &format!("round {round} write {i}"));
+            acked.push(s.put(&m).unwrap().memory().id.clone());
+        }
+        let cut: i64 = raw
+            .query_one(
+                "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+                &[&app],
+            )
+            .unwrap()
+            .get(0);
+        assert!(cut >= 1, "round {round}: no connection to cut");
+        if round % 2 == 1 {
+            // Idle past the check: the first request already succeeds.
+            std::thread::sleep(std::time::Duration::from_millis(1200));
+            assert_eq!(
+                s.count(&Query::everything(now())).unwrap() as usize,
+                acked.len()
+            );
+            continue;
+        }
+        let mut failures = 0;
+        loop {
+            match s.count(&Query::everything(now())) {
+                Ok(n) => {
+                    assert_eq!(n as usize, acked.len());
+                    break;
+                }
+                Err(e) => {
+                    assert_eq!(e.class(), strata::ErrorClass::Unavailable, "{e}");
+                    failures += 1;
+                    assert!(failures <= 1, "the store did not reconnect: {e}");
+                }
+            }
+        }
+    }
+    assert_eq!(s.get_many(&acked).unwrap().len(), acked.len());
+}
