@@ -46,14 +46,8 @@ impl Drop for Schema {
 }
 
 fn everything(e: &Env, db: &str) -> String {
-    let export = e.ok(&[
-        "--db",
-        db,
-        "export",
-        "--include-archived",
-        "--include-sensitive",
-        "--include-history",
-    ]);
+    // A full backup: archived, sensitive and history by default.
+    let export = e.ok(&["--db", db, "export"]);
     let sessions = e.ok(&["--db", db, "session", "list", "--json"]);
     let mut lines: Vec<&str> = export.lines().collect();
     lines.sort_unstable();
