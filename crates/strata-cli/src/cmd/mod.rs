@@ -71,13 +71,20 @@ pub fn run(cli: Cli) -> Result<()> {
             if g.json {
                 return output::json(&scopes);
             }
-            for s in scopes {
-                output::line(format!(
-                    "{:<48} {:>8} active {:>8} archived",
-                    s.scope, s.memories, s.archived
-                ))?;
+            if scopes.is_empty() {
+                return output::line("no scopes yet (nothing remembered)");
             }
-            Ok(())
+            let rows: Vec<Vec<String>> = scopes
+                .iter()
+                .map(|s| {
+                    vec![
+                        s.scope.to_string(),
+                        s.memories.to_string(),
+                        s.archived.to_string(),
+                    ]
+                })
+                .collect();
+            output::table(&["SCOPE", ">ACTIVE", ">ARCHIVED"], &rows)
         }
         Command::Stats => {
             let e = app::open(g)?;

@@ -33,18 +33,27 @@ pub fn run(g: &Global, c: ProfileCmd) -> Result<()> {
             if g.json {
                 return output::json(&all);
             }
-            output::line("none          (built in) an empty context")?;
+            let mut rows = vec![vec![
+                "none".to_string(),
+                "0".to_string(),
+                "-".into(),
+                "-".into(),
+                "(built in) an empty context".into(),
+            ]];
             for p in &all {
                 let sources: Vec<String> = p.sources.iter().map(|s| s.scope.clone()).collect();
-                output::line(format!(
-                    "{:<13} {:>6} tokens  {:<10} {:<8}  {}",
-                    p.id,
-                    p.max_tokens,
-                    p.strategy.as_str(),
-                    p.render.as_str(),
-                    sources.join(", ")
-                ))?;
+                rows.push(vec![
+                    p.id.clone(),
+                    p.max_tokens.to_string(),
+                    p.strategy.as_str().to_string(),
+                    p.render.as_str().to_string(),
+                    sources.join(", "),
+                ]);
             }
+            output::table(
+                &["PROFILE", ">TOKENS", "STRATEGY", "RENDER", "SOURCES"],
+                &rows,
+            )?;
             Ok(())
         }
         ProfileCmd::Show { id } => {

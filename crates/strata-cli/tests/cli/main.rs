@@ -12,4 +12,6 @@ mod crash;
 mod first_hour;
 #[cfg(feature = "server")]
 mod server;
+#[cfg(feature = "server")]
+mod server_admin;
 mod vectors;
