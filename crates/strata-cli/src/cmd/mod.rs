@@ -29,6 +29,22 @@ use crate::output;
 /// Runs the parsed command.
 pub fn run(cli: Cli) -> Result<()> {
     let g = &cli.global;
+    #[cfg(feature = "server")]
+    if g.json {
+        match &cli.command {
+            Command::Serve(_) => {
+                return app::usage(
+                    "--json: `strata serve` prints no JSON (it answers HTTP; its own lines go to stderr); leave --json out",
+                );
+            }
+            Command::Mcp(_) => {
+                return app::usage(
+                    "--json: `strata mcp` speaks MCP's JSON-RPC on stdout whatever the flag; leave --json out",
+                );
+            }
+            _ => {}
+        }
+    }
     match cli.command {
         Command::Init => {
             let cfg = app::resolve_config(g)?;

@@ -14,4 +14,5 @@ mod first_hour;
 mod server;
 #[cfg(feature = "server")]
 mod server_admin;
+mod surface;
 mod vectors;
