@@ -10,6 +10,7 @@ mod concurrency;
 mod context;
 mod crash;
 mod first_hour;
+mod formats;
 #[cfg(feature = "server")]
 mod server;
 #[cfg(feature = "server")]
