@@ -69,7 +69,7 @@ pub enum Command {
     Init,
     /// Store a memory.
     #[command(
-        after_help = "Examples:\n  strata remember \"We chose PostgreSQL for billing\" --scope project/acme --kind decision\n  strata remember \"Prefers short answers\" --scope global --kind preference --importance 0.9"
+        after_help = "Examples:\n  strata remember \"We chose PostgreSQL for billing\" --scope project/acme --kind decision\n  strata remember \"Prefers short answers\" --scope global --kind preference --importance 0.9 --yes"
     )]
     Remember(crate::cmd::remember::RememberArgs),
     /// Ranked memories for a query within a view.
