@@ -40,6 +40,18 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Whether errors are printed as JSON: under `--json`, except for the
+    /// servers, which refuse the flag.
+    pub fn json_errors(&self) -> bool {
+        #[cfg(feature = "server")]
+        if matches!(self.command, Command::Serve(_) | Command::Mcp(_)) {
+            return false;
+        }
+        self.global.json
+    }
+}
+
 /// Flags every verb takes.
 #[derive(Debug, Args)]
 pub struct Global {
@@ -59,75 +71,133 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create (or upgrade) the database and print where it is.
+    #[command(after_help = "Examples:\n  strata init\n  strata --db ./memory.db init")]
     Init,
     /// Store a memory.
+    #[command(
+        after_help = "Examples:\n  strata remember \"We chose PostgreSQL for billing\" --scope project/acme --kind decision\n  strata remember \"Prefers short answers\" --scope global --kind preference --importance 0.9 --yes"
+    )]
     Remember(crate::cmd::remember::RememberArgs),
     /// Ranked memories for a query within a view.
+    #[command(
+        after_help = "Examples:\n  strata recall \"which database for billing?\" --view project/acme --view global\n  strata recall \"deploy steps\" --view \"project/acme/**\" --explain --min-relevance 0"
+    )]
     Recall(crate::cmd::recall::RecallArgs),
     /// The context for a task, within a token budget (see `strata profile list`).
+    #[command(
+        after_help = "Examples:\n  strata context --profile global --project acme --query \"billing database\"\n  strata context --replay ctx-e7ea001a39cea69118759e3c"
+    )]
     Context(crate::cmd::context::ContextArgs),
     /// Context profiles: list, show, check.
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  strata profile list\n  strata profile show global\n  strata profile check strata.toml"
+    )]
     Profile(crate::cmd::profile::ProfileCmd),
     /// Sync a project's memory files (CLAUDE.md, .memory/) into its scopes.
+    #[command(
+        after_help = "Examples:\n  strata sync . --project acme --dry-run\n  strata sync ~/code/acme --project acme"
+    )]
     Sync(crate::cmd::sync::SyncArgs),
     /// Pipelines: run nodes in order, each reading its context and writing its output.
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  strata pipeline check pipeline.yaml\n  strata pipeline run pipeline.yaml --task t-42 --project acme"
+    )]
     Pipeline(crate::cmd::pipeline::PipelineCmd),
     /// Memories in a view, filtered and ordered.
+    #[command(
+        after_help = "Examples:\n  strata list --view project/acme --order importance --limit 20\n  strata list --view global --filter '{\"kind\": \"preference\"}'"
+    )]
     List(crate::cmd::list::ListArgs),
     /// One memory by id.
+    #[command(after_help = "Examples:\n  strata get 0193f2a1\n  strata get 0193f2a1 --history")]
     Get(crate::cmd::get::GetArgs),
     /// Change a memory (compare-and-swap on its version).
+    #[command(
+        after_help = "Examples:\n  strata update 0193f2a1 --content \"We chose PostgreSQL 17 for billing\"\n  strata update 0193f2a1 --expected-version 2 --importance 0.9"
+    )]
     Update(crate::cmd::update::UpdateArgs),
     /// Delete memories everywhere (row, index, archive, history).
+    #[command(
+        after_help = "Examples:\n  strata forget 0193f2a1\n  strata forget --view project/acme --filter '{\"kind\": \"scratch\"}' --dry-run"
+    )]
     Forget(crate::cmd::forget::ForgetArgs),
     /// Copy a memory into another scope (new id, provenance kept).
+    #[command(after_help = "Examples:\n  strata promote 0193f2a1 --to global")]
     Promote(crate::cmd::promote::PromoteArgs),
     /// Move archived memories back into active memory.
+    #[command(after_help = "Examples:\n  strata restore 0193f2a1")]
     Restore(crate::cmd::restore::RestoreArgs),
     /// Task lifetime: complete a task, promoting what should survive.
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  strata task complete t-42 --project acme\n  strata task complete t-42 --project acme --promote 0193f2a1"
+    )]
     Task(crate::cmd::task::TaskCmd),
     /// Sessions: new, list, show, archive.
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  strata session new --scope project/acme\n  strata session list\n  strata session show SESSION_ID"
+    )]
     Session(crate::cmd::session::SessionCmd),
     /// Copy a whole store into an empty one (SQLite file ⇄ PostgreSQL), verified.
     Migrate(crate::cmd::migrate::MigrateArgs),
     /// Read JSONL (from `strata export`) into the store.
+    #[command(
+        after_help = "Examples:\n  strata import backup.jsonl\n  strata export | strata --db copy.db import -"
+    )]
     Import(crate::cmd::import::ImportArgs),
     /// Write memories as JSONL.
+    #[command(
+        after_help = "Examples:\n  strata export -o backup.jsonl\n  strata export --view project/acme --no-history"
+    )]
     Export(crate::cmd::export::ExportArgs),
     /// Scopes in use, with counts.
+    #[command(after_help = "Examples:\n  strata scopes")]
     Scopes,
     /// Store-wide figures.
+    #[command(after_help = "Examples:\n  strata stats")]
     Stats,
     /// Expire TTLs and enforce project bounds.
+    #[command(after_help = "Examples:\n  strata upkeep")]
     Upkeep,
     /// Give vectors to the memories that wait for one (after imports, or
     /// when writes came faster than the embedder).
+    #[command(after_help = "Examples:\n  strata embed --limit 1000")]
     Embed(crate::cmd::embed::EmbedArgs),
     /// Re-embed after a model change: drop other models' vectors, embed everything.
+    #[command(after_help = "Examples:\n  strata reindex")]
     Reindex(crate::cmd::embed::ReindexArgs),
     /// The local embedding model: fetch, show.
     #[command(subcommand)]
+    #[command(after_help = "Examples:\n  strata model fetch\n  strata model show")]
     Model(crate::cmd::embed::ModelCmd),
     /// Serve the HTTP API (and MCP at /mcp) to many agents.
     #[cfg(feature = "server")]
+    #[command(
+        after_help = "Examples:\n  strata serve --listen 127.0.0.1:7077 --access-log\n  strata serve --no-auth   (loopback only)"
+    )]
     Serve(crate::cmd::serve::ServeArgs),
     /// Serve MCP on stdin/stdout (for MCP clients that start a command).
     #[cfg(feature = "server")]
+    #[command(after_help = "Examples:\n  strata mcp --project acme")]
     Mcp(crate::cmd::serve::McpArgs),
     /// Bearer tokens for `strata serve`.
     #[cfg(feature = "server")]
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  strata token new --name coder --scope project/acme --access read_write --write\n  strata token list\n  strata token revoke coder"
+    )]
     Token(crate::cmd::serve::TokenCmd),
     /// Run the benchmarks (insert, remember, recall, cold start).
     #[cfg(feature = "bench")]
+    #[command(after_help = "Examples:\n  strata bench --memories 10000 --only insert,recall")]
     Bench(strata_bench::BenchArgs),
     /// Retrieval benchmarks: LoCoMo recall@k and evidence inside contexts.
     #[cfg(feature = "bench")]
     #[command(subcommand)]
+    #[command(after_help = "Examples:\n  strata eval locomo locomo10.json --strategy hybrid")]
     Eval(strata_bench::EvalCmd),
     /// Tools for tests (not a stable interface).
     #[command(subcommand, hide = true)]
@@ -245,6 +315,12 @@ pub fn open(g: &Global) -> Result<strata::Engine> {
     let cfg = resolve_config(g)?;
     let where_ = cfg.store.describe();
     strata::Engine::open(cfg).with_context(|| format!("opening {where_}"))
+}
+
+/// The full id a CLI argument names: a whole id, or a short one (at least
+/// 8 characters that start exactly one memory's id, active or archived).
+pub fn resolve_id(e: &strata::Engine, id: &str) -> Result<String> {
+    Ok(e.resolve_id(id, &strata::Fence::everything())?)
 }
 
 /// Parses `--view` values.

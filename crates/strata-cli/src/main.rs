@@ -39,7 +39,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let json = cli.global.json;
+    let json = cli.json_errors();
     match cmd::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

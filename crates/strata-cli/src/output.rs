@@ -27,6 +27,53 @@ pub fn line(text: impl std::fmt::Display) -> Result<()> {
     Ok(())
 }
 
+/// Prints rows under a header, each column as wide as its widest cell
+/// (counted in characters), two spaces apart. A header starting with `>`
+/// right-aligns its column (numbers); the `>` is not printed.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    for l in table_lines(header, rows) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
+}
+
+/// The lines [`table`] prints.
+pub fn table_lines(header: &[&str], rows: &[Vec<String>]) -> Vec<String> {
+    let right: Vec<bool> = header.iter().map(|h| h.starts_with('>')).collect();
+    let head: Vec<String> = header
+        .iter()
+        .map(|h| h.trim_start_matches('>').to_string())
+        .collect();
+    let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    std::iter::once(&head)
+        .chain(rows)
+        .map(|r| {
+            let last = r.len().saturating_sub(1);
+            let cells: Vec<String> = r
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let pad = " ".repeat(width[i].saturating_sub(c.chars().count()));
+                    if right[i] {
+                        format!("{pad}{c}")
+                    } else if i == last {
+                        c.clone()
+                    } else {
+                        format!("{c}{pad}")
+                    }
+                })
+                .collect();
+            cells.join("  ")
+        })
+        .collect()
+}
+
 /// One line for a memory: id, scope, kind, importance, a content preview.
 pub fn memory_line(m: &strata::Memory) -> String {
     let preview: String = m.content.replace('\n', " ").chars().take(100).collect();

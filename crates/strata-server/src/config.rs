@@ -37,6 +37,11 @@ pub struct ServerConfig {
     /// Scope defaults of the MCP tools (`[server.mcp]`).
     #[serde(default)]
     pub mcp: McpDefaults,
+    /// One line per request on stderr (method, route template, status,
+    /// duration, bytes; never a body, a token or the request's path).
+    /// Off by default; `strata serve --access-log` turns it on too.
+    #[serde(default)]
+    pub access_log: bool,
 }
 
 impl Default for ServerConfig {
@@ -47,6 +52,7 @@ impl Default for ServerConfig {
             limits: Limits::default(),
             allowed_hosts: default_allowed_hosts(),
             mcp: McpDefaults::default(),
+            access_log: false,
         }
     }
 }
@@ -241,6 +247,9 @@ mod tests {
         assert_eq!(cfg.tokens.len(), 1);
         assert_eq!(cfg.limits.max_batch, 10);
         assert_eq!(cfg.limits.max_results, 1000);
+        assert!(!cfg.access_log);
+        let cfg = ServerConfig::from_toml("[server]\naccess_log = true").unwrap();
+        assert!(cfg.access_log);
     }
 
     #[test]

@@ -376,20 +376,44 @@ fn check_content_type(ext: &axum::http::Extensions, h: &axum::http::HeaderMap) -
 
 /// Every request's first and last step: records it in the metrics, by
 /// route template and method (one of the standard methods, or `other`, so
-/// the label set stays bounded).
+/// the label set stays bounded), and in the access log when it is on.
 async fn front(State(st): St, req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = crate::metrics::method_label(req.method());
     // `MatchedPath` is a shared string: cloning it allocates nothing.
     let route = req.extensions().get::<MatchedPath>().cloned();
     let resp = next.run(req).await;
-    st.metrics.record(
-        method,
-        route.as_ref().map_or("unmatched", |p| p.as_str()),
-        resp.status().as_u16(),
-        started.elapsed(),
-    );
+    let took = started.elapsed();
+    let route = route.as_ref().map_or("unmatched", |p| p.as_str());
+    st.metrics
+        .record(method, route, resp.status().as_u16(), took);
+    if st.access_log {
+        access_line(method, route, &resp, took);
+    }
     resp
+}
+
+/// Writes one access-log line to stderr: time, method, route template (not
+/// the path, so no id or query), status, duration, body bytes (`-` for a
+/// streamed answer, whose length is not known when it starts). Never a
+/// header or a body.
+fn access_line(method: &str, route: &str, resp: &Response, took: std::time::Duration) {
+    use http_body::Body as _;
+    use std::io::Write as _;
+    let bytes = resp
+        .body()
+        .size_hint()
+        .exact()
+        .map_or_else(|| "-".to_string(), |n| n.to_string());
+    let now = jiff::Timestamp::now();
+    let now = now.round(jiff::Unit::Millisecond).unwrap_or(now);
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "access {now} {} {route} {} {:.1}ms {bytes}",
+        method,
+        resp.status().as_u16(),
+        took.as_secs_f64() * 1000.0
+    );
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {

@@ -65,6 +65,8 @@ pub struct Shared {
     pub allowed_hosts: Vec<String>,
     /// Request counts and latencies.
     pub metrics: Metrics,
+    /// Whether each request is logged to stderr (`[server] access_log`).
+    pub access_log: bool,
     /// Cancelled on shutdown (ends MCP streams).
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Bounds engine calls in flight (`limits.max_concurrent`).
@@ -112,6 +114,7 @@ impl Shared {
             mcp: cfg.mcp.clone(),
             allowed_hosts,
             metrics: Metrics::default(),
+            access_log: cfg.access_log,
             shutdown: tokio_util::sync::CancellationToken::new(),
             permits: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_concurrent)),
         }))

@@ -5,6 +5,10 @@
 //! earlier versions, oldest first) when there are any. Export then import
 //! into an empty store, then export again, gives the same bytes.
 //!
+//! A line may leave `checksum` out (or give `null`): import computes it
+//! from `content` and `payload`, for lines written by hand or by another
+//! tool. A checksum that is given must match, else the line is refused.
+//!
 //! Import reads and validates every line before it writes anything; the
 //! first bad line is an error naming its number and field, and the store is
 //! unchanged. Then everything is stored in one transaction.
@@ -89,6 +93,21 @@ struct LineOut<'a> {
     history: Vec<Memory>,
 }
 
+/// Gives a memory object without a `checksum` (or with `null`) the one
+/// its `content` and `payload` have. Without a string `content` it is left
+/// as it is, for deserialization to name the field.
+fn fill_checksum(obj: &mut serde_json::Map<String, serde_json::Value>) {
+    if !obj.get("checksum").is_none_or(serde_json::Value::is_null) {
+        return;
+    }
+    let Some(content) = obj.get("content").and_then(serde_json::Value::as_str) else {
+        return;
+    };
+    let payload = obj.get("payload").filter(|p| !p.is_null());
+    let sum = crate::model::checksum(content, payload);
+    obj.insert("checksum".into(), sum.into());
+}
+
 /// Parses one export line.
 pub fn parse_line(line: &str) -> std::result::Result<ImportItem, String> {
     let mut v: serde_json::Value =
@@ -106,8 +125,17 @@ pub fn parse_line(line: &str) -> std::result::Result<ImportItem, String> {
     };
     let history = match obj.remove("history") {
         None | Some(serde_json::Value::Null) => Vec::new(),
-        Some(h) => serde_json::from_value::<Vec<Memory>>(h).map_err(|e| format!("history: {e}"))?,
+        Some(mut h) => {
+            if let Some(entries) = h.as_array_mut() {
+                entries
+                    .iter_mut()
+                    .filter_map(serde_json::Value::as_object_mut)
+                    .for_each(fill_checksum);
+            }
+            serde_json::from_value::<Vec<Memory>>(h).map_err(|e| format!("history: {e}"))?
+        }
     };
+    fill_checksum(obj);
     let memory: Memory = serde_json::from_value(v).map_err(|e| e.to_string())?;
     memory.validate().map_err(|e| e.to_string())?;
     for h in &history {

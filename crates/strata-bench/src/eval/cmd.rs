@@ -12,9 +12,15 @@ use crate::out::{self as output, usage};
 pub enum EvalCmd {
     /// LoCoMo (../shared/data/locomo/locomo10.json): recall@k, MRR, and
     /// evidence inside assembled contexts, per category.
+    #[command(
+        after_help = "Examples:\n  strata eval locomo locomo10.json --questions 20 --embedder none"
+    )]
     Locomo(LocomoArgs),
     /// Any labelled set in the generic format (see the README): recall@k,
     /// any@k, all@k and MRR, per category.
+    #[command(
+        after_help = "Examples:\n  strata eval retrieval crates/strata-bench/tests/fixtures/retrieval.json --embedder local"
+    )]
     Retrieval(RetrievalArgs),
 }
 

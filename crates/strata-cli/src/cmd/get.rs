@@ -8,15 +8,16 @@ use crate::output;
 
 #[derive(Debug, Args)]
 pub struct GetArgs {
-    /// The memory id.
+    /// The memory id, or a short id (its first 8 or more characters).
     pub id: String,
     /// Also show earlier versions.
     #[arg(long)]
     pub history: bool,
 }
 
-pub fn run(g: &Global, a: GetArgs) -> Result<()> {
+pub fn run(g: &Global, mut a: GetArgs) -> Result<()> {
     let e = app::open(g)?;
+    a.id = app::resolve_id(&e, &a.id)?;
     let (m, archived) = match e.get(&a.id)? {
         Some(m) => (m, None),
         None => match e.get_archived(&a.id)? {

@@ -9,7 +9,7 @@ use crate::output;
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// A scope the read may see (repeatable; `scope/**` for a subtree).
-    #[arg(long = "view", value_name = "SCOPE")]
+    #[arg(long = "view", value_name = "SCOPE", required = true)]
     pub views: Vec<String>,
     /// Filter JSON.
     #[arg(long)]

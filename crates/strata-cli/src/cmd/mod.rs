@@ -30,6 +30,22 @@ use crate::output;
 /// Runs the parsed command.
 pub fn run(cli: Cli) -> Result<()> {
     let g = &cli.global;
+    #[cfg(feature = "server")]
+    if g.json {
+        match &cli.command {
+            Command::Serve(_) => {
+                return app::usage(
+                    "--json: `strata serve` prints no JSON (it answers HTTP; its own lines go to stderr); leave --json out",
+                );
+            }
+            Command::Mcp(_) => {
+                return app::usage(
+                    "--json: `strata mcp` speaks MCP's JSON-RPC on stdout whatever the flag; leave --json out",
+                );
+            }
+            _ => {}
+        }
+    }
     match cli.command {
         Command::Init => {
             let cfg = app::resolve_config(g)?;
@@ -70,13 +86,20 @@ pub fn run(cli: Cli) -> Result<()> {
             if g.json {
                 return output::json(&scopes);
             }
-            for s in scopes {
-                output::line(format!(
-                    "{:<48} {:>8} active {:>8} archived",
-                    s.scope, s.memories, s.archived
-                ))?;
+            if scopes.is_empty() {
+                return output::line("no scopes yet (nothing remembered)");
             }
-            Ok(())
+            let rows: Vec<Vec<String>> = scopes
+                .iter()
+                .map(|s| {
+                    vec![
+                        s.scope.to_string(),
+                        s.memories.to_string(),
+                        s.archived.to_string(),
+                    ]
+                })
+                .collect();
+            output::table(&["SCOPE", ">ACTIVE", ">ARCHIVED"], &rows)
         }
         Command::Stats => {
             let e = app::open(g)?;

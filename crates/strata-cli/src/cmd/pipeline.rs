@@ -15,8 +15,14 @@ pub enum PipelineCmd {
     /// Run each node of FILE in order: build its context, pipe it (rendered)
     /// into the node's `command` (`sh -c`), and write what the command
     /// prints where the node's `write_to_memory` says.
+    #[command(
+        after_help = "Examples:\n  strata pipeline run nodes.toml --task t-42 --project acme\n  strata pipeline run nodes.yaml --task t-42 --project acme --var sprint=s12"
+    )]
     Run(RunArgs),
     /// Check FILE's nodes (profiles, stores, tags) without running anything.
+    #[command(
+        after_help = "Examples:\n  strata pipeline check nodes.toml --task t-42 --project acme"
+    )]
     Check(RunArgs),
 }
 

@@ -11,13 +11,18 @@ use crate::output;
 #[derive(Debug, Subcommand)]
 pub enum ProfileCmd {
     /// Profiles available (built in and configured).
+    #[command(
+        after_help = "Examples:\n  strata profile list\n  strata --config memory.yaml profile list"
+    )]
     List,
     /// One profile in full, as validated.
+    #[command(after_help = "Examples:\n  strata profile show global\n  strata profile show coder")]
     Show {
         /// Profile id.
         id: String,
     },
     /// Validate a configuration file's profiles (default: the one in use).
+    #[command(after_help = "Examples:\n  strata profile check\n  strata profile check memory.yaml")]
     Check {
         /// A strata.toml or memory.yaml.
         file: Option<PathBuf>,
@@ -33,18 +38,27 @@ pub fn run(g: &Global, c: ProfileCmd) -> Result<()> {
             if g.json {
                 return output::json(&all);
             }
-            output::line("none          (built in) an empty context")?;
+            let mut rows = vec![vec![
+                "none".to_string(),
+                "0".to_string(),
+                "-".into(),
+                "-".into(),
+                "(built in) an empty context".into(),
+            ]];
             for p in &all {
                 let sources: Vec<String> = p.sources.iter().map(|s| s.scope.clone()).collect();
-                output::line(format!(
-                    "{:<13} {:>6} tokens  {:<10} {:<8}  {}",
-                    p.id,
-                    p.max_tokens,
-                    p.strategy.as_str(),
-                    p.render.as_str(),
-                    sources.join(", ")
-                ))?;
+                rows.push(vec![
+                    p.id.clone(),
+                    p.max_tokens.to_string(),
+                    p.strategy.as_str().to_string(),
+                    p.render.as_str().to_string(),
+                    sources.join(", "),
+                ]);
             }
+            output::table(
+                &["PROFILE", ">TOKENS", "STRATEGY", "RENDER", "SOURCES"],
+                &rows,
+            )?;
             Ok(())
         }
         ProfileCmd::Show { id } => {

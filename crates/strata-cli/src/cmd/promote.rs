@@ -21,7 +21,8 @@ pub struct PromoteArgs {
 pub fn run(g: &Global, a: PromoteArgs) -> Result<()> {
     let to = strata::Scope::parse(&a.to)?;
     let e = app::open(g)?;
-    let m = app::with_confirm(a.yes, |c| e.promote(&a.id, &to, c))?;
+    let id = app::resolve_id(&e, &a.id)?;
+    let m = app::with_confirm(a.yes, |c| e.promote(&id, &to, c))?;
     if g.json {
         output::json(&m)
     } else {

@@ -11,7 +11,7 @@ pub struct RecallArgs {
     /// What to look for (natural language or keywords; may be empty).
     pub query: String,
     /// A scope the read may see (repeatable; `scope/**` for a subtree).
-    #[arg(long = "view", value_name = "SCOPE")]
+    #[arg(long = "view", value_name = "SCOPE", required = true)]
     pub views: Vec<String>,
     /// recency, importance, relevance or hybrid (default).
     #[arg(long)]

@@ -17,7 +17,12 @@ pub fn run(g: &Global, a: RestoreArgs) -> Result<()> {
         return usage("restore: name at least one archived memory id");
     }
     let e = app::open(g)?;
-    let n = e.restore(&a.ids)?;
+    let ids = a
+        .ids
+        .iter()
+        .map(|id| app::resolve_id(&e, id))
+        .collect::<Result<Vec<_>>>()?;
+    let n = e.restore(&ids)?;
     if g.json {
         output::json(&serde_json::json!({"restored": n}))
     } else {

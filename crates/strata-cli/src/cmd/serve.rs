@@ -1,7 +1,9 @@
-//! `strata serve`, `strata mcp` and `strata token new`: the HTTP and MCP
+//! `strata serve`, `strata mcp` and `strata token` (new, list, revoke): the HTTP and MCP
 //! front ends (crate `strata-server`) started from the CLI's configuration.
 
+use std::io::Write as _;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -18,6 +20,10 @@ pub struct ServeArgs {
     /// Only on a loopback address.
     #[arg(long)]
     pub no_auth: bool,
+    /// Log one line per request to stderr: method, route template, status,
+    /// duration, bytes (never bodies or tokens). Also `[server] access_log = true`.
+    #[arg(long)]
+    pub access_log: bool,
 }
 
 #[derive(Debug, Args)]
@@ -33,13 +39,26 @@ pub struct McpArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum TokenCmd {
-    /// Print a fresh token once, with the `[[server.tokens]]` lines to paste.
+    /// Print a fresh token once, with the `[[server.tokens]]` lines to
+    /// paste (or, with `--write`, add them to the configuration file).
+    #[command(
+        after_help = "Examples:\n  strata token new --name agent --scope project/acme --access read_write --write"
+    )]
     New(TokenNewArgs),
+    /// The configured tokens: name, access, scopes (never a secret).
+    #[command(after_help = "Examples:\n  strata token list")]
+    List,
+    /// Remove a token from the configuration file (by name).
+    #[command(
+        after_help = "Examples:\n  strata token revoke agent\n\nA running `strata serve` keeps the token until it is restarted."
+    )]
+    Revoke(TokenRevokeArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct TokenNewArgs {
-    /// A name for logs and metrics.
+    /// A name for logs and metrics; `token list` and `token revoke` know
+    /// the token by it.
     #[arg(long)]
     pub name: String,
     /// A scope prefix the token may use (repeatable): `project/acme` allows
@@ -49,6 +68,17 @@ pub struct TokenNewArgs {
     /// `read` or `read_write`.
     #[arg(long, default_value = "read")]
     pub access: String,
+    /// Add the `[[server.tokens]]` entry (the secret's SHA-256, never the
+    /// secret) to the configuration file: the one `--config` names (created
+    /// if missing), else the one found, else `./strata.toml` (created).
+    #[arg(long)]
+    pub write: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenRevokeArgs {
+    /// The token's name (see `strata token list`).
+    pub name: String,
 }
 
 /// `[server]` of the configuration file (defaults without one).
@@ -56,10 +86,7 @@ fn server_config(g: &Global) -> Result<strata_server::ServerConfig> {
     let Some(path) = app::config_path(g)? else {
         return Ok(strata_server::ServerConfig::default());
     };
-    let yaml = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"));
-    if yaml {
+    if is_yaml(&path) {
         return Ok(strata_server::ServerConfig::default());
     }
     let text =
@@ -79,6 +106,7 @@ pub fn serve(g: &Global, a: ServeArgs) -> Result<()> {
     if let Some(l) = a.listen {
         cfg.listen = l;
     }
+    cfg.access_log |= a.access_log;
     let addr: SocketAddr = match cfg.listen.to_socket_addrs().map(|mut a| a.next()) {
         Ok(Some(a)) => a,
         Ok(None) => return app::usage(format!("listen: `{}` resolves to no address", cfg.listen)),
@@ -131,7 +159,21 @@ pub fn mcp(g: &Global, a: McpArgs) -> Result<()> {
 }
 
 pub fn token(g: &Global, c: TokenCmd) -> Result<()> {
-    let TokenCmd::New(a) = c;
+    match c {
+        TokenCmd::New(a) => token_new(g, a),
+        TokenCmd::List => token_list(g),
+        TokenCmd::Revoke(a) => token_revoke(g, a),
+    }
+}
+
+fn access_name(a: strata_server::Access) -> &'static str {
+    match a {
+        strata_server::Access::Read => "read",
+        strata_server::Access::ReadWrite => "read_write",
+    }
+}
+
+fn token_new(g: &Global, a: TokenNewArgs) -> Result<()> {
     let access: strata_server::Access = match a.access.parse() {
         Ok(x) => x,
         Err(e) => return app::usage(format!("--access: {e}")),
@@ -149,17 +191,30 @@ pub fn token(g: &Global, c: TokenCmd) -> Result<()> {
         access,
     };
     strata_server::Tokens::from_config(std::slice::from_ref(&entry))?;
-    let access = match access {
-        strata_server::Access::Read => "read",
-        strata_server::Access::ReadWrite => "read_write",
+    let access = access_name(access);
+    // The lines as TOML writes them (quoting and escapes included).
+    let mut lines = toml_edit::DocumentMut::new();
+    {
+        let mut t = toml_edit::Table::new();
+        t["name"] = toml_edit::value(entry.name.as_str());
+        t["secret_sha256"] = toml_edit::value(entry.secret_sha256.as_str());
+        t["scopes"] = toml_edit::value(toml_edit::Array::from_iter(entry.scopes.iter()));
+        t["access"] = toml_edit::value(access);
+        let mut tokens = toml_edit::ArrayOfTables::new();
+        tokens.push(t);
+        let mut server = toml_edit::Table::new();
+        server.set_implicit(true);
+        server.insert("tokens", toml_edit::Item::ArrayOfTables(tokens));
+        lines.insert("server", toml_edit::Item::Table(server));
+    }
+    let snippet = lines.to_string();
+    let written = if a.write {
+        let path = writable_config(g)?;
+        append_token(&path, &a.name, &snippet)?;
+        Some(path)
+    } else {
+        None
     };
-    let scopes: Vec<String> = a.scopes.iter().map(|s| format!("{s:?}")).collect();
-    let snippet = format!(
-        "[[server.tokens]]\nname = {:?}\nsecret_sha256 = \"{}\"\nscopes = [{}]\naccess = \"{access}\"\n",
-        a.name,
-        entry.secret_sha256,
-        scopes.join(", ")
-    );
     if g.json {
         return output::json(&serde_json::json!({
             "token": token,
@@ -168,9 +223,220 @@ pub fn token(g: &Global, c: TokenCmd) -> Result<()> {
             "scopes": a.scopes,
             "access": access,
             "config": snippet,
+            "written_to": written.as_ref().map(|p| p.display().to_string()),
+        }));
+    }
+    match written {
+        Some(path) => output::line(format!(
+            "token (shown once; store it where the client reads it):\n\n  {token}\n\nadded token `{}` ({access} on {}) to {} (its SHA-256, not the token); restart `strata serve` to use it",
+            a.name,
+            a.scopes.join(", "),
+            path.display()
+        )),
+        None => output::line(format!(
+            "token (shown once; store it where the client reads it):\n\n  {token}\n\nadd to strata.toml (or run again with --write):\n\n{snippet}"
+        )),
+    }
+}
+
+fn token_list(g: &Global) -> Result<()> {
+    let cfg = server_config(g)?;
+    if g.json {
+        let list: Vec<serde_json::Value> = cfg
+            .tokens
+            .iter()
+            .map(|t| serde_json::json!({"name": t.name, "access": access_name(t.access), "scopes": t.scopes}))
+            .collect();
+        return output::json(&list);
+    }
+    if cfg.tokens.is_empty() {
+        return output::line(
+            "no tokens configured (`strata token new --name N --scope S --write` adds one)",
+        );
+    }
+    let rows: Vec<Vec<String>> = cfg
+        .tokens
+        .iter()
+        .map(|t| {
+            vec![
+                t.name.clone(),
+                access_name(t.access).to_string(),
+                t.scopes.join(", "),
+            ]
+        })
+        .collect();
+    output::table(&["NAME", "ACCESS", "SCOPES"], &rows)
+}
+
+fn token_revoke(g: &Global, a: TokenRevokeArgs) -> Result<()> {
+    let Some(path) = app::config_path(g)? else {
+        anyhow::bail!(
+            "token `{}`: no configuration file found (looked for --config, STRATA_CONFIG, ./strata.toml, the user config dir), so no token to revoke",
+            a.name
+        );
+    };
+    let mut scopes = String::new();
+    edit_config(&path, |doc| {
+        let tokens = server_tokens(doc, &path)?;
+        let names: Vec<String> = tokens
+            .iter()
+            .map(|t| {
+                t.get("name")
+                    .and_then(|n| n.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        let Some(i) = names.iter().position(|n| *n == a.name) else {
+            let known = if names.is_empty() {
+                "it has none".to_string()
+            } else {
+                format!("it has {}", names.join(", "))
+            };
+            anyhow::bail!(
+                "token `{}`: no such token in {} ({known}); nothing changed",
+                a.name,
+                path.display()
+            );
+        };
+        let gone = tokens.remove(i);
+        scopes = gone
+            .get("scopes")
+            .and_then(|s| s.as_array())
+            .map(|s| {
+                s.iter()
+                    .filter_map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        Ok(())
+    })?;
+    if g.json {
+        return output::json(&serde_json::json!({
+            "revoked": a.name,
+            "config_file": path.display().to_string(),
         }));
     }
     output::line(format!(
-        "token (shown once; store it where the client reads it):\n\n  {token}\n\nadd to strata.toml:\n\n{snippet}"
+        "revoked token `{}` ({scopes}) in {}; a running `strata serve` accepts it until restarted",
+        a.name,
+        path.display()
     ))
+}
+
+/// Appends a token's `[[server.tokens]]` lines to `path` (created when
+/// missing): the file keeps every byte it had. Refused, with the file
+/// unchanged, when the name is taken or the result would not be a valid
+/// configuration.
+fn append_token(path: &Path, name: &str, snippet: &str) -> Result<()> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let before = strata_server::ServerConfig::from_toml(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}; nothing changed", path.display()))?;
+    if before.tokens.iter().any(|t| t.name == name) {
+        return app::usage(format!(
+            "--name: {} already has a token named `{name}` (`strata token revoke {name}` removes it); nothing changed",
+            path.display()
+        ));
+    }
+    let mut new = text;
+    if !new.is_empty() && !new.ends_with('\n') {
+        new.push('\n');
+    }
+    if !new.is_empty() {
+        new.push('\n');
+    }
+    new.push_str(snippet);
+    replace_config(path, &new)
+}
+
+/// The file `token new --write` adds to: `--config` (created when it does
+/// not exist yet), else the configuration found, else `./strata.toml`.
+fn writable_config(g: &Global) -> Result<PathBuf> {
+    let path = match &g.config {
+        Some(p) => p.clone(),
+        None => app::config_path(g)?.unwrap_or_else(|| PathBuf::from("strata.toml")),
+    };
+    if is_yaml(&path) {
+        return app::usage(format!(
+            "--write: {} is YAML; tokens live in a strata.toml's [server] table (name one with --config)",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
+fn is_yaml(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"))
+}
+
+/// `server.tokens` of `doc` as an array of tables (an empty one when the
+/// file has none).
+fn server_tokens<'d>(
+    doc: &'d mut toml_edit::DocumentMut,
+    path: &Path,
+) -> Result<&'d mut toml_edit::ArrayOfTables> {
+    let server = doc.entry("server").or_insert_with(|| {
+        let mut t = toml_edit::Table::new();
+        t.set_implicit(true);
+        toml_edit::Item::Table(t)
+    });
+    let Some(server) = server.as_table_like_mut() else {
+        anyhow::bail!("{}: `server` is not a table", path.display());
+    };
+    let tokens = server
+        .entry("tokens")
+        .or_insert(toml_edit::Item::ArrayOfTables(Default::default()));
+    match tokens.as_array_of_tables_mut() {
+        Some(t) => Ok(t),
+        None => anyhow::bail!(
+            "{}: server.tokens is not written as [[server.tokens]] tables; edit it by hand",
+            path.display()
+        ),
+    }
+}
+
+/// Reads `path` (empty when it does not exist), applies `change`, checks
+/// that the result is still a valid configuration and replaces the file in
+/// one rename. On any error the file is left as it was.
+fn edit_config(
+    path: &Path,
+    change: impl FnOnce(&mut toml_edit::DocumentMut) -> Result<()>,
+) -> Result<()> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    change(&mut doc)?;
+    replace_config(path, &doc.to_string())
+}
+
+/// Replaces `path` with `new` in one rename, once `new` reads as a valid
+/// `[server]` configuration.
+fn replace_config(path: &Path, new: &str) -> Result<()> {
+    strata_server::ServerConfig::from_toml(new)
+        .map_err(|e| anyhow::anyhow!("{}: {e}; nothing changed", path.display()))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("writing beside {}", path.display()))?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        tmp.as_file().set_permissions(meta.permissions())?;
+    }
+    tmp.write_all(new.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path)
+        .with_context(|| format!("replacing {}", path.display()))?;
+    Ok(())
 }

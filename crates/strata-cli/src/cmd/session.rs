@@ -9,15 +9,21 @@ use crate::output;
 #[derive(Debug, Subcommand)]
 pub enum SessionCmd {
     /// Start a session.
+    #[command(
+        after_help = "Examples:\n  strata session new\n  strata session new --id standup-1124 --scope project/acme"
+    )]
     New(NewArgs),
     /// Every session.
+    #[command(after_help = "Examples:\n  strata session list")]
     List,
     /// A session's manifest: counts, size, first and last activity.
+    #[command(after_help = "Examples:\n  strata session show standup-1124")]
     Show {
         /// Session id.
         id: String,
     },
     /// Archive a session: no more writes, its memories move to the archive.
+    #[command(after_help = "Examples:\n  strata session archive standup-1124")]
     Archive {
         /// Session id.
         id: String,

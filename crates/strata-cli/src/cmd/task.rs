@@ -10,6 +10,9 @@ use crate::output;
 pub enum TaskCmd {
     /// Promote what should survive into the project, then clear the task
     /// (its memories move to the archive).
+    #[command(
+        after_help = "Examples:\n  strata task complete t-42 --project acme\n  strata task complete t-42 --project acme --promote 0193f2a1 --min-importance 0.8"
+    )]
     Complete(CompleteArgs),
 }
 
@@ -20,7 +23,7 @@ pub struct CompleteArgs {
     /// The project to promote into: its name (memories go to project/<name>).
     #[arg(long)]
     pub project: String,
-    /// A memory to promote (repeatable).
+    /// A memory to promote (repeatable; a short id works).
     #[arg(long = "promote", value_name = "ID")]
     pub promote: Vec<String>,
     /// Also promote every memory at or above this importance.
@@ -32,8 +35,13 @@ pub fn run(g: &Global, c: TaskCmd) -> Result<()> {
     match c {
         TaskCmd::Complete(a) => {
             let e = app::open(g)?;
+            let ids = a
+                .promote
+                .iter()
+                .map(|id| app::resolve_id(&e, id))
+                .collect::<Result<Vec<_>>>()?;
             let p = strata::Promotion {
-                ids: a.promote.clone(),
+                ids,
                 min_importance: a.min_importance,
             };
             let r = e.complete_task(&a.task, &a.project, &p)?;

@@ -12,7 +12,7 @@ use crate::output;
 
 #[derive(Debug, Args)]
 pub struct UpdateArgs {
-    /// The memory id.
+    /// The memory id, or a short id (its first 8 or more characters).
     pub id: String,
     /// The version you read; the update fails if it changed since
     /// (default: the current version, read just before writing).
@@ -38,7 +38,7 @@ pub struct UpdateArgs {
     pub sensitive: Option<bool>,
 }
 
-pub fn run(g: &Global, a: UpdateArgs) -> Result<()> {
+pub fn run(g: &Global, mut a: UpdateArgs) -> Result<()> {
     let patch = strata::Patch {
         content: a.content.clone(),
         importance: a.importance,
@@ -61,6 +61,7 @@ pub fn run(g: &Global, a: UpdateArgs) -> Result<()> {
         ..Default::default()
     };
     let e = app::open(g)?;
+    a.id = app::resolve_id(&e, &a.id)?;
     let expected = match a.expected_version {
         Some(v) => v,
         None => {

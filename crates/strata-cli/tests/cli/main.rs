@@ -10,8 +10,12 @@ mod concurrency;
 mod context;
 mod crash;
 mod first_hour;
+mod formats;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "server")]
 mod server;
+#[cfg(feature = "server")]
+mod server_admin;
+mod surface;
 mod vectors;

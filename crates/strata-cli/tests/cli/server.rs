@@ -15,10 +15,12 @@ use crate::util::{Env, write};
 pub(crate) struct Serve {
     child: Child,
     pub(crate) base: String,
+    /// Everything the server wrote to stderr after its address, so far.
+    pub(crate) log: Arc<Mutex<String>>,
 }
 
 impl Serve {
-    fn start(e: &Env, extra: &[&str]) -> Serve {
+    pub(crate) fn start(e: &Env, extra: &[&str]) -> Serve {
         let mut cmd = e.cmd();
         cmd.args(["serve", "--listen", "127.0.0.1:0"]).args(extra);
         Serve::spawn(cmd)
@@ -41,8 +43,31 @@ impl Serve {
             }
         };
         // Keep draining stderr so the server never blocks on it.
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-        Serve { child, base }
+        let log = Arc::new(Mutex::new(String::new()));
+        let keep = log.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while err.read_line(&mut line).is_ok_and(|n| n > 0) {
+                keep.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        });
+        Serve { child, base, log }
+    }
+
+    /// Waits (up to 10 s) until the log holds `n` lines starting with
+    /// `prefix`; returns the log.
+    pub(crate) fn wait_log(&self, prefix: &str, n: usize) -> String {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let log = self.log.lock().unwrap().clone();
+            if log.lines().filter(|l| l.starts_with(prefix)).count() >= n
+                || std::time::Instant::now() > until
+            {
+                return log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     fn terminate(&mut self) -> std::process::ExitStatus {
@@ -62,14 +87,14 @@ impl Drop for Serve {
     }
 }
 
-fn agent() -> ureq::Agent {
+pub(crate) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
         .into()
 }
 
-fn post(
+pub(crate) fn post(
     a: &ureq::Agent,
     url: &str,
     token: &str,
