@@ -142,6 +142,9 @@ pub enum Command {
     )]
     Session(crate::cmd::session::SessionCmd),
     /// Copy a whole store into an empty one (SQLite file ⇄ PostgreSQL), verified.
+    #[command(
+        after_help = "Examples:\n  strata migrate --from ~/.local/share/strata/strata.db --to postgres://strata@db.internal/memory\n  strata migrate --from postgres://strata@db.internal/memory --to ./backup.db\n(the PostgreSQL password comes from STRATA_DB_PASSWORD or PGPASSWORD, never a flag)"
+    )]
     Migrate(crate::cmd::migrate::MigrateArgs),
     /// Read JSONL (from `strata export`) into the store.
     #[command(
