@@ -1,4 +1,4 @@
-//! `strata bench`: the benchmarks behind every number in the README.
+//! `strata bench`: the benchmarks behind every number in docs/performance.md.
 //!
 //! On synthetic memories (sentences of 8–28 words drawn from a Zipf
 //! distribution over an English vocabulary, spread over 50 project scopes):

@@ -3,7 +3,7 @@
 //!
 //! `strata bench` and `strata eval` are these functions: the `strata`
 //! command depends on this crate behind its default `bench` feature, so a
-//! user runs the same code that produced the README's numbers, on their own
+//! user runs the same code that produced the published numbers, on their own
 //! machine, without a second binary. A library user reaches the evaluation
 //! protocols directly:
 //!

@@ -16,7 +16,7 @@ pub enum EvalCmd {
         after_help = "Examples:\n  strata eval locomo locomo10.json --questions 20 --embedder none"
     )]
     Locomo(LocomoArgs),
-    /// Any labelled set in the generic format (see the README): recall@k,
+    /// Any labelled set in the generic format (see docs/retrieval.md): recall@k,
     /// any@k, all@k and MRR, per category.
     #[command(
         after_help = "Examples:\n  strata eval retrieval crates/strata-bench/tests/fixtures/retrieval.json --embedder local"
