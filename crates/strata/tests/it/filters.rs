@@ -117,7 +117,7 @@ fn pair() -> &'static Pair {
         #[cfg(feature = "postgres")]
         let postgres = crate::harness::Backend::postgres();
         #[cfg(not(feature = "postgres"))]
-        let postgres = None;
+        let postgres: Option<crate::harness::Backend> = None;
         for m in corpus() {
             model.put(&m).unwrap();
             sqlite.put(&m).unwrap();

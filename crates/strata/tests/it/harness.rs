@@ -15,6 +15,7 @@ pub struct Backend {
 /// The PostgreSQL server the tests use: `STRATA_TEST_PG_URL`. Without it
 /// the PostgreSQL instances of the tests pass without running, except in CI
 /// (`CI` set), where a missing URL fails them.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub fn pg_url() -> Option<String> {
     match std::env::var("STRATA_TEST_PG_URL") {
         Ok(u) if !u.is_empty() => Some(u),
@@ -30,11 +31,13 @@ pub fn pg_url() -> Option<String> {
 
 /// A fresh schema of the test server, dropped (with everything in it) when
 /// the test ends, so tests stay independent and run in parallel.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub struct PgSchema {
     pub url: String,
     pub schema: String,
 }
 
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 impl PgSchema {
     pub fn new() -> Option<PgSchema> {
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

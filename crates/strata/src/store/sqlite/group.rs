@@ -57,8 +57,10 @@ struct State {
     group: u64,
     /// Every group below this one has ended.
     ended: u64,
-    /// The last group whose commit failed, and why.
-    failed: Option<(u64, String)>,
+    /// Groups whose commit failed: why, and how many of their writers
+    /// have yet to read it (kept until each has, so a later failure cannot
+    /// hide an earlier one from a writer still waking up).
+    failed: std::collections::HashMap<u64, (String, usize)>,
 }
 
 impl Writer {
@@ -133,9 +135,16 @@ impl Writer {
         } else {
             self.end(&mut s, give_back);
         }
-        match &s.failed {
-            Some((g, why)) if *g == mine => Err(commit_failed(why)),
-            _ => Ok(v),
+        match s.failed.get_mut(&mine) {
+            Some((why, unread)) => {
+                let e = commit_failed(why);
+                *unread -= 1;
+                if *unread == 0 {
+                    s.failed.remove(&mine);
+                }
+                Err(e)
+            }
+            None => Ok(v),
         }
     }
 
@@ -170,7 +179,9 @@ impl Writer {
             if !c.is_autocommit() {
                 let _ = c.execute_batch("ROLLBACK");
             }
-            s.failed = Some((s.group, e.to_string()));
+            if s.writes > 0 {
+                s.failed.insert(s.group, (e.to_string(), s.writes));
+            }
         }
         if let Some(c) = s.conn.take() {
             give_back(c);
