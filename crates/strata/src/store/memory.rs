@@ -130,19 +130,7 @@ impl Inner {
             .sessions
             .get_mut(id)
             .ok_or_else(|| Error::SessionNotFound(id.into()))?;
-        if delta > 0 {
-            if s.archived_at.is_some() {
-                return Err(Error::SessionArchived(id.into()));
-            }
-            if s.bytes + delta as u64 > s.max_bytes {
-                return Err(Error::SessionFull {
-                    session: id.into(),
-                    used: s.bytes,
-                    adding: delta as u64,
-                    bound: s.max_bytes,
-                });
-            }
-        }
+        super::check_session_delta(id, s.bytes, s.max_bytes, s.archived_at.is_some(), delta)?;
         s.bytes = (s.bytes as i64 + delta).max(0) as u64;
         if let Some(at) = at {
             s.last_activity_at = s.last_activity_at.max(at);

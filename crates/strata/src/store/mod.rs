@@ -533,6 +533,32 @@ pub fn plan_import_id(
     }
 }
 
+/// Whether session `id` (holding `used` of its `bound` bytes, archived or
+/// not) may change by `delta` bytes: growing needs an open session with
+/// room; shrinking is always allowed. Every store checks a session so.
+pub fn check_session_delta(
+    id: &str,
+    used: u64,
+    bound: u64,
+    archived: bool,
+    delta: i64,
+) -> Result<()> {
+    if delta > 0 {
+        if archived {
+            return Err(Error::SessionArchived(id.into()));
+        }
+        if used + delta as u64 > bound {
+            return Err(Error::SessionFull {
+                session: id.into(),
+                used,
+                adding: delta as u64,
+                bound,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A write under the `(scope, key)` of `old`: `new` takes its id, creation
 /// time and access statistics, one version up (every store supersedes so).
 pub fn superseding(old: &Memory, mut new: Memory) -> Memory {

@@ -21,19 +21,7 @@ pub(super) fn session_delta(
     )?;
     let row = row.ok_or_else(|| Error::SessionNotFound(id.into()))?;
     let (bytes, max, archived): (i64, i64, Option<i64>) = (row.get(0), row.get(1), row.get(2));
-    if delta > 0 {
-        if archived.is_some() {
-            return Err(Error::SessionArchived(id.into()));
-        }
-        if bytes + delta > max {
-            return Err(Error::SessionFull {
-                session: id.into(),
-                used: bytes as u64,
-                adding: delta as u64,
-                bound: max as u64,
-            });
-        }
-    }
+    crate::store::check_session_delta(id, bytes as u64, max as u64, archived.is_some(), delta)?;
     let at = at.map(|t| t.as_millisecond());
     tx.execute(
         "UPDATE sessions SET bytes = GREATEST(0, bytes + $1::int8),

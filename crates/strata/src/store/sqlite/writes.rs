@@ -17,19 +17,7 @@ pub(super) fn session_delta(
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
     let (bytes, max, archived) = row.ok_or_else(|| Error::SessionNotFound(id.into()))?;
-    if delta > 0 {
-        if archived.is_some() {
-            return Err(Error::SessionArchived(id.into()));
-        }
-        if bytes + delta > max {
-            return Err(Error::SessionFull {
-                session: id.into(),
-                used: bytes as u64,
-                adding: delta as u64,
-                bound: max as u64,
-            });
-        }
-    }
+    crate::store::check_session_delta(id, bytes as u64, max as u64, archived.is_some(), delta)?;
     let at = at.map(|t| t.as_millisecond());
     tx.prepare_cached(
         "UPDATE sessions SET bytes = MAX(0, bytes + ?), last_activity_at = MAX(last_activity_at, COALESCE(?, last_activity_at)) WHERE id = ?",
