@@ -952,12 +952,13 @@ mod ann {
             assert_agree(&b, &nearest(&scanned, q, &["project/a", "project/b"], f), q);
         }
         // Searches of a current copy run side by side (they share it) and
-        // answer as one at a time does.
+        // answer as one at a time does, even when more run at once than
+        // usearch has search contexts (32: the rest wait for one).
         let alone = nearest(&indexed, "memory number 9", &["project/a"], None);
         std::thread::scope(|s| {
-            for _ in 0..4 {
+            for _ in 0..48 {
                 s.spawn(|| {
-                    for _ in 0..10 {
+                    for _ in 0..5 {
                         assert_eq!(
                             nearest(&indexed, "memory number 9", &["project/a"], None),
                             alone

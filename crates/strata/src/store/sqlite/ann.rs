@@ -22,7 +22,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
@@ -33,6 +33,12 @@ use crate::error::Error;
 /// More new vectors than this are not added in the foreground: the index
 /// is rebuilt in the background instead.
 const FOREGROUND_ADDS: usize = 5_000;
+
+/// usearch serves a fixed number of threads at once (one search context
+/// each) and fails a search beyond them ("Reserve capacity ahead of
+/// searches!"): every index reserves this many, and `Slots` holds further
+/// searches back until one is free.
+const SEARCH_SLOTS: usize = 32;
 
 /// Keyed vectors to add.
 type Fresh = Vec<(u64, Vec<f32>)>;
@@ -48,6 +54,36 @@ pub(super) struct Ann {
     unsaved: usize,
     dim: usize,
     path: PathBuf,
+    slots: Slots,
+}
+
+/// A counting gate over the index's search contexts.
+#[derive(Default)]
+struct Slots {
+    busy: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Slots {
+    /// Runs `f` once fewer than `SEARCH_SLOTS` searches are under way.
+    fn with<T>(&self, f: impl FnOnce() -> T) -> T {
+        {
+            let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+            while *busy >= SEARCH_SLOTS {
+                busy = self.freed.wait(busy).unwrap_or_else(|p| p.into_inner());
+            }
+            *busy += 1;
+        }
+        struct Release<'a>(&'a Slots);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                *self.0.busy.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+                self.0.freed.notify_one();
+            }
+        }
+        let _release = Release(self);
+        f()
+    }
 }
 
 /// The indexes of one store: loaded copies and builds under way. Searches
@@ -92,7 +128,16 @@ fn new_index(dim: usize) -> Result<Index> {
         expansion_search: 96,
         multi: false,
     };
-    Index::new(&opts).map_err(|e| err("creating", e))
+    let index = Index::new(&opts).map_err(|e| err("creating", e))?;
+    reserve(&index, 1024)?;
+    Ok(index)
+}
+
+/// Room for `members` vectors (rounded up) and `SEARCH_SLOTS` threads.
+fn reserve(index: &Index, members: usize) -> Result<()> {
+    index
+        .reserve_capacity_and_threads(members.max(1024).next_power_of_two(), SEARCH_SLOTS)
+        .map_err(|e| err("reserving", e))
 }
 
 /// The model's (version, epoch, index_version, dim), if it has vectors.
@@ -126,6 +171,10 @@ impl Ann {
         let loaded = index
             .load(&path.to_string_lossy())
             .is_ok_and(|()| index.dimensions() == dim);
+        // Loading sizes the thread slots from the file; take ours back.
+        if loaded {
+            reserve(&index, index.size())?;
+        }
         Ok(loaded.then_some(Ann {
             index,
             version: index_version,
@@ -133,6 +182,7 @@ impl Ann {
             unsaved: 0,
             dim,
             path,
+            slots: Slots::default(),
         }))
     }
 
@@ -145,6 +195,7 @@ impl Ann {
             unsaved: 0,
             dim,
             path: side_file(db, model),
+            slots: Slots::default(),
         })
     }
 
@@ -176,7 +227,7 @@ impl Ann {
         Ok(Some(out))
     }
 
-    /// Adds vectors (replacing what their keys held), on two threads.
+    /// Adds vectors (replacing what their keys held), on up to four threads.
     fn add(&mut self, fresh: &[(u64, Vec<f32>)]) -> Result<()> {
         for (key, _) in fresh {
             if self.index.contains(*key) {
@@ -186,9 +237,7 @@ impl Ann {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
         let need = self.index.size() + fresh.len();
         if need > self.index.capacity() {
-            self.index
-                .reserve_capacity_and_threads(need.max(1024).next_power_of_two(), threads)
-                .map_err(|e| err("reserving", e))?;
+            reserve(&self.index, need)?;
         }
         let index = &self.index;
         let chunk = fresh.len().div_ceil(threads).max(1);
@@ -245,8 +294,8 @@ impl Ann {
             return Ok(Vec::new());
         }
         let m = self
-            .index
-            .search(query, k.min(self.index.size()))
+            .slots
+            .with(|| self.index.search(query, k.min(self.index.size())))
             .map_err(|e| err("searching", e))?;
         Ok(m.keys
             .into_iter()
@@ -340,4 +389,39 @@ pub(super) fn building(indexes: &Indexes, model: &str) -> bool {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .contains(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More searches at once than usearch has contexts wait for one
+    /// instead of failing ("Reserve capacity ahead of searches!").
+    #[test]
+    fn searches_beyond_the_reserved_contexts_wait_instead_of_failing() {
+        let dir = std::env::temp_dir().join(format!("strata-ann-{}", std::process::id()));
+        let mut ann = Ann::empty(&dir.join("x.db"), "m", 32, 0).unwrap();
+        let vectors: Fresh = (0..5000u64)
+            .map(|i| {
+                let v: Vec<f32> = (0..32)
+                    .map(|d| ((i * 31 + d * 7 + i / 13 * d) % 17) as f32 - 8.0)
+                    .collect();
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+                (i, v.into_iter().map(|x| x / n).collect())
+            })
+            .collect();
+        ann.add(&vectors).unwrap();
+        let start = std::sync::Barrier::new(SEARCH_SLOTS * 3);
+        std::thread::scope(|s| {
+            for t in 0..SEARCH_SLOTS * 3 {
+                let (ann, start, q) = (&ann, &start, &vectors[t].1);
+                s.spawn(move || {
+                    start.wait();
+                    for _ in 0..20 {
+                        assert_eq!(ann.search(q, 50).unwrap().len(), 50);
+                    }
+                });
+            }
+        });
+    }
 }
