@@ -413,8 +413,8 @@ mod tests {
         ann.add(&vectors).unwrap();
         let start = std::sync::Barrier::new(SEARCH_SLOTS * 3);
         std::thread::scope(|s| {
-            for t in 0..SEARCH_SLOTS * 3 {
-                let (ann, start, q) = (&ann, &start, &vectors[t].1);
+            for (_, q) in vectors.iter().take(SEARCH_SLOTS * 3) {
+                let (ann, start) = (&ann, &start);
                 s.spawn(move || {
                     start.wait();
                     for _ in 0..20 {
