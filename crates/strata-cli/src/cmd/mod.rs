@@ -131,6 +131,9 @@ pub fn run(cli: Cli) -> Result<()> {
             if g.json {
                 return output::json(&r);
             }
+            if r.skipped {
+                return output::line("skipped: another process is running upkeep on this store");
+            }
             output::line(format!(
                 "expired {} · evicted {} (moved to the archive)",
                 r.expired, r.evicted

@@ -46,7 +46,18 @@ pub struct UpkeepReport {
     pub expired: usize,
     /// Memories evicted to the archive over `max_items`.
     pub evicted: usize,
+    /// Another process was running upkeep on this store: this one did
+    /// nothing.
+    #[serde(default)]
+    pub skipped: bool,
 }
+
+/// How long upkeep holds its lease: longer than a run takes, short enough
+/// that a process killed mid-run does not stop upkeep for long.
+const UPKEEP_LEASE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// How long one project's eviction holds its lease.
+const EVICT_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Engine {
     /// Moves the lowest-value memories of a project to the archive when it
@@ -59,13 +70,27 @@ impl Engine {
         }
         let now = self.now();
         let view = View::subtree(root.clone());
-        let count = self
-            .store
-            .count(&Query::view(view.clone(), now).include_expired(true))?;
-        if count <= self.cfg.max_items {
+        let count_all = || {
+            self.store
+                .count(&Query::view(view.clone(), now).include_expired(true))
+        };
+        if count_all()? <= self.cfg.max_items {
             return Ok(0);
         }
-        let excess = count - self.cfg.max_items;
+        // Two processes writing to one project must not both evict a batch:
+        // eviction runs under the project's lease, and counts again there
+        // (the last holder may have just made room).
+        let lease = format!("evict:{root}");
+        let evicted = self.under_lease(&lease, EVICT_LEASE, || match count_all()? {
+            n if n <= self.cfg.max_items => Ok(0),
+            n => self.evict(view.clone(), n - self.cfg.max_items, now),
+        })?;
+        Ok(evicted.unwrap_or(0))
+    }
+
+    /// Archives the `excess` lowest-value unpinned memories of `view` (at
+    /// least `evict_fraction` of the bound).
+    fn evict(&self, view: View, excess: u64, now: Timestamp) -> Result<usize> {
         let batch = ((self.cfg.max_items as f64) * self.cfg.evict_fraction).ceil() as u64;
         let n = excess.max(batch) as usize;
         let unpinned = Filter::parse(&json!({"pinned": false}))?;
@@ -212,8 +237,19 @@ impl Engine {
         })
     }
 
-    /// Expires TTLs and enforces project bounds across the store.
+    /// Expires TTLs and enforces project bounds across the store, under the
+    /// store's `upkeep` lease: while another process runs upkeep on the same
+    /// store, this one does nothing and says so (`skipped`).
     pub fn upkeep(&self) -> Result<UpkeepReport> {
+        Ok(self
+            .under_lease("upkeep", UPKEEP_LEASE, || self.upkeep_now())?
+            .unwrap_or(UpkeepReport {
+                skipped: true,
+                ..UpkeepReport::default()
+            }))
+    }
+
+    fn upkeep_now(&self) -> Result<UpkeepReport> {
         let now = self.now();
         let f = Filter::parse(&json!({"expires_at": {"$lte": now.as_millisecond()}}))?;
         let expired: Vec<String> = self
@@ -233,6 +269,10 @@ impl Engine {
         for r in roots {
             evicted += self.enforce_bound(&r)?;
         }
-        Ok(UpkeepReport { expired, evicted })
+        Ok(UpkeepReport {
+            expired,
+            evicted,
+            skipped: false,
+        })
     }
 }

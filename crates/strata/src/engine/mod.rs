@@ -80,6 +80,8 @@ pub struct Engine {
     embed_signal: vectors::Signal,
     query_cache: vectors::QueryCache,
     access: Arc<access::AccessLog>,
+    /// Who this engine is when it takes a lease: unique per engine.
+    holder: String,
 }
 
 impl Drop for Engine {
@@ -149,7 +151,38 @@ impl Engine {
             embed_signal: Default::default(),
             query_cache: Default::default(),
             access: Default::default(),
+            holder: format!("{}:{}", std::process::id(), uuid::Uuid::now_v7().simple()),
         })
+    }
+
+    /// Runs `f` under the store's lease `name`, held for `ttl` and ended
+    /// when `f` returns; `None`, without running `f`, while another engine
+    /// (in this process or another, on this machine or another) holds it.
+    pub(crate) fn under_lease<T>(
+        &self,
+        name: &str,
+        ttl: std::time::Duration,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<Option<T>> {
+        // One holder per call: two threads of this engine exclude each other too.
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let holder = format!(
+            "{}#{}",
+            self.holder,
+            CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let now = self.now();
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let until = Timestamp::from_millisecond(now.as_millisecond().saturating_add(ttl_ms))
+            .unwrap_or(Timestamp::MAX);
+        if !self.store.take_lease(name, &holder, now, until)? {
+            return Ok(None);
+        }
+        let out = f();
+        let ended = self.store.end_lease(name, &holder);
+        let out = out?;
+        ended?;
+        Ok(Some(out))
     }
 
     /// Replaces the clock (tests of decay and expiry).

@@ -30,6 +30,8 @@ struct Inner {
     sessions: BTreeMap<String, Session>,
     context_log: BTreeMap<String, (Timestamp, String)>,
     vector_dims: BTreeMap<String, usize>,
+    /// Lease name → (holder, until).
+    leases: HashMap<String, (String, Timestamp)>,
 }
 
 /// A store that lives in process memory and is gone when dropped.
@@ -840,5 +842,31 @@ impl ContextLog for MemoryStore {
 impl Store for MemoryStore {
     fn reads_never_wait(&self, _with_vectors: bool) -> bool {
         true
+    }
+
+    fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool> {
+        let mut g = self.lock();
+        match g.leases.get(name) {
+            Some((h, u)) if h != holder && *u > now => Ok(false),
+            _ => {
+                g.leases
+                    .insert(name.to_string(), (holder.to_string(), until));
+                Ok(true)
+            }
+        }
+    }
+
+    fn end_lease(&self, name: &str, holder: &str) -> Result<()> {
+        let mut g = self.lock();
+        if g.leases.get(name).is_some_and(|(h, _)| h == holder) {
+            g.leases.remove(name);
+        }
+        Ok(())
     }
 }

@@ -421,7 +421,10 @@ pub trait TextSearch: Rows {
 /// model), and exact or indexed nearest-neighbour search within a view.
 pub trait VectorSearch {
     /// Up to `limit` active memories without a vector of `model` (none, or
-    /// another model's), oldest first; only those of `ids` when given.
+    /// another model's), oldest first; only those of `ids` when given. A
+    /// store many nodes share (PostgreSQL) claims what it returns, for two
+    /// minutes or until the memory changes or gets its vector, so another
+    /// node's call skips it and no memory is embedded twice.
     fn pending_vectors(
         &self,
         model: &str,
@@ -484,6 +487,23 @@ pub trait Store:
         let _ = with_vectors;
         false
     }
+
+    /// Takes the lease `name` for `holder` until `until`, or extends it when
+    /// `holder` has it already; `false`, and nothing changed, while another
+    /// holder's lease runs past `now`. Upkeep and eviction run under leases,
+    /// so processes sharing a store (serve nodes on one PostgreSQL, a CLI
+    /// beside a server on one file) never run them twice at once; a holder
+    /// that dies leaves a lease that simply runs out.
+    fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool>;
+
+    /// Ends `holder`'s lease `name`; another holder's lease stays.
+    fn end_lease(&self, name: &str, holder: &str) -> Result<()>;
 }
 
 /// How an import treats what the store already holds.

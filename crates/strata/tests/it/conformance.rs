@@ -27,6 +27,7 @@ backends!(store:
     vectors_wait_are_kept_and_searched,
     context_log_keeps_the_first_record,
     ids_with_prefix_reads_active_and_archived,
+    leases_exclude_other_holders_until_they_run_out,
 );
 
 fn ids_with_prefix_reads_active_and_archived(make: MakeStore) {
@@ -880,5 +881,49 @@ fn context_log_keeps_the_first_record(make: MakeStore) {
     assert_eq!(
         b.store.context_log("ctx-1").unwrap().as_deref(),
         Some("{\"first\":1}")
+    );
+}
+
+fn leases_exclude_other_holders_until_they_run_out(make: MakeStore) {
+    let b = make();
+    let t = |ms: i64| jiff::Timestamp::from_millisecond(1_750_000_000_000 + ms).unwrap();
+    assert!(b.store.take_lease("upkeep", "a", t(0), t(1_000)).unwrap());
+    // Another holder waits while the lease runs; the holder extends it.
+    assert!(!b.store.take_lease("upkeep", "b", t(500), t(1_500)).unwrap());
+    assert!(b.store.take_lease("upkeep", "a", t(900), t(2_000)).unwrap());
+    assert!(
+        !b.store
+            .take_lease("upkeep", "b", t(1_500), t(2_500))
+            .unwrap()
+    );
+    // Other names are other leases.
+    assert!(
+        b.store
+            .take_lease("evict:project/x", "b", t(1_500), t(2_500))
+            .unwrap()
+    );
+    // Only the holder ends a lease.
+    b.store.end_lease("upkeep", "b").unwrap();
+    assert!(
+        !b.store
+            .take_lease("upkeep", "b", t(1_600), t(2_600))
+            .unwrap()
+    );
+    b.store.end_lease("upkeep", "a").unwrap();
+    assert!(
+        b.store
+            .take_lease("upkeep", "b", t(1_600), t(2_600))
+            .unwrap()
+    );
+    // A lease that ran out (its holder died) is taken over.
+    assert!(
+        b.store
+            .take_lease("upkeep", "c", t(2_600), t(3_600))
+            .unwrap()
+    );
+    assert!(
+        !b.store
+            .take_lease("upkeep", "b", t(3_000), t(4_000))
+            .unwrap()
     );
 }

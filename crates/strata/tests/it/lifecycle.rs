@@ -19,6 +19,7 @@ backends!(engine:
     batch_is_atomic_and_counts_tokens,
     failed_write_leaves_no_new_session,
     complete_task_can_be_run_again,
+    upkeep_and_eviction_leave_what_another_holder_leases,
 );
 
 fn failed_write_leaves_no_new_session(make: MakeEngine) {
@@ -521,5 +522,68 @@ fn batch_is_atomic_and_counts_tokens(make: MakeEngine) {
     assert_eq!(
         e.count(&view(&["project/b"]), &Filter::all()).unwrap(),
         1500
+    );
+}
+
+/// Another process (a holder this engine is not) holding the lease: upkeep
+/// says it skipped, eviction waits; once the lease ends both run.
+fn upkeep_and_eviction_leave_what_another_holder_leases(make: MakeEngine) {
+    let mut e = make(&|c| c.max_items = 5);
+    let start = jiff::Timestamp::now();
+    e.remember(
+        NewMemory::new(scope("project/a"), "temporary note")
+            .ttl(jiff::SignedDuration::from_hours(1)),
+    )
+    .unwrap();
+    let later = start + jiff::SignedDuration::from_hours(2);
+    e.set_clock(move || later);
+    let until = later + jiff::SignedDuration::from_hours(1);
+    assert!(
+        e.store()
+            .take_lease("upkeep", "other", later, until)
+            .unwrap()
+    );
+    let r = e.upkeep().unwrap();
+    assert!(r.skipped && r.expired == 0, "{r:?}");
+    assert_eq!(
+        e.list_archived(&view(&["project/a"]), &Filter::all(), 5)
+            .unwrap()
+            .len(),
+        0
+    );
+    e.store().end_lease("upkeep", "other").unwrap();
+    let r = e.upkeep().unwrap();
+    assert!(!r.skipped && r.expired == 1, "{r:?}");
+
+    assert!(
+        e.store()
+            .take_lease("evict:project/p", "other", later, until)
+            .unwrap()
+    );
+    for i in 0..7 {
+        e.remember(NewMemory::new(scope("project/p"), format!("note {i}")))
+            .unwrap();
+    }
+    assert_eq!(
+        e.count(&view(&["project/p/**"]), &Filter::all()).unwrap(),
+        7
+    );
+    e.store().end_lease("evict:project/p", "other").unwrap();
+    e.remember(NewMemory::new(scope("project/p"), "one more"))
+        .unwrap();
+    assert_eq!(
+        e.count(&view(&["project/p/**"]), &Filter::all()).unwrap(),
+        5
+    );
+    // The engine ended its own leases: another holder takes them at once.
+    assert!(
+        e.store()
+            .take_lease("upkeep", "other", later, until)
+            .unwrap()
+    );
+    assert!(
+        e.store()
+            .take_lease("evict:project/p", "other", later, until)
+            .unwrap()
     );
 }

@@ -428,3 +428,61 @@ fn connections_cut_by_the_server_are_replaced() {
     }
     assert_eq!(s.get_many(&acked).unwrap().len(), acked.len());
 }
+
+/// The embed worker's claims: two nodes asking for the memories waiting for
+/// a vector get disjoint sets (no memory embedded twice); a claimed memory
+/// changed meanwhile waits again at once, and storing vectors ends claims.
+#[test]
+fn nodes_claim_disjoint_work_for_the_embedder() {
+    let Some(pg) = PgSchema::new() else { return };
+    let (a, b) = (pg.open(), pg.open());
+    let ms: Vec<_> = (0..10)
+        .map(|i| mem("project/e", &format!("wait {i}")))
+        .collect();
+    for m in &ms {
+        a.put(m).unwrap();
+    }
+    let first = a.pending_vectors("m", None, 6).unwrap();
+    let second = b.pending_vectors("m", None, 6).unwrap();
+    assert_eq!((first.len(), second.len()), (6, 4));
+    let mut seen: Vec<&str> = first.iter().chain(&second).map(|p| p.id.as_str()).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 10, "each memory went to one node");
+    assert!(a.pending_vectors("m", None, 10).unwrap().is_empty());
+    assert_eq!(
+        a.count_pending("m").unwrap(),
+        10,
+        "claimed is still pending"
+    );
+    // Changed while claimed: waiting again, for whoever asks.
+    let mut changed = a.get(&first[0].id).unwrap().unwrap();
+    changed.content = "changed while claimed".into();
+    changed.checksum = strata::checksum(&changed.content, None);
+    let v = changed.version;
+    a.update(&changed, v).unwrap();
+    let again = b.pending_vectors("m", None, 10).unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].content, "changed while claimed");
+    // Vectors stored: nothing waits, nothing stays claimed.
+    let items: Vec<(String, String, Vec<f32>)> = first
+        .iter()
+        .skip(1)
+        .chain(&second)
+        .chain(&again)
+        .map(|p| (p.id.clone(), p.checksum.clone(), vec![1.0, 0.0]))
+        .collect();
+    assert_eq!(a.set_vectors("m", 2, &items).unwrap(), 10);
+    assert_eq!(a.count_pending("m").unwrap(), 0);
+    let left: i64 = raw_client(&pg.url)
+        .query_one(
+            &format!(
+                "SELECT COUNT(*) FROM {}.memories WHERE embed_claim IS NOT NULL",
+                pg.schema
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+}

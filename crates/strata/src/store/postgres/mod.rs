@@ -926,4 +926,35 @@ impl ContextLog for PostgresStore {
     }
 }
 
-impl Store for PostgresStore {}
+impl Store for PostgresStore {
+    fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool> {
+        let mut c = self.conn()?;
+        let n = c.cx().execute(
+            "INSERT INTO leases (name, holder, until) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO UPDATE SET holder = $2, until = $3
+             WHERE leases.holder = $2 OR leases.until <= $4",
+            &[
+                &name,
+                &holder,
+                &until.as_millisecond(),
+                &now.as_millisecond(),
+            ],
+        )?;
+        Ok(n == 1)
+    }
+
+    fn end_lease(&self, name: &str, holder: &str) -> Result<()> {
+        let mut c = self.conn()?;
+        c.cx().execute(
+            "DELETE FROM leases WHERE name = $1 AND holder = $2",
+            &[&name, &holder],
+        )?;
+        Ok(())
+    }
+}

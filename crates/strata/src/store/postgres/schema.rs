@@ -7,7 +7,7 @@
 use super::*;
 
 /// Newest PostgreSQL schema version this build writes and reads.
-pub const PG_SCHEMA_VERSION: i64 = 1;
+pub const PG_SCHEMA_VERSION: i64 = 2;
 
 pub(super) const COLS: &str = "id, scope, kind, role, content, payload, key, tags, importance, source, session, \
      created_at, updated_at, last_accessed_at, access_count, expires_at, pinned, sensitive, tokens, \
@@ -82,6 +82,19 @@ pub(super) fn migration_1() -> String {
     )
 }
 
+/// Version 2: work shared by many nodes. `leases` (`Store::take_lease`)
+/// keep upkeep and a project's eviction to one node at a time; the embed
+/// worker claims the memories it embeds (`memories.embed_claim`, the claim's
+/// end in ms, taken with `FOR UPDATE SKIP LOCKED`) so that no memory is
+/// embedded by two nodes, and a node that dies mid-batch leaves claims that
+/// run out.
+pub(super) fn migration_2() -> String {
+    r#"CREATE TABLE leases (name TEXT COLLATE "C" PRIMARY KEY, holder TEXT COLLATE "C" NOT NULL,
+         until BIGINT NOT NULL);
+     ALTER TABLE memories ADD COLUMN embed_claim BIGINT;"#
+        .into()
+}
+
 /// Creates the schema if needed and brings it up to date, under an advisory
 /// lock so that nodes starting together migrate once. Refuses a schema
 /// holding another application's tables, and one a newer strata wrote.
@@ -125,7 +138,7 @@ pub(super) fn migrate(c: &mut Client, schema: &str, display: &str) -> Result<()>
             supported: PG_SCHEMA_VERSION,
         });
     }
-    let migrations: [fn() -> String; 1] = [migration_1];
+    let migrations: [fn() -> String; 2] = [migration_1, migration_2];
     for (i, m) in migrations.iter().enumerate() {
         let v = i as i64 + 1;
         if v > current {

@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// How long the embed worker's claim on a memory lasts (ms): far longer
+/// than embedding one batch takes.
+const CLAIM_MS: i64 = 120_000;
+
 /// One model's vectors as this process holds them: by row (`seq`), with
 /// the row's scope, as of the model's `version` (the newest stamp read)
 /// and `epoch` (bumped by every forget: a copy of another epoch may hold
@@ -85,29 +89,40 @@ impl VectorSearch for PostgresStore {
         let mut c = self.conn()?;
         let mut cx = c.cx();
         let lim = limit.min(i64::MAX as usize) as i64;
-        let cols = "m.id, m.checksum, m.content, m.scope, m.kind, m.session, m.created_at";
-        let rows = match ids {
-            Some(ids) => cx.query(
+        // Claimed, not just read: nodes sharing the database embed each
+        // memory once. A claim runs out after `CLAIM_MS` (by the server's
+        // clock), so a node that dies mid-batch holds nothing for long; a
+        // row another node is claiming right now is skipped, not waited for.
+        let claim = |cx: &mut Cx<'_, Client>, wanted: &str, p: &[&(dyn ToSql + Sync)]| {
+            cx.query(
                 &format!(
-                    "SELECT {cols} FROM memories m WHERE m.id = ANY($1::text[])
-                     AND m.embedding_model IS DISTINCT FROM $2::text ORDER BY m.seq LIMIT $3::int8"
+                    "WITH now AS (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8 AS ms),
+                     claimed AS (
+                       UPDATE memories m SET embed_claim = (SELECT ms FROM now) + {CLAIM_MS}
+                       FROM (SELECT seq FROM memories m WHERE {wanted}
+                             AND (m.embed_claim IS NULL OR m.embed_claim <= (SELECT ms FROM now))
+                             ORDER BY m.seq LIMIT $1::int8 FOR UPDATE SKIP LOCKED) p
+                       WHERE m.seq = p.seq
+                       RETURNING m.seq, m.id, m.checksum, m.content, m.scope, m.kind, m.session, m.created_at)
+                     SELECT id, checksum, content, scope, kind, session, created_at FROM claimed ORDER BY seq"
                 ),
-                &[&ids, &model, &lim],
+                p,
+            )
+        };
+        let rows = match ids {
+            Some(ids) => claim(
+                &mut cx,
+                "m.id = ANY($2::text[]) AND m.embedding_model IS DISTINCT FROM $3::text",
+                &[&lim, &ids, &model],
             )?,
             None => {
-                let mut rows = cx.query(
-                    &format!(
-                        "SELECT {cols} FROM memories m WHERE m.embedding_model IS NULL ORDER BY m.seq LIMIT $1::int8"
-                    ),
-                    &[&lim],
-                )?;
+                let mut rows = claim(&mut cx, "m.embedding_model IS NULL", &[&lim])?;
                 if rows.len() < limit {
                     let more = lim - rows.len() as i64;
-                    rows.extend(cx.query(
-                        &format!(
-                            "SELECT {cols} FROM memories m WHERE m.embedding_model <> $1::text ORDER BY m.seq LIMIT $2::int8"
-                        ),
-                        &[&model, &more],
+                    rows.extend(claim(
+                        &mut cx,
+                        "m.embedding_model <> $2::text",
+                        &[&more, &model],
                     )?);
                 }
                 rows
@@ -179,7 +194,7 @@ impl VectorSearch for PostgresStore {
             let sums: Vec<&str> = items.iter().map(|i| i.1.as_str()).collect();
             let vecs: Vec<Vec<u8>> = items.iter().map(|i| crate::embed::to_bytes(&i.2)).collect();
             let n = tx.execute(
-                "UPDATE memories m SET embedding_model = $1, embedding = u.e, vector_seq = $2
+                "UPDATE memories m SET embedding_model = $1, embedding = u.e, vector_seq = $2, embed_claim = NULL
                  FROM unnest($3::text[], $4::text[], $5::bytea[]) AS u(id, c, e)
                  WHERE m.id = u.id AND m.checksum = u.c",
                 &[&model, &seq, &ids, &sums, &vecs],

@@ -200,7 +200,7 @@ pub(super) fn replace_row(tx: &mut Tx<'_, '_>, seq: i64, old: &Memory, m: &Memor
             .map(|(i, c)| format!("{c} = ${}", i + 1))
             .collect::<Vec<_>>()
             .join(", ");
-        format!("UPDATE memories SET {sets}, vector_seq = NULL WHERE seq = $25")
+        format!("UPDATE memories SET {sets}, vector_seq = NULL, embed_claim = NULL WHERE seq = $25")
     });
     let mut p = memory_params(m);
     p.push(Box::new(seq));

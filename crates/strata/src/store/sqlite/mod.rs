@@ -98,7 +98,7 @@ impl From<rusqlite::Error> for Error {
 }
 
 /// Newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -294,7 +294,7 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        let migrations: [fn() -> String; 3] = [migration_1, migration_2, migration_3];
+        let migrations: [fn() -> String; 4] = [migration_1, migration_2, migration_3, migration_4];
         for (i, m) in migrations.iter().enumerate() {
             let v = i as i64 + 1;
             if v > current {
@@ -876,5 +876,37 @@ impl Store for SqliteStore {
         // one per process behind a lock held while it loads, catches up
         // with new vectors (up to 5,000) or is saved: seconds, at times.
         !(with_vectors && cfg!(feature = "ann") && self.opts.ann_min_view < usize::MAX)
+    }
+
+    fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool> {
+        self.write(|tx| {
+            let n = tx
+                .prepare_cached(
+                    "INSERT INTO leases (name, holder, until) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (name) DO UPDATE SET holder = ?2, until = ?3
+                     WHERE leases.holder = ?2 OR leases.until <= ?4",
+                )?
+                .execute(params![
+                    name,
+                    holder,
+                    until.as_millisecond(),
+                    now.as_millisecond()
+                ])?;
+            Ok(n == 1)
+        })
+    }
+
+    fn end_lease(&self, name: &str, holder: &str) -> Result<()> {
+        self.write(|tx| {
+            tx.prepare_cached("DELETE FROM leases WHERE name = ? AND holder = ?")?
+                .execute(params![name, holder])?;
+            Ok(())
+        })
     }
 }

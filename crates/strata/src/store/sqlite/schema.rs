@@ -90,6 +90,13 @@ pub(super) fn migration_3() -> String {
         .into()
 }
 
+/// Version 4: leases (`Store::take_lease`), so processes sharing the file
+/// never run upkeep or one project's eviction twice at once.
+pub(super) fn migration_4() -> String {
+    "CREATE TABLE leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, until INTEGER NOT NULL) WITHOUT ROWID;"
+        .into()
+}
+
 /// Refuses a file that is another application's SQLite database, before
 /// anything (the switch to WAL, strata's tables) changes it. A new or empty
 /// file, or one holding strata's `schema_version`, is strata's.
