@@ -486,3 +486,245 @@ fn nodes_claim_disjoint_work_for_the_embedder() {
         .get(0);
     assert_eq!(left, 0);
 }
+
+/// A PostgreSQL server of the test's own, with password authentication,
+/// that the test may stop and start: what the shared test server cannot
+/// do. Where PostgreSQL tests run (`STRATA_TEST_PG_URL` set) its binaries
+/// are installed; a missing `initdb` there is a failure, not a skip.
+struct OwnServer {
+    bin: std::path::PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl OwnServer {
+    const PASSWORD: &'static str = "s3cret-test-pw";
+
+    fn new() -> Option<OwnServer> {
+        crate::harness::pg_url()?;
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL tests need the server binaries: apt-get install postgresql-15")
+            .filter_map(|e| Some(e.ok()?.path().join("bin")))
+            .filter(|b| b.join("initdb").is_file())
+            .max()
+            .expect("no /usr/lib/postgresql/*/bin/initdb");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pw"), Self::PASSWORD).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let s = OwnServer { bin, dir, port };
+        if s.as_root() {
+            let ok = std::process::Command::new("chown")
+                .args(["-R", "postgres"])
+                .arg(s.dir.path())
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        }
+        s.run(&format!(
+            "'{}' -D '{}' -U postgres --auth=scram-sha-256 --pwfile='{}' > '{}' 2>&1",
+            s.bin.join("initdb").display(),
+            s.data().display(),
+            s.dir.path().join("pw").display(),
+            s.dir.path().join("initdb.log").display(),
+        ));
+        s.start();
+        Some(s)
+    }
+
+    fn as_root(&self) -> bool {
+        let out = std::process::Command::new("id").arg("-u").output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "0"
+    }
+
+    /// Runs a shell command as the server's owner (`postgres` under root:
+    /// the server refuses to run as root).
+    fn run(&self, cmd: &str) {
+        let st = if self.as_root() {
+            std::process::Command::new("su")
+                .args(["postgres", "-s", "/bin/sh", "-c", cmd])
+                .status()
+        } else {
+            std::process::Command::new("sh").args(["-c", cmd]).status()
+        }
+        .unwrap();
+        assert!(st.success(), "{cmd}");
+    }
+
+    fn data(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn pg_ctl(&self, what: &str) {
+        self.run(&format!(
+            "'{}' -D '{}' -l '{}' -w -m immediate -o \"-p {} -k '{}' -c listen_addresses=127.0.0.1\" {what} > /dev/null",
+            self.bin.join("pg_ctl").display(),
+            self.data().display(),
+            self.dir.path().join("server.log").display(),
+            self.port,
+            self.dir.path().display(),
+        ));
+    }
+
+    fn start(&self) {
+        self.pg_ctl("start");
+    }
+
+    /// Stops the server the hard way (`-m immediate`: no goodbye to
+    /// clients, crash recovery at the next start).
+    fn kill(&self) {
+        self.pg_ctl("stop");
+    }
+
+    fn url(&self, password: &str) -> String {
+        format!(
+            "postgres://postgres:{password}@127.0.0.1:{}/postgres",
+            self.port
+        )
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.kill()));
+    }
+}
+
+/// A wrong password is named as such with what to set, never echoed, and
+/// not waited out; the right one, from the URL or from the options (where
+/// the front ends put STRATA_DB_PASSWORD), opens the store.
+#[test]
+fn a_wrong_password_is_named_and_the_right_one_opens() {
+    let Some(srv) = OwnServer::new() else { return };
+    let opts = strata::PostgresOptions {
+        schema: "pw_test".into(),
+        ..Default::default()
+    };
+    let t = std::time::Instant::now();
+    let e = PostgresStore::open(&srv.url("not-the-password"), opts.clone()).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("password") && msg.contains("STRATA_DB_PASSWORD"),
+        "{msg}"
+    );
+    assert!(!msg.contains("not-the-password"), "{msg}");
+    assert_ne!(e.class(), strata::ErrorClass::Unavailable, "{msg}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    PostgresStore::open(&srv.url(OwnServer::PASSWORD), opts.clone()).unwrap();
+    let bare = format!("postgres://postgres@127.0.0.1:{}/postgres", srv.port);
+    let with_pw = strata::PostgresOptions {
+        password: Some(OwnServer::PASSWORD.into()),
+        ..opts
+    };
+    let s = PostgresStore::open(&bare, with_pw).unwrap();
+    s.put(&mem("project/a", "authenticated")).unwrap();
+}
+
+/// The server killed and started again under write load: while it is down
+/// every failure is `Unavailable` (HTTP 503), never a wrong answer; the
+/// store reconnects by itself once it is back; and every acknowledged write
+/// is there afterwards.
+#[test]
+fn a_server_restarted_under_load_loses_no_acknowledged_write() {
+    let Some(srv) = OwnServer::new() else { return };
+    let opts = strata::PostgresOptions {
+        schema: "restart_test".into(),
+        pool_size: 4,
+        connect_timeout: std::time::Duration::from_secs(2),
+        ..Default::default()
+    };
+    let url = srv.url(OwnServer::PASSWORD);
+    let s = PostgresStore::open(&url, opts.clone()).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let down = std::sync::atomic::AtomicBool::new(false);
+    let (acked, failed_while_up) = std::thread::scope(|sc| {
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let (s, stop, down) = (&s, &stop, &down);
+                sc.spawn(move || {
+                    let (mut acked, mut failed, mut failed_while_up) = (Vec::new(), 0, 0);
+                    let mut i = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        i += 1;
+                        let m = mem("project/restart", &format!("writer {w} write {i}"));
+                        let r = if i % 5 == 0 {
+                            let batch = vec![Ok(m.clone()), Ok(mem("project/restart", "its pair"))];
+                            s.put_batch(&mut batch.into_iter())
+                                .map(|p| p.iter().map(|p| p.memory().id.clone()).collect())
+                        } else {
+                            s.put(&m).map(|p| vec![p.memory().id.clone()])
+                        };
+                        match r {
+                            Ok(ids) => acked.extend(ids),
+                            Err(e) => {
+                                assert_eq!(e.class(), strata::ErrorClass::Unavailable, "{e}");
+                                failed += 1;
+                                if !down.load(std::sync::atomic::Ordering::Relaxed) {
+                                    failed_while_up += 1;
+                                }
+                                std::thread::sleep(std::time::Duration::from_millis(20));
+                            }
+                        }
+                    }
+                    (acked, failed, failed_while_up)
+                })
+            })
+            .collect();
+        let pause = std::time::Duration::from_millis(700);
+        for _ in 0..2 {
+            std::thread::sleep(pause);
+            down.store(true, std::sync::atomic::Ordering::Relaxed);
+            srv.kill();
+            std::thread::sleep(pause);
+            srv.start();
+            // Requests already failing as the server came back count as
+            // "down"; give the pool a moment to notice.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            down.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+        std::thread::sleep(pause);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut acked = Vec::new();
+        let mut failed_while_up = 0;
+        for w in writers {
+            let (a, _, up) = w.join().unwrap();
+            acked.extend(a);
+            failed_while_up += up;
+        }
+        (acked, failed_while_up)
+    });
+    assert!(
+        acked.len() > 100,
+        "too few writes to mean anything: {}",
+        acked.len()
+    );
+    // After each restart the store serves again without help: at most a
+    // request or two per writer meets a connection the restart closed.
+    assert!(
+        failed_while_up <= 8,
+        "{failed_while_up} failures after the server was back"
+    );
+    let fresh = PostgresStore::open(&url, opts).unwrap();
+    let found = fresh.get_many(&acked).unwrap();
+    assert_eq!(found.len(), acked.len(), "acknowledged writes lost");
+    // A commit the server made just before it died may reach no client (its
+    // answer lost with the connection): such a write is there without an
+    // acknowledgement, but whole — a batch is both its rows or neither.
+    let all = fresh.query(&Query::everything(now())).unwrap();
+    let unacked = all.len() - acked.len();
+    assert!(unacked <= 8, "{unacked} rows nobody was told of");
+    let firsts = all
+        .iter()
+        .filter(|m| {
+            m.content
+                .rsplit_once(' ')
+                .and_then(|(_, i)| i.parse::<u64>().ok())
+                .is_some_and(|i| i % 5 == 0)
+        })
+        .count();
+    let pairs = all.iter().filter(|m| m.content == "its pair").count();
+    assert_eq!(firsts, pairs, "a batch was half written");
+}
