@@ -218,10 +218,13 @@ mod nodes {
     /// exactly once, no answer is a 5xx, a write through one node is
     /// recalled through another within a second, and a node killed with
     /// SIGKILL mid-write (3 rounds) loses nothing it acknowledged while the
-    /// others keep serving.
+    /// others keep serving. `STRATA_SOAK=1` runs it at full scale (over
+    /// 30,000 writes, 20 kill rounds; a few minutes).
     #[test]
     fn three_nodes_on_one_database() {
         let Some(base) = pg_url() else { return };
+        let soak = std::env::var_os("STRATA_SOAK").is_some();
+        let (per_thread, rounds) = if soak { (1_250, 20) } else { (80, 3) };
         let pg = Schema::new(&base);
         let e = Env::new();
         let out = e.json(&[
@@ -253,7 +256,7 @@ mod nodes {
                     sc.spawn(move || {
                         let ag = agent();
                         let mut ids = Vec::new();
-                        for n in 0..80 {
+                        for n in 0..per_thread {
                             if n % 8 == 0 {
                                 let items: Vec<Value> = (0..25)
                                     .map(|j| json!({"content": format!("thread {t} batch {n} item {j}"), "scope": "project/fleet"}))
@@ -278,6 +281,7 @@ mod nodes {
         });
         let mut all: Vec<String> = acked.into_iter().flatten().collect();
         let n = all.len();
+        eprintln!("{n} writes acknowledged through 3 nodes");
         all.sort();
         all.dedup();
         assert_eq!(all.len(), n, "duplicate ids");
@@ -343,10 +347,13 @@ mod nodes {
 
         // kill -9 mid-write: what was acknowledged stays; the others serve.
         let mut nodes = nodes;
-        for round in 0..3 {
+        let mut after_kills = 0;
+        for round in 0..rounds {
             let victim = nodes.pop().unwrap();
             let base = victim.base.clone();
             let token2 = token.clone();
+            let acks = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let acks2 = acks.clone();
             let writer = std::thread::spawn(move || {
                 let ag = agent();
                 let mut ids = Vec::new();
@@ -361,20 +368,34 @@ mod nodes {
                         ),
                     );
                     match st {
-                        201 => ids.push(v["id"].as_str().unwrap().to_string()),
+                        201 => {
+                            ids.push(v["id"].as_str().unwrap().to_string());
+                            acks2.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
                         0 => break,
                         other => panic!("{other}: {v}"),
                     }
                 }
                 ids
             });
-            std::thread::sleep(std::time::Duration::from_millis(300));
+            // Mid-write: once the node has acknowledged a few (a fresh node's
+            // first answers can be slow on a loaded machine), a little later.
+            let t = std::time::Instant::now();
+            while acks.load(std::sync::atomic::Ordering::Relaxed) < 5 {
+                assert!(
+                    t.elapsed() < std::time::Duration::from_secs(30),
+                    "round {round}: the node wrote nothing"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50 + 17 * round as u64));
             drop(victim); // SIGKILL
             let ids = writer.join().unwrap();
             assert!(
                 !ids.is_empty(),
                 "round {round}: nothing was written before the kill"
             );
+            after_kills += ids.len();
             for id in &ids {
                 let (st, v) = call(
                     &ag,
@@ -395,5 +416,8 @@ mod nodes {
             assert_eq!(st, 200);
             nodes.push(node(&e, &pg.url));
         }
+        eprintln!(
+            "{rounds} kill rounds: {after_kills} writes acknowledged by killed nodes, none lost"
+        );
     }
 }

@@ -728,3 +728,107 @@ fn a_server_restarted_under_load_loses_no_acknowledged_write() {
     let pairs = all.iter().filter(|m| m.content == "its pair").count();
     assert_eq!(firsts, pairs, "a batch was half written");
 }
+
+/// Vectors stored through one node reach another's searches by
+/// `LISTEN/NOTIFY`: a node whose copy is current trusts the listener and
+/// skips reading the counters (a change made with the trigger off stays
+/// unseen), every notified change is searched within a second, and a
+/// listener whose connection is cut falls back to reading the counters and
+/// listens again by itself.
+#[test]
+fn other_nodes_vectors_arrive_by_notification() {
+    let Some(pg) = PgSchema::new() else { return };
+    let (a, b) = (pg.open(), pg.open());
+    let q = Query::view(view(&["project/n"]), now());
+    let put = |content: &str, v: [f32; 2]| {
+        let m = mem("project/n", content);
+        a.put(&m).unwrap();
+        a.set_vectors("m", 2, &[(m.id.clone(), m.checksum.clone(), v.to_vec())])
+            .unwrap();
+        m.id
+    };
+    let best = |s: &PostgresStore| {
+        s.search_vectors(&q, "m", &[1.0, 0.0], 1).unwrap()[0]
+            .0
+            .id
+            .clone()
+    };
+    let within_a_second = |want: &str| {
+        let t = std::time::Instant::now();
+        while best(&b) != want {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(1),
+                "not seen within 1 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    };
+    let first = put("first", [0.0, 1.0]);
+    assert_eq!(best(&b), first);
+    let t = std::time::Instant::now();
+    while !b.listening() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "never listening"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let second = put("second", [0.6, 0.8]);
+    within_a_second(&second);
+    // A change nobody is told of: b's copy stays as it was.
+    let mut raw = raw_client(&pg.url);
+    let table = format!("\"{}\".vector_models", pg.schema);
+    raw.batch_execute(&format!(
+        "ALTER TABLE {table} DISABLE TRIGGER vector_models_notify"
+    ))
+    .unwrap();
+    let unseen = put("unseen", [1.0, 0.0]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(best(&b), second, "searched without asking the database");
+    assert_eq!(best(&a), unseen, "the writing node sees its own write");
+    raw.batch_execute(&format!(
+        "ALTER TABLE {table} ENABLE TRIGGER vector_models_notify"
+    ))
+    .unwrap();
+    put("another", [0.0, 1.0]);
+    within_a_second(&unseen);
+    // The listening connection cut: searches read the counters again.
+    let cut: i64 = raw
+        .query_one(
+            "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'LISTEN strata_vectors%' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(cut >= 1);
+    let t = std::time::Instant::now();
+    while b.listening() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "the cut went unnoticed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    raw.batch_execute(&format!(
+        "ALTER TABLE {table} DISABLE TRIGGER vector_models_notify"
+    ))
+    .unwrap();
+    let quiet = put("changed while b was deaf", [1.0, 0.01]);
+    let top = b.search_vectors(&q, "m", &[1.0, 0.01], 1).unwrap();
+    assert_eq!(
+        top[0].0.id, quiet,
+        "without a listener every search reads the counters"
+    );
+    raw.batch_execute(&format!(
+        "ALTER TABLE {table} ENABLE TRIGGER vector_models_notify"
+    ))
+    .unwrap();
+    let t = std::time::Instant::now();
+    while !b.listening() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "never listened again"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -45,6 +45,7 @@ use crate::rank::Signals;
 use crate::scope::{Scope, View};
 
 mod filter_sql;
+mod listen;
 mod pool;
 mod postings;
 mod rows;
@@ -109,6 +110,14 @@ pub struct PostgresStore {
     write_key: i64,
     /// This process's copies of the stored vectors, by model (`vectors.rs`).
     vectors: std::sync::RwLock<std::collections::HashMap<String, vectors::VectorCopy>>,
+    /// What tells those copies that vectors changed (`listen.rs`).
+    listener: std::sync::Arc<listen::Listener>,
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.listener.stop();
+    }
 }
 
 impl fmt::Debug for PostgresStore {
@@ -166,6 +175,7 @@ impl PostgresStore {
             write_key: lock_key("write", &opts.schema),
             pool: Pool::new(opts.pool_size),
             vectors: Default::default(),
+            listener: Default::default(),
             display,
             opts,
             tls,
@@ -191,6 +201,22 @@ impl PostgresStore {
     pub fn vectors_in_memory(&self, model: &str) -> Option<usize> {
         let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
         g.get(model).map(|v| v.len())
+    }
+
+    /// Whether this store listens for other nodes' vector changes now
+    /// (`LISTEN strata_vectors`, started by the first vector search): while
+    /// it does, a search whose copy is current skips a round trip.
+    pub fn listening(&self) -> bool {
+        self.listener.generation().is_some()
+    }
+
+    /// Starts listening for other nodes' vector changes (once, on a
+    /// connection outside the pool, in the background).
+    fn start_listening(&self) {
+        let (config, tls) = (self.config.clone(), self.tls.clone());
+        self.listener.start(self.opts.schema.clone(), move || {
+            Ok(config.connect(tls.clone())?)
+        });
     }
 
     fn connect_raw(&self) -> Result<Client> {
@@ -244,10 +270,14 @@ impl PostgresStore {
     fn write<T>(&self, f: impl FnOnce(&mut Tx<'_, '_>) -> Result<T>) -> Result<T> {
         let mut c = self.conn()?;
         let key = self.write_key;
-        c.tx(|tx| {
+        let out = c.tx(|tx| {
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&key])?;
             f(tx)
-        })
+        });
+        // This process's searches see its own writes at once, without
+        // waiting for the notification.
+        self.listener.bump();
+        out
     }
 
     /// `VACUUM`s the tables a delete touched; best effort (the delete is

@@ -123,6 +123,23 @@ impl<C: GenericClient> Cx<'_, C> {
         self.execute(sql, &refs(p))
     }
 
+    /// Streams `rows` (each of `types`, in order) into `COPY … FROM STDIN
+    /// (FORMAT binary)`: no statement to parse or plan per row, and no
+    /// arrays to unpack. Returns how many rows went in.
+    pub(super) fn copy_in(
+        &mut self,
+        sql: &str,
+        types: &[postgres::types::Type],
+        rows: impl Iterator<Item = Vec<P>>,
+    ) -> Result<u64> {
+        let w = self.c.copy_in(sql).map_err(|e| note(self.broken, e))?;
+        let mut w = postgres::binary_copy::BinaryCopyInWriter::new(w, types);
+        for row in rows {
+            w.write(&refs(&row)).map_err(|e| note(self.broken, e))?;
+        }
+        w.finish().map_err(|e| note(self.broken, e))
+    }
+
     /// Like [`Cx::query_one`], returning PostgreSQL's own error so the
     /// caller can tell a constraint violation from a failure.
     pub(super) fn query_one_raw(

@@ -159,6 +159,40 @@ pub(super) fn memory_params(m: &Memory) -> Vec<P> {
     ]
 }
 
+/// The column types of `seq` and then [`COLS`], for a binary COPY of rows
+/// made by [`memory_params`] (behind the seq).
+pub(super) fn memory_types() -> Vec<postgres::types::Type> {
+    use postgres::types::Type;
+    let (t, i, b) = (Type::TEXT, Type::INT8, Type::BOOL);
+    vec![
+        i.clone(),        // seq
+        t.clone(),        // id
+        t.clone(),        // scope
+        t.clone(),        // kind
+        t.clone(),        // role
+        t.clone(),        // content
+        t.clone(),        // payload
+        t.clone(),        // key
+        Type::TEXT_ARRAY, // tags
+        Type::FLOAT8,     // importance
+        t.clone(),        // source
+        t.clone(),        // session
+        i.clone(),        // created_at
+        i.clone(),        // updated_at
+        i.clone(),        // last_accessed_at
+        i.clone(),        // access_count
+        i.clone(),        // expires_at
+        b.clone(),        // pinned
+        b,                // sensitive
+        i.clone(),        // tokens
+        t.clone(),        // checksum
+        i,                // version
+        t.clone(),        // embedding_model
+        Type::BYTEA,      // embedding
+        t,                // provenance
+    ]
+}
+
 /// The columns of a session, in [`read_session`]'s order.
 pub(super) const SESSION_COLS: &str =
     "id, scope, created_at, last_activity_at, archived_at, max_bytes, bytes";

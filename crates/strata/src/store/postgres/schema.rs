@@ -87,11 +87,18 @@ pub(super) fn migration_1() -> String {
 /// worker claims the memories it embeds (`memories.embed_claim`, the claim's
 /// end in ms, taken with `FOR UPDATE SKIP LOCKED`) so that no memory is
 /// embedded by two nodes, and a node that dies mid-batch leaves claims that
-/// run out.
+/// run out. Every statement that changes `vector_models` (vectors stamped,
+/// a model cleared, a forget's new epoch) notifies `strata_vectors` with
+/// the schema's name at commit, which wakes the nodes' copies of the
+/// vectors (`listen.rs`).
 pub(super) fn migration_2() -> String {
     r#"CREATE TABLE leases (name TEXT COLLATE "C" PRIMARY KEY, holder TEXT COLLATE "C" NOT NULL,
          until BIGINT NOT NULL);
-     ALTER TABLE memories ADD COLUMN embed_claim BIGINT;"#
+     ALTER TABLE memories ADD COLUMN embed_claim BIGINT;
+     CREATE FUNCTION strata_notify_vectors() RETURNS trigger LANGUAGE plpgsql AS
+         $f$ BEGIN PERFORM pg_notify('strata_vectors', TG_TABLE_SCHEMA); RETURN NULL; END $f$;
+     CREATE TRIGGER vector_models_notify AFTER INSERT OR UPDATE OR DELETE ON vector_models
+         FOR EACH STATEMENT EXECUTE FUNCTION strata_notify_vectors();"#
         .into()
 }
 

@@ -16,7 +16,11 @@ const CLAIM_MS: i64 = 120_000;
 pub(super) struct VectorCopy {
     epoch: i64,
     version: i64,
+    dim: i64,
     loaded: bool,
+    /// The listener's generation read before the last sync: while it stays
+    /// the same, nothing changed the vectors and the counters need no read.
+    generation: Option<u64>,
     /// By scope, so a view skips whole scopes: row (`seq`) → vector.
     rows: std::collections::HashMap<Scope, std::collections::HashMap<i64, Vec<f32>>>,
     /// Where each row's vector is filed.
@@ -215,30 +219,42 @@ impl VectorSearch for PostgresStore {
         }
         let mut c = self.conn()?;
         let mut cx = c.cx();
-        let Some(counters) = cx.query_opt(
-            "SELECT version, epoch, dim FROM vector_models WHERE model = $1",
-            &[&model],
-        )?
-        else {
-            return Ok(Vec::new());
+        self.start_listening();
+        // While the listener says nothing changed since the copy's last
+        // sync, its counters are the model's: no round trip for them.
+        let generation = self.listener.generation();
+        let known = generation.and_then(|g| {
+            let copies = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+            copies
+                .get(model)
+                .filter(|v| v.loaded && v.generation == Some(g))
+                .map(|v| v.dim)
+        });
+        let dim = match known {
+            Some(dim) => dim,
+            None => {
+                let Some(counters) = cx.query_opt(
+                    "SELECT version, epoch, dim FROM vector_models WHERE model = $1",
+                    &[&model],
+                )?
+                else {
+                    return Ok(Vec::new());
+                };
+                let (version, epoch, dim): (i64, i64, i64) =
+                    (counters.get(0), counters.get(1), counters.get(2));
+                let mut g = self.vectors.write().unwrap_or_else(|p| p.into_inner());
+                let copy = g.entry(model.to_string()).or_default();
+                copy.sync(&mut cx, model, version, epoch)?;
+                copy.dim = dim;
+                copy.generation = generation;
+                dim
+            }
         };
-        let (version, epoch, dim): (i64, i64, i64) =
-            (counters.get(0), counters.get(1), counters.get(2));
         if dim as usize != query.len() {
             return Ok(Vec::new());
         }
         // Similarities over this process's copy, within the view.
         let mut cands: Vec<(f32, i64)> = {
-            let fresh = {
-                let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
-                g.get(model)
-                    .is_some_and(|v| v.epoch == epoch && v.version >= version)
-            };
-            if !fresh {
-                let mut g = self.vectors.write().unwrap_or_else(|p| p.into_inner());
-                let copy = g.entry(model.to_string()).or_default();
-                copy.sync(&mut cx, model, version, epoch)?;
-            }
             let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
             let Some(copy) = g.get(model) else {
                 return Ok(Vec::new());

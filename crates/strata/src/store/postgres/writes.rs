@@ -280,80 +280,39 @@ pub(super) fn insert_plain(
     if let Some(id) = ids.iter().find(|id| taken.contains(**id)) {
         return Err(Error::DuplicateId(id.to_string()));
     }
-    let texts = |f: &dyn Fn(&Memory) -> String| -> Vec<String> { ms.iter().map(f).collect() };
-    let opt_texts = |f: &dyn Fn(&Memory) -> Option<String>| -> Vec<Option<String>> {
-        ms.iter().map(f).collect()
-    };
-    let ints = |f: &dyn Fn(&Memory) -> i64| -> Vec<i64> { ms.iter().map(f).collect() };
-    let opt_ints =
-        |f: &dyn Fn(&Memory) -> Option<i64>| -> Vec<Option<i64>> { ms.iter().map(f).collect() };
-    let p: Vec<P> = vec![
-        Box::new(texts(&|m| m.id.clone())),
-        Box::new(texts(&|m| m.scope.to_string())),
-        Box::new(texts(&|m| m.kind.as_str().to_string())),
-        Box::new(opt_texts(&|m| m.role.map(|r| r.as_str().to_string()))),
-        Box::new(texts(&|m| m.content.clone())),
-        Box::new(opt_texts(&|m| m.payload.as_ref().map(|p| p.to_string()))),
-        Box::new(texts(&|m| {
-            serde_json::to_string(&m.tags).unwrap_or_else(|_| "[]".into())
-        })),
-        Box::new(ms.iter().map(|m| m.importance).collect::<Vec<f64>>()),
-        Box::new(texts(&|m| m.source.as_str().to_string())),
-        Box::new(ints(&|m| m.created_at.as_millisecond())),
-        Box::new(ints(&|m| m.updated_at.as_millisecond())),
-        Box::new(opt_ints(&|m| {
-            m.last_accessed_at.map(|t| t.as_millisecond())
-        })),
-        Box::new(ints(&|m| m.access_count as i64)),
-        Box::new(opt_ints(&|m| m.expires_at.map(|t| t.as_millisecond()))),
-        Box::new(ms.iter().map(|m| m.pinned).collect::<Vec<bool>>()),
-        Box::new(ms.iter().map(|m| m.sensitive).collect::<Vec<bool>>()),
-        Box::new(ints(&|m| m.tokens as i64)),
-        Box::new(texts(&|m| m.checksum.clone())),
-        Box::new(ints(&|m| m.version as i64)),
-        Box::new(opt_texts(&|m| {
-            m.provenance
-                .as_ref()
-                .and_then(|p| serde_json::to_string(p).ok())
-        })),
-    ];
-    let rows = tx.query_p(
-        &format!(
-            "INSERT INTO memories ({COLS})
-             SELECT id, scope, kind, role, content, payload, NULL,
-                    ARRAY(SELECT jsonb_array_elements_text(tags::jsonb)), importance, source, NULL,
-                    created_at, updated_at, last_accessed_at, access_count, expires_at, pinned,
-                    sensitive, tokens, checksum, version, NULL, NULL, provenance
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                         $7::text[], $8::float8[], $9::text[], $10::int8[], $11::int8[], $12::int8[],
-                         $13::int8[], $14::int8[], $15::bool[], $16::bool[], $17::int8[], $18::text[],
-                         $19::int8[], $20::text[])
-                  AS u(id, scope, kind, role, content, payload, tags, importance, source,
-                       created_at, updated_at, last_accessed_at, access_count, expires_at, pinned,
-                       sensitive, tokens, checksum, version, provenance)
-             RETURNING id, seq"
-        ),
-        &p,
+    // COPY takes no RETURNING: the rows' keys are drawn first, in order.
+    let seqs: Vec<i64> = tx
+        .query(
+            "SELECT nextval(pg_get_serial_sequence('memories', 'seq')) FROM generate_series(1, $1::int8)",
+            &[&(ms.len() as i64)],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    // A COPY writes an identity column's given values (as OVERRIDING
+    // SYSTEM VALUE does).
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!("COPY memories (seq, {COLS}) FROM STDIN (FORMAT binary)")
+    });
+    let rows = ms.iter().zip(&seqs).map(|(m, seq)| {
+        let mut p: Vec<P> = Vec::with_capacity(25);
+        p.push(Box::new(*seq));
+        p.extend(memory_params(m));
+        p
+    });
+    tx.copy_in(&SQL, &memory_types(), rows)?;
+    let postings = ms.iter().zip(&seqs).flat_map(|(m, seq)| {
+        let scope = m.scope.to_string();
+        index_terms(&m.content)
+            .into_iter()
+            .map(move |t| -> Vec<P> { vec![Box::new(t), Box::new(scope.clone()), Box::new(*seq)] })
+    });
+    use postgres::types::Type;
+    tx.copy_in(
+        "COPY postings (term, scope, seq) FROM STDIN (FORMAT binary)",
+        &[Type::TEXT, Type::TEXT, Type::INT8],
+        postings,
     )?;
-    let seqs: std::collections::HashMap<String, i64> =
-        rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let (mut terms, mut scopes, mut at) = (Vec::new(), Vec::new(), Vec::new());
-    for m in ms.iter() {
-        let seq = *seqs
-            .get(&m.id)
-            .ok_or_else(|| Error::NotFound(m.id.clone()))?;
-        for t in index_terms(&m.content) {
-            terms.push(t);
-            scopes.push(m.scope.to_string());
-            at.push(seq);
-        }
-    }
-    if !terms.is_empty() {
-        tx.execute(
-            "INSERT INTO postings (term, scope, seq) SELECT * FROM unnest($1::text[], $2::text[], $3::int8[])",
-            &[&terms, &scopes, &at],
-        )?;
-    }
     out.extend(ms.drain(..).map(Put::Inserted));
     Ok(())
 }
