@@ -23,6 +23,8 @@ use crate::rank::Signals;
 use crate::scope::{Fence, Scope, View};
 
 pub mod copy;
+#[cfg(feature = "ann")]
+pub(crate) mod hnsw;
 pub mod memory;
 #[path = "postgres/options.rs"]
 pub mod pg_options;

@@ -775,6 +775,10 @@ fn other_nodes_vectors_arrive_by_notification() {
     }
     let second = put("second", [0.6, 0.8]);
     within_a_second(&second);
+    // Let notifications in flight arrive and b sync on them, so that b's
+    // copy is current as of its generation.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(best(&b), second);
     // A change nobody is told of: b's copy stays as it was.
     let mut raw = raw_client(&pg.url);
     let table = format!("\"{}\".vector_models", pg.schema);
@@ -829,6 +833,121 @@ fn other_nodes_vectors_arrive_by_notification() {
             t.elapsed() < std::time::Duration::from_secs(5),
             "never listened again"
         );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A large view on PostgreSQL is searched through an HNSW index built in
+/// memory from the process's copy of the vectors: built in the background
+/// (searches scan meanwhile), in agreement with the scan, caught up with
+/// vectors stored later (through another node too), never answering from
+/// outside the view, and dropped by a forget.
+#[cfg(feature = "ann")]
+#[test]
+fn large_views_are_searched_through_an_index() {
+    let Some(pg) = PgSchema::new() else { return };
+    let open = |min: usize| {
+        PostgresStore::open(
+            &pg.url,
+            strata::PostgresOptions {
+                ann_min_view: min,
+                ..pg.options()
+            },
+        )
+        .unwrap()
+    };
+    let (indexed, scanned, writer) = (open(300), open(usize::MAX), open(usize::MAX));
+    let unit = |i: u64| -> Vec<f32> {
+        let mut h = 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1);
+        let mut v: Vec<f32> = (0..16)
+            .map(|_| {
+                h ^= h << 13;
+                h ^= h >> 7;
+                h ^= h << 17;
+                (h % 2000) as f32 / 1000.0 - 1.0
+            })
+            .collect();
+        strata::normalize(&mut v);
+        v
+    };
+    let mut items = Vec::new();
+    for i in 0..800u64 {
+        let m = mem(
+            if i % 4 == 3 { "project/b" } else { "project/a" },
+            &format!("v {i}"),
+        );
+        writer.put(&m).unwrap();
+        items.push((m.id.clone(), m.checksum.clone(), unit(i)));
+    }
+    writer.set_vectors("h16", 16, &items).unwrap();
+    let q = Query::view(view(&["project/a"]), now());
+    let ids = |s: &PostgresStore, v: &[f32]| -> Vec<String> {
+        s.search_vectors(&q, "h16", v, 10)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.0.id)
+            .collect()
+    };
+    let t = std::time::Instant::now();
+    while indexed.vector_index_size("h16").is_none() {
+        assert_eq!(
+            ids(&indexed, &unit(5)),
+            ids(&scanned, &unit(5)),
+            "scanning meanwhile"
+        );
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "no index was built"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(indexed.vector_index_size("h16"), Some(800));
+    assert_eq!(
+        scanned.vector_index_size("h16"),
+        None,
+        "a small view setting scans"
+    );
+    for i in [1u64, 7, 42, 1000, 5000] {
+        let (a, b) = (ids(&indexed, &unit(i)), ids(&scanned, &unit(i)));
+        assert_eq!(a.len(), 10);
+        let found = b.iter().filter(|id| a.contains(id)).count();
+        assert!(found >= 9, "query {i}: the index found {found} of 10");
+        for id in &a {
+            assert_eq!(indexed.get(id).unwrap().unwrap().scope, scope("project/a"));
+        }
+    }
+    // A vector stored later through another node: in the index after the
+    // next search's catch-up, and found.
+    let late = mem("project/a", "late");
+    writer.put(&late).unwrap();
+    let target = unit(9_999);
+    writer
+        .set_vectors(
+            "h16",
+            16,
+            &[(late.id.clone(), late.checksum.clone(), target.clone())],
+        )
+        .unwrap();
+    let t = std::time::Instant::now();
+    while ids(&indexed, &target)[0] != late.id {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(1),
+            "not found within 1 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(indexed.vector_index_size("h16"), Some(801));
+    // A forget: the index (which held the forgotten vector) is gone, and
+    // the forgotten memory is never found.
+    writer.delete(std::slice::from_ref(&late.id)).unwrap();
+    assert!(!ids(&indexed, &target).contains(&late.id));
+    let t = std::time::Instant::now();
+    while indexed.vector_index_size("h16") != Some(800) {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "not rebuilt after the forget"
+        );
+        ids(&indexed, &target);
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

@@ -109,7 +109,7 @@ pub struct PostgresStore {
     pool: Pool,
     write_key: i64,
     /// This process's copies of the stored vectors, by model (`vectors.rs`).
-    vectors: std::sync::RwLock<std::collections::HashMap<String, vectors::VectorCopy>>,
+    vectors: std::sync::Arc<vectors::Copies>,
     /// What tells those copies that vectors changed (`listen.rs`).
     listener: std::sync::Arc<listen::Listener>,
 }
@@ -201,6 +201,14 @@ impl PostgresStore {
     pub fn vectors_in_memory(&self, model: &str) -> Option<usize> {
         let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
         g.get(model).map(|v| v.len())
+    }
+
+    /// How many vectors the in-memory HNSW index of `model` holds (`None`
+    /// until a search of a large view has had one built).
+    #[cfg(feature = "ann")]
+    pub fn vector_index_size(&self, model: &str) -> Option<usize> {
+        let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+        g.get(model)?.index_size()
     }
 
     /// Whether this store listens for other nodes' vector changes now

@@ -41,6 +41,10 @@ pub struct PostgresOptions {
     /// `VACUUM` the touched tables after a delete, so forgotten text leaves
     /// the table files (see the README for what it does not reach).
     pub vacuum_on_delete: bool,
+    /// Views holding at least this many vectors are searched through an
+    /// HNSW index built in memory from the process's copy (feature `ann`),
+    /// not scanned.
+    pub ann_min_view: usize,
 }
 
 impl fmt::Debug for PostgresOptions {
@@ -53,6 +57,7 @@ impl fmt::Debug for PostgresOptions {
             .field("password", &self.password.as_ref().map(|_| "…"))
             .field("schema", &self.schema)
             .field("vacuum_on_delete", &self.vacuum_on_delete)
+            .field("ann_min_view", &self.ann_min_view)
             .finish()
     }
 }
@@ -67,6 +72,7 @@ impl Default for PostgresOptions {
             password: None,
             schema: "public".into(),
             vacuum_on_delete: true,
+            ann_min_view: 20_000,
         }
     }
 }

@@ -8,6 +8,14 @@ use super::*;
 /// than embedding one batch takes.
 const CLAIM_MS: i64 = 120_000;
 
+/// This process's copies of the vectors, by model.
+pub(super) type Copies = std::sync::RwLock<std::collections::HashMap<String, VectorCopy>>;
+
+/// More changed vectors than this in one sync are not added to the index
+/// in the foreground: it is built again in the background.
+#[cfg(feature = "ann")]
+const FOREGROUND_ADDS: usize = 5_000;
+
 /// One model's vectors as this process holds them: by row (`seq`), with
 /// the row's scope, as of the model's `version` (the newest stamp read)
 /// and `epoch` (bumped by every forget: a copy of another epoch may hold
@@ -25,6 +33,15 @@ pub(super) struct VectorCopy {
     rows: std::collections::HashMap<Scope, std::collections::HashMap<i64, Vec<f32>>>,
     /// Where each row's vector is filed.
     scope_of: std::collections::HashMap<i64, Scope>,
+    /// An HNSW index over every row of the copy, for large views.
+    #[cfg(feature = "ann")]
+    index: Option<crate::store::hnsw::Hnsw>,
+    /// A build of the index is under way.
+    #[cfg(feature = "ann")]
+    building: bool,
+    /// Rows changed since the build under way took its snapshot.
+    #[cfg(feature = "ann")]
+    changed: Vec<i64>,
 }
 
 impl VectorCopy {
@@ -47,6 +64,13 @@ impl VectorCopy {
         } else {
             self.rows.clear();
             self.scope_of.clear();
+            // A forget (or a first load): an index may hold forgotten
+            // vectors; a build under way is of the old epoch.
+            #[cfg(feature = "ann")]
+            {
+                self.index = None;
+                self.changed.clear();
+            }
             i64::MIN
         };
         let rows = cx.query(
@@ -70,7 +94,13 @@ impl VectorCopy {
                 r.remove(&seq);
             }
             self.rows.entry(scope).or_default().insert(seq, v);
+            #[cfg(feature = "ann")]
+            if self.index.is_some() || self.building {
+                self.changed.push(seq);
+            }
         }
+        #[cfg(feature = "ann")]
+        self.catch_up_index()?;
         self.epoch = epoch;
         self.version = version;
         self.loaded = true;
@@ -80,6 +110,143 @@ impl VectorCopy {
     /// Vectors held.
     pub(super) fn len(&self) -> usize {
         self.scope_of.len()
+    }
+
+    /// Vectors in the HNSW index, when there is one.
+    #[cfg(feature = "ann")]
+    pub(super) fn index_size(&self) -> Option<usize> {
+        self.index.as_ref().map(|i| i.size())
+    }
+
+    /// The vector of row `seq`, if held.
+    #[cfg(feature = "ann")]
+    fn vector(&self, seq: i64) -> Option<&Vec<f32>> {
+        self.rows.get(self.scope_of.get(&seq)?)?.get(&seq)
+    }
+
+    /// Adds the rows changed since the last catch-up to the index (a few
+    /// in the foreground; too many drop it, to be built again).
+    #[cfg(feature = "ann")]
+    fn catch_up_index(&mut self) -> Result<()> {
+        if self.building || self.changed.is_empty() {
+            return Ok(());
+        }
+        let Some(index) = &mut self.index else {
+            self.changed.clear();
+            return Ok(());
+        };
+        if self.changed.len() > FOREGROUND_ADDS {
+            self.index = None;
+            self.changed.clear();
+            return Ok(());
+        }
+        let fresh: Vec<(u64, Vec<f32>)> = self
+            .changed
+            .iter()
+            .filter_map(|seq| {
+                let v = self.rows.get(self.scope_of.get(seq)?)?.get(seq)?;
+                Some((*seq as u64, v.clone()))
+            })
+            .collect();
+        index.add(&fresh)?;
+        self.changed.clear();
+        Ok(())
+    }
+
+    /// How many vectors of the copy lie in the view.
+    #[cfg(feature = "ann")]
+    fn view_len(&self, q: &Query) -> usize {
+        self.rows
+            .iter()
+            .filter(|(scope, _)| q.view.as_ref().is_none_or(|v| v.contains(scope)))
+            .map(|(_, rows)| rows.len())
+            .sum()
+    }
+
+    /// Every vector of the view with its similarity to `query`.
+    fn scan(&self, q: &Query, query: &[f32]) -> Vec<(f32, i64)> {
+        self.rows
+            .iter()
+            .filter(|(scope, _)| q.view.as_ref().is_none_or(|v| v.contains(scope)))
+            .flat_map(|(_, rows)| rows.iter())
+            .map(|(seq, v)| (crate::embed::dot(query, v), *seq))
+            .collect()
+    }
+
+    /// The index's `k` nearest that lie in the view, with their exact
+    /// similarity (from the copy's vectors).
+    #[cfg(feature = "ann")]
+    fn nearest(
+        &self,
+        index: &crate::store::hnsw::Hnsw,
+        q: &Query,
+        query: &[f32],
+        k: usize,
+    ) -> Result<Vec<(f32, i64)>> {
+        Ok(index
+            .search(query, k)?
+            .into_iter()
+            .filter_map(|(seq, _)| {
+                let scope = self.scope_of.get(&seq)?;
+                if q.view.as_ref().is_some_and(|v| !v.contains(scope)) {
+                    return None;
+                }
+                Some((crate::embed::dot(query, self.vector(seq)?), seq))
+            })
+            .collect())
+    }
+}
+
+/// Builds `model`'s index from a snapshot of its copy on a background
+/// thread, then catches it up with what changed meanwhile; at most one build
+/// per model at a time. A forget meanwhile (a new epoch) discards it.
+#[cfg(feature = "ann")]
+fn build_index(copies: &std::sync::Arc<Copies>, model: &str) {
+    let snapshot = {
+        let mut g = copies.write().unwrap_or_else(|p| p.into_inner());
+        let Some(copy) = g.get_mut(model) else { return };
+        if copy.building || copy.index.is_some() {
+            return;
+        }
+        copy.building = true;
+        copy.changed.clear();
+        let rows: Vec<(u64, Vec<f32>)> = copy
+            .rows
+            .values()
+            .flat_map(|r| r.iter().map(|(seq, v)| (*seq as u64, v.clone())))
+            .collect();
+        (copy.epoch, copy.dim as usize, rows)
+    };
+    let (shared, name) = (copies.clone(), model.to_string());
+    let spawned = std::thread::Builder::new()
+        .name("strata-pg-hnsw".into())
+        .spawn(move || {
+            let (epoch, dim, rows) = snapshot;
+            let built = crate::store::hnsw::Hnsw::new(dim).and_then(|mut h| {
+                h.add(&rows)?;
+                Ok(h)
+            });
+            drop(rows);
+            let mut g = shared.write().unwrap_or_else(|p| p.into_inner());
+            let Some(copy) = g.get_mut(&name) else { return };
+            copy.building = false;
+            if let Ok(h) = built
+                && copy.loaded
+                && copy.epoch == epoch
+            {
+                copy.index = Some(h);
+                // Best effort: an index that cannot catch up is dropped.
+                if copy.catch_up_index().is_err() {
+                    copy.index = None;
+                }
+            }
+            copy.changed.clear();
+        });
+    if spawned.is_err() {
+        let mut g = copies.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(copy) = g.get_mut(model) {
+            copy.building = false;
+        }
     }
 }
 
@@ -253,59 +420,53 @@ impl VectorSearch for PostgresStore {
         if dim as usize != query.len() {
             return Ok(Vec::new());
         }
-        // Similarities over this process's copy, within the view.
-        let mut cands: Vec<(f32, i64)> = {
+        // A large view with the index built: its nearest, widened until the
+        // view yields `limit` checked hits; else (or when that fails) every
+        // vector of the view in this process's copy.
+        #[cfg(feature = "ann")]
+        {
+            let mut k = 0;
+            loop {
+                let cands = {
+                    let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+                    let Some(copy) = g.get(model) else { break };
+                    let view = copy.view_len(q);
+                    if view < self.opts.ann_min_view {
+                        break;
+                    }
+                    let Some(index) = &copy.index else {
+                        let building = copy.building;
+                        drop(g);
+                        if !building {
+                            build_index(&self.vectors, model);
+                        }
+                        break;
+                    };
+                    let total = index.size();
+                    k = if k == 0 {
+                        (limit * 2 * total.div_ceil(view.max(1))).max(64)
+                    } else {
+                        k * 4
+                    };
+                    copy.nearest(index, q, query, k.min(total))?
+                };
+                let hits = self.check_hits(&mut cx, q, model, cands, limit)?;
+                if hits.len() >= limit || k >= self.vectors_in_memory(model).unwrap_or(0) {
+                    return Ok(hits);
+                }
+                if k > 1 << 16 {
+                    break;
+                }
+            }
+        }
+        let cands = {
             let g = self.vectors.read().unwrap_or_else(|p| p.into_inner());
             let Some(copy) = g.get(model) else {
                 return Ok(Vec::new());
             };
-            copy.rows
-                .iter()
-                .filter(|(scope, _)| q.view.as_ref().is_none_or(|v| v.contains(scope)))
-                .flat_map(|(_, rows)| rows.iter())
-                .map(|(seq, v)| (crate::embed::dot(query, v), *seq))
-                .collect()
+            copy.scan(q, query)
         };
-        cands.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
-        // Check the best against their rows (still active, of this model,
-        // in the filter, not expired) until `limit` pass and no unchecked
-        // candidate could tie with the last of them.
-        let mut hits: Vec<(Signals, f32)> = Vec::new();
-        let mut at = 0;
-        let mut chunk = (limit * 2).max(32);
-        while at < cands.len() {
-            if hits.len() >= limit {
-                let mut sims: Vec<f32> = hits.iter().map(|h| h.1).collect();
-                sims.sort_unstable_by(|a, b| b.total_cmp(a));
-                if cands[at].0 < sims[limit - 1] {
-                    break;
-                }
-            }
-            let part = &cands[at..(at + chunk).min(cands.len())];
-            at += part.len();
-            chunk *= 2;
-            let sims: std::collections::HashMap<i64, f32> =
-                part.iter().map(|(s, seq)| (*seq, *s)).collect();
-            let mut p: Vec<P> = vec![Box::new(part.iter().map(|x| x.1).collect::<Vec<i64>>())];
-            let w = where_sql(q, false, &mut p);
-            let m = sql::bind(&mut p, model.to_string());
-            for r in cx.query_p(
-                &format!(
-                    "SELECT {SIGNAL_COLS}, m.seq FROM memories m
-                     WHERE m.seq = ANY($1::int8[]) AND {w} AND m.embedding_model = {m}::text"
-                ),
-                &p,
-            )? {
-                let seq: i64 = r.get(7);
-                hits.push((
-                    read_signals(&r)?,
-                    sims.get(&seq).copied().unwrap_or(f32::MIN),
-                ));
-            }
-        }
-        crate::store::sort_similar(&mut hits);
-        hits.truncate(limit);
-        Ok(hits)
+        self.check_hits(&mut cx, q, model, cands, limit)
     }
 
     fn clear_vectors(&self, keep: Option<&str>) -> Result<u64> {
@@ -349,5 +510,61 @@ impl VectorSearch for PostgresStore {
                 )
             })
             .collect())
+    }
+}
+
+impl PostgresStore {
+    /// The best of `cands` (similarity, row) checked against their rows
+    /// (still active, of this model, in the filter, not expired) until
+    /// `limit` pass and no unchecked candidate could tie with the last of
+    /// them; best first.
+    fn check_hits(
+        &self,
+        cx: &mut Cx<'_, Client>,
+        q: &Query,
+        model: &str,
+        mut cands: Vec<(f32, i64)>,
+        limit: usize,
+    ) -> Result<Vec<(Signals, f32)>> {
+        cands.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+        // Check the best against their rows (still active, of this model,
+        // in the filter, not expired) until `limit` pass and no unchecked
+        // candidate could tie with the last of them.
+        let mut hits: Vec<(Signals, f32)> = Vec::new();
+        let mut at = 0;
+        let mut chunk = (limit * 2).max(32);
+        while at < cands.len() {
+            if hits.len() >= limit {
+                let mut sims: Vec<f32> = hits.iter().map(|h| h.1).collect();
+                sims.sort_unstable_by(|a, b| b.total_cmp(a));
+                if cands[at].0 < sims[limit - 1] {
+                    break;
+                }
+            }
+            let part = &cands[at..(at + chunk).min(cands.len())];
+            at += part.len();
+            chunk *= 2;
+            let sims: std::collections::HashMap<i64, f32> =
+                part.iter().map(|(s, seq)| (*seq, *s)).collect();
+            let mut p: Vec<P> = vec![Box::new(part.iter().map(|x| x.1).collect::<Vec<i64>>())];
+            let w = where_sql(q, false, &mut p);
+            let m = sql::bind(&mut p, model.to_string());
+            for r in cx.query_p(
+                &format!(
+                    "SELECT {SIGNAL_COLS}, m.seq FROM memories m
+                     WHERE m.seq = ANY($1::int8[]) AND {w} AND m.embedding_model = {m}::text"
+                ),
+                &p,
+            )? {
+                let seq: i64 = r.get(7);
+                hits.push((
+                    read_signals(&r)?,
+                    sims.get(&seq).copied().unwrap_or(f32::MIN),
+                ));
+            }
+        }
+        crate::store::sort_similar(&mut hits);
+        hits.truncate(limit);
+        Ok(hits)
     }
 }

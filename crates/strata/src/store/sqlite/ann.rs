@@ -22,30 +22,24 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
 use crate::Result;
 use crate::error::Error;
+use crate::store::hnsw::Hnsw;
 
 /// More new vectors than this are not added in the foreground: the index
 /// is rebuilt in the background instead.
 const FOREGROUND_ADDS: usize = 5_000;
-
-/// usearch serves a fixed number of threads at once (one search context
-/// each) and fails a search beyond them ("Reserve capacity ahead of
-/// searches!"): every index reserves this many, and `Slots` holds further
-/// searches back until one is free.
-const SEARCH_SLOTS: usize = 32;
 
 /// Keyed vectors to add.
 type Fresh = Vec<(u64, Vec<f32>)>;
 
 /// One model's index, as loaded in this process.
 pub(super) struct Ann {
-    pub(super) index: Index,
+    pub(super) index: Hnsw,
     /// The model's `version` this copy reflects.
     pub(super) version: i64,
     /// The model's `epoch` this copy belongs to.
@@ -54,36 +48,6 @@ pub(super) struct Ann {
     unsaved: usize,
     dim: usize,
     path: PathBuf,
-    slots: Slots,
-}
-
-/// A counting gate over the index's search contexts.
-#[derive(Default)]
-struct Slots {
-    busy: Mutex<usize>,
-    freed: Condvar,
-}
-
-impl Slots {
-    /// Runs `f` once fewer than `SEARCH_SLOTS` searches are under way.
-    fn with<T>(&self, f: impl FnOnce() -> T) -> T {
-        {
-            let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
-            while *busy >= SEARCH_SLOTS {
-                busy = self.freed.wait(busy).unwrap_or_else(|p| p.into_inner());
-            }
-            *busy += 1;
-        }
-        struct Release<'a>(&'a Slots);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                *self.0.busy.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
-                self.0.freed.notify_one();
-            }
-        }
-        let _release = Release(self);
-        f()
-    }
 }
 
 /// The indexes of one store: loaded copies and builds under way. Searches
@@ -93,10 +57,6 @@ impl Slots {
 pub(super) struct Indexes {
     pub(super) loaded: RwLock<HashMap<String, Ann>>,
     building: Mutex<HashSet<String>>,
-}
-
-fn err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Embedding(format!("vector index: {what}: {e}"))
 }
 
 /// The side file of `model`'s index beside `db`.
@@ -116,28 +76,6 @@ pub(super) fn side_file(db: &Path, model: &str) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "strata.db".into());
     db.with_file_name(format!("{name}.{safe}.hnsw"))
-}
-
-fn new_index(dim: usize) -> Result<Index> {
-    let opts = IndexOptions {
-        dimensions: dim,
-        metric: MetricKind::IP,
-        quantization: ScalarKind::F32,
-        connectivity: 16,
-        expansion_add: 64,
-        expansion_search: 96,
-        multi: false,
-    };
-    let index = Index::new(&opts).map_err(|e| err("creating", e))?;
-    reserve(&index, 1024)?;
-    Ok(index)
-}
-
-/// Room for `members` vectors (rounded up) and `SEARCH_SLOTS` threads.
-fn reserve(index: &Index, members: usize) -> Result<()> {
-    index
-        .reserve_capacity_and_threads(members.max(1024).next_power_of_two(), SEARCH_SLOTS)
-        .map_err(|e| err("reserving", e))
 }
 
 /// The model's (version, epoch, index_version, dim), if it has vectors.
@@ -167,35 +105,28 @@ impl Ann {
         if !path.is_file() {
             return Ok(None);
         }
-        let index = new_index(dim)?;
-        let loaded = index
-            .load(&path.to_string_lossy())
-            .is_ok_and(|()| index.dimensions() == dim);
-        // Loading sizes the thread slots from the file; take ours back.
-        if loaded {
-            reserve(&index, index.size())?;
-        }
-        Ok(loaded.then_some(Ann {
+        let Some(index) = Hnsw::load(&path, dim) else {
+            return Ok(None);
+        };
+        Ok(Some(Ann {
             index,
             version: index_version,
             epoch,
             unsaved: 0,
             dim,
             path,
-            slots: Slots::default(),
         }))
     }
 
     /// An empty index for `model`.
     fn empty(db: &Path, model: &str, dim: usize, epoch: i64) -> Result<Ann> {
         Ok(Ann {
-            index: new_index(dim)?,
+            index: Hnsw::new(dim)?,
             version: 0,
             epoch,
             unsaved: 0,
             dim,
             path: side_file(db, model),
-            slots: Slots::default(),
         })
     }
 
@@ -227,37 +158,9 @@ impl Ann {
         Ok(Some(out))
     }
 
-    /// Adds vectors (replacing what their keys held), on up to four threads.
+    /// Adds vectors (replacing what their keys held).
     fn add(&mut self, fresh: &[(u64, Vec<f32>)]) -> Result<()> {
-        for (key, _) in fresh {
-            if self.index.contains(*key) {
-                self.index.remove(*key).map_err(|e| err("removing", e))?;
-            }
-        }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        let need = self.index.size() + fresh.len();
-        if need > self.index.capacity() {
-            reserve(&self.index, need)?;
-        }
-        let index = &self.index;
-        let chunk = fresh.len().div_ceil(threads).max(1);
-        std::thread::scope(|s| {
-            let jobs: Vec<_> = fresh
-                .chunks(chunk)
-                .map(|part| {
-                    s.spawn(move || {
-                        for (key, v) in part {
-                            index.add(*key, v).map_err(|e| err("adding", e))?;
-                        }
-                        Ok::<(), Error>(())
-                    })
-                })
-                .collect();
-            for j in jobs {
-                j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
-            }
-            Ok::<(), Error>(())
-        })?;
+        self.index.add(fresh)?;
         self.unsaved += fresh.len();
         Ok(())
     }
@@ -290,18 +193,7 @@ impl Ann {
 
     /// The `k` nearest keys with their (approximate) similarity.
     pub(super) fn search(&self, query: &[f32], k: usize) -> Result<Vec<(i64, f32)>> {
-        if self.index.size() == 0 || k == 0 {
-            return Ok(Vec::new());
-        }
-        let m = self
-            .slots
-            .with(|| self.index.search(query, k.min(self.index.size())))
-            .map_err(|e| err("searching", e))?;
-        Ok(m.keys
-            .into_iter()
-            .zip(m.distances)
-            .map(|(k, d)| (k as i64, 1.0 - d))
-            .collect())
+        self.index.search(query, k)
     }
 
     /// Writes the side file (a temporary file renamed over it) and records
@@ -311,9 +203,7 @@ impl Ann {
         let tmp = self
             .path
             .with_extension(format!("hnsw.tmp{}", std::process::id()));
-        self.index
-            .save(&tmp.to_string_lossy())
-            .map_err(|e| err("saving", e))?;
+        self.index.save(&tmp)?;
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let epoch = counters(&tx, model)?.map(|c| c.1);
         if epoch != Some(self.epoch) {
@@ -389,39 +279,4 @@ pub(super) fn building(indexes: &Indexes, model: &str) -> bool {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .contains(model)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// More searches at once than usearch has contexts wait for one
-    /// instead of failing ("Reserve capacity ahead of searches!").
-    #[test]
-    fn searches_beyond_the_reserved_contexts_wait_instead_of_failing() {
-        let dir = std::env::temp_dir().join(format!("strata-ann-{}", std::process::id()));
-        let mut ann = Ann::empty(&dir.join("x.db"), "m", 32, 0).unwrap();
-        let vectors: Fresh = (0..5000u64)
-            .map(|i| {
-                let v: Vec<f32> = (0..32)
-                    .map(|d| ((i * 31 + d * 7 + i / 13 * d) % 17) as f32 - 8.0)
-                    .collect();
-                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
-                (i, v.into_iter().map(|x| x / n).collect())
-            })
-            .collect();
-        ann.add(&vectors).unwrap();
-        let start = std::sync::Barrier::new(SEARCH_SLOTS * 3);
-        std::thread::scope(|s| {
-            for (_, q) in vectors.iter().take(SEARCH_SLOTS * 3) {
-                let (ann, start) = (&ann, &start);
-                s.spawn(move || {
-                    start.wait();
-                    for _ in 0..20 {
-                        assert_eq!(ann.search(q, 50).unwrap().len(), 50);
-                    }
-                });
-            }
-        });
-    }
 }
