@@ -29,6 +29,11 @@ pub trait Postings {
     /// The memories of the view whose content holds `term` (one query
     /// term, stemmed and matched as FTS5's `porter unicode61` tokenizer does).
     fn docs_with(&mut self, term: &str) -> Result<Vec<Self::Doc>>;
+    /// [`Postings::docs_with`] of each of `terms`, in order; a backend
+    /// across a network answers them in one round trip.
+    fn docs_with_each(&mut self, terms: &[String]) -> Result<Vec<Vec<Self::Doc>>> {
+        terms.iter().map(|t| self.docs_with(t)).collect()
+    }
     /// Active memories in the view, whatever the filter: BM25's N.
     fn doc_count(&mut self) -> Result<usize>;
     /// The signals of those of `docs` that pass the query (view, expiry,
@@ -54,8 +59,7 @@ pub fn text_search<P: Postings>(
     }
     let mut matched: HashMap<P::Doc, Vec<usize>> = HashMap::new();
     let mut df = Vec::with_capacity(terms.len());
-    for (i, t) in terms.iter().enumerate() {
-        let docs = idx.docs_with(t)?;
+    for (i, docs) in idx.docs_with_each(terms)?.into_iter().enumerate() {
         df.push(docs.len());
         for d in docs {
             matched.entry(d).or_default().push(i);

@@ -27,6 +27,24 @@ impl search::Postings for PgPostings<'_, '_> {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
+    fn docs_with_each(&mut self, terms: &[String]) -> Result<Vec<Vec<i64>>> {
+        let stems: Vec<String> = terms.iter().map(|t| crate::text::stem(t)).collect();
+        let mut p: Vec<P> = vec![Box::new(stems.clone())];
+        let v = view_sql(self.q.view.as_ref(), "p.scope", &mut p);
+        let rows = self.cx.query_p(
+            &format!("SELECT p.term, p.seq FROM postings p WHERE p.term = ANY($1::text[]) AND {v}"),
+            &p,
+        )?;
+        let mut by_stem: std::collections::HashMap<String, Vec<i64>> = Default::default();
+        for r in &rows {
+            by_stem.entry(r.get(0)).or_default().push(r.get(1));
+        }
+        Ok(stems
+            .iter()
+            .map(|s| by_stem.get(s).cloned().unwrap_or_default())
+            .collect())
+    }
+
     fn doc_count(&mut self) -> Result<usize> {
         let mut p = Vec::new();
         let v = view_sql(self.q.view.as_ref(), "m.scope", &mut p);
