@@ -92,6 +92,9 @@ impl From<postgres::Error> for Error {
     }
 }
 
+/// Rows a batch streams in one COPY (with their postings in the next).
+const COPY_ROWS: usize = 5_000;
+
 /// The server cannot be reached now, in words of ours.
 fn unavailable(msg: String) -> Error {
     Error::Unavailable {
@@ -378,7 +381,7 @@ impl Rows for PostgresStore {
                 .query_one("SELECT NOT EXISTS (SELECT 1 FROM archive)", &[])?
                 .get(0);
             // Memories without a key, session or vector (nothing to
-            // supersede or bound) go in together, up to 1,000 a statement;
+            // supersede or bound) go in together, `COPY_ROWS` a COPY;
             // the others one by one, in order.
             let mut out = Vec::new();
             let mut plain: Vec<Memory> = Vec::new();
@@ -393,7 +396,7 @@ impl Rows for PostgresStore {
                 };
                 if m.key.is_none() && m.session.is_none() && m.embedding.is_none() {
                     plain.push(m);
-                    if plain.len() >= 1000 {
+                    if plain.len() >= COPY_ROWS {
                         insert_plain(tx, &mut plain, !archive_empty, &mut out)?;
                     }
                 } else {

@@ -90,9 +90,13 @@ pub(super) fn migration_1() -> String {
 /// run out. Every statement that changes `vector_models` (vectors stamped,
 /// a model cleared, a forget's new epoch) notifies `strata_vectors` with
 /// the schema's name at commit, which wakes the nodes' copies of the
-/// vectors (`listen.rs`).
+/// vectors (`listen.rs`). The index on the vector stamp leaves out the rows
+/// without a vector: every insert paid for an entry no search reads.
 pub(super) fn migration_2() -> String {
-    r#"CREATE TABLE leases (name TEXT COLLATE "C" PRIMARY KEY, holder TEXT COLLATE "C" NOT NULL,
+    r#"DROP INDEX memories_embedding_model;
+     CREATE INDEX memories_embedding_model ON memories(embedding_model, vector_seq)
+         WHERE embedding_model IS NOT NULL;
+     CREATE TABLE leases (name TEXT COLLATE "C" PRIMARY KEY, holder TEXT COLLATE "C" NOT NULL,
          until BIGINT NOT NULL);
      ALTER TABLE memories ADD COLUMN embed_claim BIGINT;
      CREATE FUNCTION strata_notify_vectors() RETURNS trigger LANGUAGE plpgsql AS
