@@ -92,8 +92,10 @@ impl From<postgres::Error> for Error {
     }
 }
 
-/// Rows a batch streams in one COPY (with their postings in the next).
-const COPY_ROWS: usize = 5_000;
+/// Rows a batch streams in one COPY (with their postings in the next):
+/// 5,000 measured slower than 1,000 (13,800–16,700/s against
+/// 18,700–19,600/s for 100,000 memories).
+const COPY_ROWS: usize = 1_000;
 
 /// The server cannot be reached now, in words of ours.
 fn unavailable(msg: String) -> Error {
