@@ -70,6 +70,15 @@ impl Serve {
         }
     }
 
+    /// Sends the server a signal (`HUP`, `TERM`, …).
+    pub(crate) fn signal(&self, name: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
     fn terminate(&mut self) -> std::process::ExitStatus {
         let ok = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
