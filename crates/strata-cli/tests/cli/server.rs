@@ -165,7 +165,7 @@ fn token_new_prints_the_token_once_and_config_lines() {
     e.fails(&["token", "new", "--name", "x", "--scope", "Bad Scope"], 2);
     e.fails(
         &[
-            "token", "new", "--name", "x", "--scope", "global", "--access", "admin",
+            "token", "new", "--name", "x", "--scope", "global", "--access", "root",
         ],
         2,
     );
