@@ -52,10 +52,14 @@ fn main() -> ExitCode {
             let usage = e.downcast_ref::<app::UsageError>().is_some() || bench_usage(&e);
             let mut err = std::io::stderr().lock();
             if json {
-                let class = e
-                    .downcast_ref::<strata::Error>()
-                    .map(|s| s.class().as_str().to_string());
-                let body = serde_json::json!({"error": {"message": format!("{e:#}"), "class": class.unwrap_or_else(|| if usage { "usage".into() } else { "error".into() })}});
+                // `code` is the word HTTP and MCP errors carry; `class`, the
+                // same word, is kept for scripts written before `code`.
+                let code = match e.downcast_ref::<strata::Error>() {
+                    Some(s) => s.class().as_str(),
+                    None if usage => "usage",
+                    None => "error",
+                };
+                let body = serde_json::json!({"error": {"code": code, "message": format!("{e:#}"), "class": code}});
                 let _ = writeln!(err, "{body}");
             } else {
                 let _ = writeln!(err, "strata: {e:#}");

@@ -7,10 +7,14 @@
 //! grant's prefixes; id-addressed routes load the memory first and answer
 //! "not found" when it lies outside, so a token never learns what exists
 //! beyond its scopes.
+//!
+//! A token may carry an expiry and a rate limit ([`Entry`]); the table
+//! of tokens ([`TokenTable`]) is swapped whole when the configuration is
+//! reloaded, so a revoked token is refused by the next request.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -20,13 +24,28 @@ use crate::config::TokenConfig;
 use crate::error::ConfigError;
 
 /// What a token may do inside its scopes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Access {
     /// Reads only.
+    #[default]
     Read,
     /// Reads and writes.
     ReadWrite,
+    /// Reads and writes, and the server's own figures: `/metrics` with
+    /// the store's counts.
+    Admin,
+}
+
+impl Access {
+    /// The word the configuration uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::ReadWrite => "read_write",
+            Access::Admin => "admin",
+        }
+    }
 }
 
 impl std::str::FromStr for Access {
@@ -35,7 +54,8 @@ impl std::str::FromStr for Access {
         match s {
             "read" => Ok(Access::Read),
             "read_write" => Ok(Access::ReadWrite),
-            _ => Err(format!("`{s}` is not one of read, read_write")),
+            "admin" => Ok(Access::Admin),
+            _ => Err(format!("`{s}` is not one of read, read_write, admin")),
         }
     }
 }
@@ -99,14 +119,31 @@ impl Grant {
 
     /// Whether writes are allowed.
     pub fn can_write(&self) -> bool {
-        self.access == Access::ReadWrite
+        matches!(self.access, Access::ReadWrite | Access::Admin)
     }
+
+    /// Whether the server's own figures may be read: an admin token, or
+    /// no authentication.
+    pub fn is_admin(&self) -> bool {
+        self.name.is_none() || self.access == Access::Admin
+    }
+}
+
+/// A configured token: its grant and the bounds checked on each request.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// What it allows.
+    pub grant: Grant,
+    /// When it stops working.
+    pub expires_at: Option<jiff::Timestamp>,
+    /// Most requests a minute.
+    pub rate_limit_per_minute: Option<u32>,
 }
 
 /// The configured tokens, by the SHA-256 of the secret.
 #[derive(Clone, Debug, Default)]
 pub struct Tokens {
-    by_hash: HashMap<[u8; 32], Grant>,
+    by_hash: HashMap<[u8; 32], Entry>,
 }
 
 impl Tokens {
@@ -138,12 +175,21 @@ impl Tokens {
                 .iter()
                 .map(|s| Scope::parse(s).map_err(|e| ConfigError(format!("{at}.scopes: {e}"))))
                 .collect::<Result<Arc<[_]>, _>>()?;
-            let grant = Grant {
-                name: Some(t.name.as_str().into()),
-                prefixes: Some(prefixes),
-                access: t.access,
+            if t.rate_limit_per_minute == Some(0) {
+                return Err(ConfigError(format!(
+                    "{at}.rate_limit_per_minute: must be at least 1 (leave it out for no limit)"
+                )));
+            }
+            let entry = Entry {
+                grant: Grant {
+                    name: Some(t.name.as_str().into()),
+                    prefixes: Some(prefixes),
+                    access: t.access,
+                },
+                expires_at: t.expires_at,
+                rate_limit_per_minute: t.rate_limit_per_minute,
             };
-            if by_hash.insert(h, grant).is_some() {
+            if by_hash.insert(h, entry).is_some() {
                 return Err(ConfigError(format!(
                     "{at}.secret_sha256: the same secret is configured twice"
                 )));
@@ -152,11 +198,18 @@ impl Tokens {
         Ok(Tokens { by_hash })
     }
 
-    /// The grant of a presented token, if it is configured. The lookup is by
-    /// the token's SHA-256, so timing reveals nothing usable about secrets.
-    pub fn grant(&self, token: &str) -> Option<&Grant> {
+    /// The entry of a presented token, if it is configured. The lookup is
+    /// by the token's SHA-256, so timing reveals nothing usable about
+    /// secrets.
+    pub fn entry(&self, token: &str) -> Option<&Entry> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         self.by_hash.get(&digest)
+    }
+
+    /// The grant of a presented token, if it is configured (expired or
+    /// not: see [`Tokens::entry`]).
+    pub fn grant(&self, token: &str) -> Option<&Grant> {
+        self.entry(token).map(|e| &e.grant)
     }
 
     /// Number of tokens.
@@ -167,6 +220,29 @@ impl Tokens {
     /// Whether no token is configured.
     pub fn is_empty(&self) -> bool {
         self.by_hash.is_empty()
+    }
+}
+
+/// The tokens a server accepts now: read by every request, replaced whole
+/// by a reload (`SIGHUP`, or a change to the configuration file).
+#[derive(Debug)]
+pub struct TokenTable(RwLock<Arc<Tokens>>);
+
+impl TokenTable {
+    /// A table holding `tokens`.
+    pub fn new(tokens: Tokens) -> TokenTable {
+        TokenTable(RwLock::new(Arc::new(tokens)))
+    }
+
+    /// The tokens now.
+    pub fn current(&self) -> Arc<Tokens> {
+        // A writer only swaps an `Arc`: it cannot panic half-way.
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the tokens; requests from now on see the new ones.
+    pub fn replace(&self, tokens: Tokens) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(tokens);
     }
 }
 
@@ -238,6 +314,7 @@ mod tests {
             secret_sha256: sha256_hex(&t),
             scopes: vec!["global".into()],
             access: Access::ReadWrite,
+            ..Default::default()
         }])
         .unwrap();
         assert!(tokens.grant(&t).is_some());
@@ -253,6 +330,7 @@ mod tests {
                 secret_sha256: secret,
                 scopes: vec!["global".into()],
                 access: Access::Read,
+                ..Default::default()
             }])
         };
         let upper = config(sha256_hex(&t).to_ascii_uppercase()).unwrap();

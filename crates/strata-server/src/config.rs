@@ -67,7 +67,7 @@ fn default_allowed_hosts() -> Vec<String> {
 
 /// One `[[server.tokens]]` entry. The token itself is never stored: only its
 /// SHA-256.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenConfig {
     /// A name for logs and metrics.
@@ -77,8 +77,16 @@ pub struct TokenConfig {
     /// Scope prefixes the token may read (and, with `read_write`, write):
     /// `project/acme` allows `project/acme` and everything below it.
     pub scopes: Vec<String>,
-    /// `read` or `read_write`.
+    /// `read`, `read_write` or `admin`.
     pub access: Access,
+    /// When the token stops working (RFC 3339, `2027-01-31T00:00:00Z`);
+    /// never, without one. Checked on every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<jiff::Timestamp>,
+    /// Most requests a minute; further ones are answered 429 with
+    /// `Retry-After` (a bucket that refills evenly). No limit without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_per_minute: Option<u32>,
 }
 
 /// Request and connection limits; each breach of a request limit is a 413,
@@ -281,5 +289,37 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("secret_sha256"), "{e}");
+    }
+
+    #[test]
+    fn token_expiry_rate_and_admin_access_are_read_and_checked() {
+        let entry = |extra: &str| {
+            ServerConfig::from_toml(&format!(
+                "[[server.tokens]]\nname='a'\nsecret_sha256='{}'\nscopes=['global']\n{extra}",
+                "ab".repeat(32)
+            ))
+        };
+        let cfg =
+            entry("access='admin'\nexpires_at='2027-01-31T00:00:00Z'\nrate_limit_per_minute=60")
+                .unwrap();
+        let t = &cfg.tokens[0];
+        assert_eq!(t.access, Access::Admin);
+        assert_eq!(t.expires_at.unwrap().to_string(), "2027-01-31T00:00:00Z");
+        assert_eq!(t.rate_limit_per_minute, Some(60));
+        for (bad, named) in [
+            ("access='root'", "access"),
+            ("access='read'\nexpires_at='next week'", "expires_at"),
+            (
+                "access='read'\nrate_limit_per_minute=0",
+                "rate_limit_per_minute",
+            ),
+            (
+                "access='read'\nrate_limit_per_minute=-1",
+                "rate_limit_per_minute",
+            ),
+        ] {
+            let e = entry(bad).unwrap_err().to_string();
+            assert!(e.contains(named), "{bad}: {e}");
+        }
     }
 }

@@ -3,6 +3,11 @@
 //!
 //! Engine errors map by [`strata::ErrorClass`], so a new engine error lands
 //! in the right status without a change here.
+//!
+//! A failure of the server or its storage never reaches the client in
+//! detail: a backend's message can carry SQL, file paths or host names.
+//! The answer is a generic message with a request id; the details go to the
+//! server's log (stderr) under the same id.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -25,6 +30,10 @@ pub struct ApiError {
     pub message: String,
     /// The request field at fault.
     pub field: Option<String>,
+    /// The id under which the server logged a failure's details.
+    pub request_id: Option<String>,
+    /// Seconds a rate-limited client should wait (`Retry-After`).
+    pub retry_after: Option<u64>,
 }
 
 /// The body of every error response.
@@ -39,13 +48,19 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// `invalid`, `unauthorized`, `forbidden`, `not_found`, `conflict`,
     /// `needs_confirmation`, `too_large`, `unsupported_media_type`,
-    /// `timeout`, `method_not_allowed`, `storage`, `internal`.
+    /// `timeout`, `method_not_allowed`, `rate_limited`, `storage`,
+    /// `unavailable`, `internal`: the same words as the CLI's `--json`
+    /// errors and MCP tool errors.
     pub code: String,
     /// What was wrong, for a person.
     pub message: String,
     /// The request field at fault, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// For a failure of the server or its storage: the id under which the
+    /// server's log holds the details.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 impl ApiError {
@@ -56,6 +71,35 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            request_id: None,
+            retry_after: None,
+        }
+    }
+
+    /// A failure whose details must stay in the server: `detail` goes to
+    /// the log under a fresh request id, the client gets `status`, `code`,
+    /// a generic message and the id.
+    pub fn hidden(
+        status: StatusCode,
+        code: &'static str,
+        detail: impl std::fmt::Display,
+    ) -> ApiError {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        eprintln!("strata serve: request {id}: {code}: {detail}");
+        let what = if code == "unavailable" {
+            "the storage backend is unavailable; retry later"
+        } else if code == "storage" {
+            "the storage layer failed"
+        } else {
+            "the server failed"
+        };
+        ApiError {
+            request_id: Some(id.clone()),
+            ..ApiError::new(
+                status,
+                code,
+                format!("{what} (request id {id}; the server log has the details)"),
+            )
         }
     }
 
@@ -105,6 +149,23 @@ impl ApiError {
         ApiError::from(strata::Error::NotFound(id.into()))
     }
 
+    /// 429 for a token over its rate limit: retry after `wait`.
+    pub fn rate_limited(name: &str, per_minute: u32, wait: std::time::Duration) -> ApiError {
+        // Whole seconds, rounded up, at least one (RFC 9110 §10.2.3).
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        ApiError {
+            retry_after: Some(secs.max(1)),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!(
+                    "token `{name}` is over its limit of {per_minute} requests a minute (`rate_limit_per_minute`); retry in {} s",
+                    secs.max(1)
+                ),
+            )
+        }
+    }
+
     /// 413.
     pub fn too_large(field: Option<&str>, message: impl Into<String>) -> ApiError {
         ApiError {
@@ -113,9 +174,19 @@ impl ApiError {
         }
     }
 
-    /// 500 for a failure of the server itself.
-    pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    /// 500 for a failure of the server itself; `detail` is logged, not
+    /// answered (see [`ApiError::hidden`]).
+    pub fn internal(detail: impl std::fmt::Display) -> ApiError {
+        ApiError::hidden(StatusCode::INTERNAL_SERVER_ERROR, "internal", detail)
+    }
+
+    /// 503 while the server shuts down (nothing to hide).
+    pub fn shutting_down() -> ApiError {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the server is shutting down",
+        )
     }
 
     /// The JSON body.
@@ -125,6 +196,7 @@ impl ApiError {
                 code: self.code.into(),
                 message: self.message.clone(),
                 field: self.field.clone(),
+                request_id: self.request_id.clone(),
             },
         }
     }
@@ -143,6 +215,9 @@ impl From<strata::Error> for ApiError {
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let code = class.as_str();
+        if matches!(class, C::Storage | C::Unavailable) {
+            return ApiError::hidden(status, code, &e);
+        }
         let field = match &e {
             strata::Error::InvalidField { field, .. } => Some(field.clone()),
             strata::Error::InvalidFilter(_) => Some("filter".into()),
@@ -162,6 +237,8 @@ impl From<strata::Error> for ApiError {
             code,
             message,
             field,
+            request_id: None,
+            retry_after: None,
         }
     }
 }
@@ -175,6 +252,10 @@ impl std::fmt::Display for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut r = (self.status, axum::Json(self.body())).into_response();
+        if let Some(secs) = self.retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             r.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -226,22 +226,42 @@ fn content_length(req: &Request) -> Option<u64> {
         .ok()
 }
 
+/// The grant of the request's token: configured now (the table may have
+/// been reloaded since the last request), not expired, within its rate.
 fn authenticate(st: &Shared, req: &Request) -> Result<Grant> {
-    let Some(tokens) = &st.tokens else {
+    let Some(table) = &st.tokens else {
         return Ok(Grant::all());
     };
+    let tokens = table.current();
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer);
-    match presented.map(|p| tokens.grant(p)) {
-        Some(Some(g)) => Ok(g.clone()),
-        Some(None) => Err(ApiError::unauthorized("unknown token")),
-        None => Err(ApiError::unauthorized(
+    let Some(presented) = presented else {
+        return Err(ApiError::unauthorized(
             "missing token: send `Authorization: Bearer <token>` (see `strata token new`)",
-        )),
+        ));
+    };
+    let Some(entry) = tokens.entry(presented) else {
+        return Err(ApiError::unauthorized("unknown token"));
+    };
+    let name = entry.grant.name.as_deref().unwrap_or_default();
+    let now = jiff::Timestamp::now();
+    if let Some(at) = entry.expires_at
+        && at <= now
+    {
+        return Err(ApiError::unauthorized(format!(
+            "token `{name}` expired at {at}"
+        )));
     }
+    if let Some(per_minute) = entry.rate_limit_per_minute {
+        st.usage
+            .admit(name, per_minute, Instant::now())
+            .map_err(|wait| ApiError::rate_limited(name, per_minute, wait))?;
+    }
+    st.usage.used(name, now);
+    Ok(entry.grant.clone())
 }
 
 /// The token of an `Authorization: Bearer <token>` value; the scheme's
@@ -892,13 +912,13 @@ async fn healthz() -> Response {
     ok(StatusCode::OK, HealthAnswer { status: "ok" })
 }
 
-/// Prometheus metrics: requests and latency per route; store size and memories per tier only without auth (they count every scope).
+/// Prometheus metrics: requests and latency per route; store size and memories per tier only without auth or for an admin token (they count every scope).
 #[utoipa::path(get, path = "/metrics",
     responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String), (status = "4XX", body = ErrorBody)))]
 async fn metrics(State(st): St, g: G) -> Result<Response> {
     // The store's figures count every scope: a token limited to some
-    // scopes sees only the request counters.
-    let stats = if g.0.is_unrestricted() {
+    // scopes sees only the request counters, unless it is an admin's.
+    let stats = if g.0.is_unrestricted() || g.0.is_admin() {
         let engine = st.engine.clone();
         tokio::task::spawn_blocking(move || engine.stats())
             .await

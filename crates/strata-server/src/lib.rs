@@ -25,6 +25,8 @@ mod http;
 mod mcp;
 mod metrics;
 pub mod ops;
+mod reload;
+mod usage;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,12 +35,14 @@ pub use api::{
     BatchAnswer, BatchBody, CompleteTaskBody, ContextBody, ForgetBody, GetArgs, ListBody,
     PatchBody, PromoteBody, RecallAnswer, RecallBody, RememberBody, RestoreBody, SessionBody,
 };
-pub use auth::{Access, Grant, Tokens, new_token, sha256_hex};
+pub use auth::{Access, Entry, Grant, TokenTable, Tokens, new_token, sha256_hex};
 pub use config::{DEFAULT_LISTEN, Limits, McpDefaults, ServerConfig, TokenConfig};
 pub use error::{ApiError, ConfigError, ErrorBody};
 pub use http::{openapi_doc, router};
 pub use mcp::{StrataMcp, serve_stdio};
 pub use metrics::Metrics;
+pub use reload::watch_config;
+pub use usage::{Usage, read_state as read_last_used, state_path as last_used_path};
 
 /// Whether requests must carry a token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +59,9 @@ pub struct Shared {
     /// The engine (Send + Sync; its store pools connections).
     pub engine: Arc<strata::Engine>,
     /// `None` when authentication is off.
-    pub tokens: Option<Tokens>,
+    pub tokens: Option<TokenTable>,
+    /// Each token's rate-limit bucket and last-used time.
+    pub usage: Usage,
     /// Request limits.
     pub limits: Limits,
     /// Scope defaults of the MCP tools.
@@ -107,9 +113,10 @@ impl Shared {
             embed_worker: strata::EmbedWorker::spawn(engine.clone()),
             engine,
             tokens: match auth {
-                AuthMode::Tokens => Some(Tokens::from_config(&cfg.tokens)?),
+                AuthMode::Tokens => Some(TokenTable::new(Tokens::from_config(&cfg.tokens)?)),
                 AuthMode::Off => None,
             },
+            usage: Usage::default(),
             limits: cfg.limits.clone(),
             mcp: cfg.mcp.clone(),
             allowed_hosts,
@@ -122,6 +129,21 @@ impl Shared {
 }
 
 impl Shared {
+    /// Replaces the accepted tokens with `tokens` (validated first: on an
+    /// error the previous ones stay). Requests from now on see the new
+    /// table; returns how many tokens it holds.
+    pub fn reload_tokens(&self, tokens: &[TokenConfig]) -> Result<usize, ConfigError> {
+        let Some(table) = &self.tokens else {
+            return Err(ConfigError(
+                "server.tokens: the server runs without authentication (--no-auth); tokens are not reloaded".into(),
+            ));
+        };
+        let new = Tokens::from_config(tokens)?;
+        let n = new.len();
+        table.replace(new);
+        Ok(n)
+    }
+
     /// Runs a recall (or another operation that only reads, never the
     /// access log's write) with `grant`, once a permit is free.
     ///
@@ -143,7 +165,7 @@ impl Shared {
             .permits
             .acquire()
             .await
-            .map_err(|_| ApiError::internal("the server is shutting down"))?;
+            .map_err(|_| ApiError::shutting_down())?;
         // A panic is a 500, as on the blocking pool, not a dropped
         // connection.
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -168,7 +190,7 @@ impl Shared {
             .clone()
             .acquire_owned()
             .await
-            .map_err(|_| ApiError::internal("the server is shutting down"))?;
+            .map_err(|_| ApiError::shutting_down())?;
         let st = self.clone();
         tokio::task::spawn_blocking(move || {
             let out = f(ops::Ctx {

@@ -382,6 +382,15 @@ fn make_cond(field: &Field, op: Op, arg: &Value) -> Result<Cond, Error> {
     } else {
         vec![arg]
     };
+    // Checked before the values are: a list this long is refused whatever
+    // it holds.
+    if raw.len() > Filter::MAX_VALUES {
+        return Err(Error::InvalidFilter(format!(
+            "`{op_name}` on `{name}`: {} values, over the limit of {} values per filter",
+            raw.len(),
+            Filter::MAX_VALUES
+        )));
+    }
     let ordering = matches!(op, Op::Gt | Op::Gte | Op::Lt | Op::Lte);
     let mut values = Vec::with_capacity(raw.len());
     for v in raw {
@@ -645,5 +654,26 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(Filter::parse_str("{}").unwrap().is_trivial());
+    }
+
+    #[test]
+    fn a_list_over_the_limit_names_its_field_and_the_limit() {
+        let many: Vec<usize> = (0..100_000).collect();
+        let e = Filter::parse(&serde_json::json!({"kind": {"$in": many}}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`$in` on `kind`: 100000 values"), "{e}");
+        assert!(e.contains(&Filter::MAX_VALUES.to_string()), "{e}");
+        // Lists each within the limit, together over it: the total is named.
+        let half: Vec<String> = (0..Filter::MAX_VALUES / 2 + 1)
+            .map(|i| i.to_string())
+            .collect();
+        let e = Filter::parse(&serde_json::json!({"kind": {"$in": half}, "tags": half}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("values in `$in`, `$nin` and `$all` lists"),
+            "{e}"
+        );
     }
 }

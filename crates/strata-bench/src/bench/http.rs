@@ -408,6 +408,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             secret_sha256: strata_server::sha256_hex(&token),
             scopes: vec!["project".into()],
             access: strata_server::Access::ReadWrite,
+            ..Default::default()
         }],
         ..Default::default()
     };

@@ -42,15 +42,16 @@ pub enum TokenCmd {
     /// Print a fresh token once, with the `[[server.tokens]]` lines to
     /// paste (or, with `--write`, add them to the configuration file).
     #[command(
-        after_help = "Examples:\n  strata token new --name agent --scope project/acme --access read_write --write"
+        after_help = "Examples:\n  strata token new --name agent --scope project/acme --access read_write --write\n  strata token new --name ci --scope project/acme --expires-in 30d --rate-limit 120 --write"
     )]
     New(TokenNewArgs),
-    /// The configured tokens: name, access, scopes (never a secret).
+    /// The configured tokens: name, access, scopes, expiry, rate limit and
+    /// when a server last saw each (never a secret).
     #[command(after_help = "Examples:\n  strata token list")]
     List,
     /// Remove a token from the configuration file (by name).
     #[command(
-        after_help = "Examples:\n  strata token revoke agent\n\nA running `strata serve` keeps the token until it is restarted."
+        after_help = "Examples:\n  strata token revoke agent\n\nA running `strata serve` refuses the token within a second (it watches its configuration file; SIGHUP reloads it too)."
     )]
     Revoke(TokenRevokeArgs),
 }
@@ -65,9 +66,18 @@ pub struct TokenNewArgs {
     /// `project/acme` and everything below it.
     #[arg(long = "scope", value_name = "SCOPE", required = true)]
     pub scopes: Vec<String>,
-    /// `read` or `read_write`.
+    /// `read`, `read_write`, or `admin` (read_write, and the store's
+    /// figures in `/metrics`).
     #[arg(long, default_value = "read")]
     pub access: String,
+    /// The token stops working after this long: 90s, 15m, 12h, 7d, 2w
+    /// (default: never).
+    #[arg(long, value_name = "DURATION")]
+    pub expires_in: Option<String>,
+    /// Most requests a minute; more are answered 429 with Retry-After
+    /// (default: no limit).
+    #[arg(long, value_name = "N")]
+    pub rate_limit: Option<u32>,
     /// Add the `[[server.tokens]]` entry (the secret's SHA-256, never the
     /// secret) to the configuration file: the one `--config` names (created
     /// if missing), else the one found, else `./strata.toml` (created).
@@ -132,13 +142,23 @@ pub fn serve(g: &Global, a: ServeArgs) -> Result<()> {
     };
     let engine = app::open(g)?;
     let shared = strata_server::Shared::new(engine, &cfg, mode)?;
+    // Tokens are reloaded when the file changes (or on SIGHUP).
+    let watched = match app::config_path(g)? {
+        Some(p) if mode == strata_server::AuthMode::Tokens && !is_yaml(&p) => Some(p),
+        _ => None,
+    };
     runtime()?.block_on(async move {
+        let watcher = watched.map(|p| tokio::spawn(strata_server::watch_config(shared.clone(), p)));
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("listening on {addr}"))?;
         let local = listener.local_addr()?;
         eprintln!("strata serve: listening on http://{local} (MCP at http://{local}/mcp)");
         strata_server::serve(listener, shared, strata_server::shutdown_signal()).await?;
+        // It writes the last-used times one last time, then ends.
+        if let Some(w) = watcher {
+            let _ = w.await;
+        }
         eprintln!("strata serve: stopped");
         Ok(())
     })
@@ -166,13 +186,6 @@ pub fn token(g: &Global, c: TokenCmd) -> Result<()> {
     }
 }
 
-fn access_name(a: strata_server::Access) -> &'static str {
-    match a {
-        strata_server::Access::Read => "read",
-        strata_server::Access::ReadWrite => "read_write",
-    }
-}
-
 fn token_new(g: &Global, a: TokenNewArgs) -> Result<()> {
     let access: strata_server::Access = match a.access.parse() {
         Ok(x) => x,
@@ -184,14 +197,30 @@ fn token_new(g: &Global, a: TokenNewArgs) -> Result<()> {
         }
     }
     let token = strata_server::new_token();
+    let expires_at = match a.expires_in.as_deref().map(strata::parse_ttl) {
+        None => None,
+        Some(Ok(d)) if d.is_positive() => Some(jiff::Timestamp::now() + d),
+        Some(Ok(_)) => return app::usage("--expires-in: must be longer than zero"),
+        Some(Err(e)) => {
+            return app::usage(format!(
+                "--expires-in: {}",
+                e.to_string().trim_start_matches("ttl: ")
+            ));
+        }
+    };
+    if a.rate_limit == Some(0) {
+        return app::usage("--rate-limit: must be at least 1 request a minute");
+    }
     let entry = strata_server::TokenConfig {
         name: a.name.clone(),
         secret_sha256: strata_server::sha256_hex(&token),
         scopes: a.scopes.clone(),
         access,
+        expires_at,
+        rate_limit_per_minute: a.rate_limit,
     };
     strata_server::Tokens::from_config(std::slice::from_ref(&entry))?;
-    let access = access_name(access);
+    let access = access.as_str();
     // The lines as TOML writes them (quoting and escapes included).
     let mut lines = toml_edit::DocumentMut::new();
     {
@@ -200,6 +229,12 @@ fn token_new(g: &Global, a: TokenNewArgs) -> Result<()> {
         t["secret_sha256"] = toml_edit::value(entry.secret_sha256.as_str());
         t["scopes"] = toml_edit::value(toml_edit::Array::from_iter(entry.scopes.iter()));
         t["access"] = toml_edit::value(access);
+        if let Some(at) = expires_at {
+            t["expires_at"] = toml_edit::value(at.to_string());
+        }
+        if let Some(n) = a.rate_limit {
+            t["rate_limit_per_minute"] = toml_edit::value(i64::from(n));
+        }
         let mut tokens = toml_edit::ArrayOfTables::new();
         tokens.push(t);
         let mut server = toml_edit::Table::new();
@@ -222,13 +257,15 @@ fn token_new(g: &Global, a: TokenNewArgs) -> Result<()> {
             "secret_sha256": entry.secret_sha256,
             "scopes": a.scopes,
             "access": access,
+            "expires_at": expires_at,
+            "rate_limit_per_minute": a.rate_limit,
             "config": snippet,
             "written_to": written.as_ref().map(|p| p.display().to_string()),
         }));
     }
     match written {
         Some(path) => output::line(format!(
-            "token (shown once; store it where the client reads it):\n\n  {token}\n\nadded token `{}` ({access} on {}) to {} (its SHA-256, not the token); restart `strata serve` to use it",
+            "token (shown once; store it where the client reads it):\n\n  {token}\n\nadded token `{}` ({access} on {}) to {} (its SHA-256, not the token); a running `strata serve` accepts it within a second",
             a.name,
             a.scopes.join(", "),
             path.display()
@@ -241,11 +278,24 @@ fn token_new(g: &Global, a: TokenNewArgs) -> Result<()> {
 
 fn token_list(g: &Global) -> Result<()> {
     let cfg = server_config(g)?;
+    let used = match app::config_path(g)? {
+        Some(path) => strata_server::read_last_used(&strata_server::last_used_path(&path)),
+        None => Default::default(),
+    };
     if g.json {
         let list: Vec<serde_json::Value> = cfg
             .tokens
             .iter()
-            .map(|t| serde_json::json!({"name": t.name, "access": access_name(t.access), "scopes": t.scopes}))
+            .map(|t| {
+                serde_json::json!({
+                    "name": t.name,
+                    "access": t.access.as_str(),
+                    "scopes": t.scopes,
+                    "expires_at": t.expires_at,
+                    "rate_limit_per_minute": t.rate_limit_per_minute,
+                    "last_used_at": used.get(&t.name),
+                })
+            })
             .collect();
         return output::json(&list);
     }
@@ -254,18 +304,33 @@ fn token_list(g: &Global) -> Result<()> {
             "no tokens configured (`strata token new --name N --scope S --write` adds one)",
         );
     }
+    let now = jiff::Timestamp::now();
+    // To the minute, in UTC: `2026-11-23 17:50Z`.
+    let minute = |at: jiff::Timestamp| at.strftime("%Y-%m-%d %H:%MZ").to_string();
     let rows: Vec<Vec<String>> = cfg
         .tokens
         .iter()
         .map(|t| {
+            let expires = match t.expires_at {
+                Some(at) if at <= now => format!("{} (expired)", minute(at)),
+                Some(at) => minute(at),
+                None => "never".into(),
+            };
             vec![
                 t.name.clone(),
-                access_name(t.access).to_string(),
+                t.access.as_str().to_string(),
                 t.scopes.join(", "),
+                expires,
+                t.rate_limit_per_minute
+                    .map_or("-".into(), |n| format!("{n}/min")),
+                used.get(&t.name).map_or("never".into(), |at| minute(*at)),
             ]
         })
         .collect();
-    output::table(&["NAME", "ACCESS", "SCOPES"], &rows)
+    output::table(
+        &["NAME", "ACCESS", "SCOPES", "EXPIRES", "RATE", "LAST USED"],
+        &rows,
+    )
 }
 
 fn token_revoke(g: &Global, a: TokenRevokeArgs) -> Result<()> {
@@ -319,7 +384,7 @@ fn token_revoke(g: &Global, a: TokenRevokeArgs) -> Result<()> {
         }));
     }
     output::line(format!(
-        "revoked token `{}` ({scopes}) in {}; a running `strata serve` accepts it until restarted",
+        "revoked token `{}` ({scopes}) in {}; a running `strata serve` refuses it within a second",
         a.name,
         path.display()
     ))

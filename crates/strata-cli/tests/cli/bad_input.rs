@@ -287,7 +287,7 @@ fn json_errors_are_machine_readable() {
     let e = Env::new();
     let err = e.fails(&["remember", "x", "--scope", "bad scope", "--json"], 1);
     let v: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
-    assert_eq!(v["error"]["class"], "invalid");
+    assert_eq!(v["error"]["code"], "invalid");
     assert!(
         v["error"]["message"]
             .as_str()
@@ -308,11 +308,12 @@ fn json_errors_are_machine_readable() {
         1,
     );
     let v: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
-    assert_eq!(v["error"]["class"], "needs_confirmation", "{v}");
+    assert_eq!(v["error"]["code"], "needs_confirmation", "{v}");
     let err = e.fails(
         &["get", "01900000-0000-7000-8000-000000000000", "--json"],
         1,
     );
     let v: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
-    assert_eq!(v["error"]["class"], "not_found", "{v}");
+    assert_eq!(v["error"]["code"], "not_found", "{v}");
+    assert_eq!(v["error"]["class"], v["error"]["code"], "{v}");
 }

@@ -70,6 +70,15 @@ impl Serve {
         }
     }
 
+    /// Sends the server a signal (`HUP`, `TERM`, …).
+    pub(crate) fn signal(&self, name: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
     fn terminate(&mut self) -> std::process::ExitStatus {
         let ok = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
@@ -156,7 +165,7 @@ fn token_new_prints_the_token_once_and_config_lines() {
     e.fails(&["token", "new", "--name", "x", "--scope", "Bad Scope"], 2);
     e.fails(
         &[
-            "token", "new", "--name", "x", "--scope", "global", "--access", "admin",
+            "token", "new", "--name", "x", "--scope", "global", "--access", "root",
         ],
         2,
     );

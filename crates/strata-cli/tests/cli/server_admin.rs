@@ -227,3 +227,107 @@ fn the_access_log_is_off_by_default_and_never_logs_bodies_tokens_or_ids() {
         }
     }
 }
+
+/// Polls `f` every 20 ms until it holds; panics after `limit`.
+fn within(limit: std::time::Duration, mut f: impl FnMut() -> bool) -> std::time::Duration {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "not within {limit:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    start.elapsed()
+}
+
+#[test]
+fn a_running_server_refuses_a_revoked_token_within_a_second_and_lists_last_use() {
+    use std::time::Duration;
+    let e = Env::new();
+    let a = new_token(&e, "alpha", "project/a");
+    let b = new_token(&e, "beta", "project/b");
+    let s = Serve::start(&e, &[]);
+    assert_eq!(remember(&s, &a, "project/a"), 201);
+
+    // The server writes when each token was last used; `token list` shows it.
+    within(Duration::from_secs(5), || {
+        e.json(&["token", "list"])[0]["last_used_at"].is_string()
+    });
+    let list = e.json(&["token", "list"]);
+    assert!(list[1]["last_used_at"].is_null(), "{list}");
+    let text = e.ok(&["token", "list"]);
+    let header = text.lines().next().unwrap();
+    assert!(
+        header.contains("EXPIRES") && header.ends_with("LAST USED"),
+        "{text}"
+    );
+    assert!(text.lines().nth(2).unwrap().ends_with("never"), "{text}");
+
+    // Revoked: refused within a second, without a restart.
+    let out = e.ok(&["token", "revoke", "alpha"]);
+    assert!(out.contains("refuses it within a second"), "{out}");
+    let took = within(Duration::from_secs(1), || {
+        remember(&s, &a, "project/a") == 401
+    });
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert_eq!(remember(&s, &b, "project/b"), 201);
+
+    // A new token works at once; SIGHUP reloads as well.
+    let c = new_token(&e, "gamma", "project/a");
+    within(Duration::from_secs(1), || {
+        remember(&s, &c, "project/a") == 201
+    });
+    s.signal("HUP");
+    let log = s.wait_log("strata serve: tokens reloaded", 3);
+    assert!(
+        log.lines()
+            .filter(|l| l.starts_with("strata serve: tokens reloaded"))
+            .count()
+            >= 3,
+        "{log}"
+    );
+    assert_eq!(remember(&s, &b, "project/b"), 201);
+}
+
+#[test]
+fn token_new_takes_an_expiry_and_a_rate_limit() {
+    let e = Env::new();
+    for (flags, named) in [
+        (&["--expires-in", "soon"][..], "--expires-in"),
+        (&["--expires-in", "0s"][..], "--expires-in"),
+        (&["--rate-limit", "0"][..], "--rate-limit"),
+        (&["--access", "root"][..], "--access"),
+    ] {
+        let mut args = vec![
+            "token", "new", "--name", "x", "--scope", "global", "--write",
+        ];
+        args.extend_from_slice(flags);
+        let err = e.fails(&args, 2);
+        assert!(err.contains(named), "{flags:?}: {err}");
+        assert!(!e.path("strata.toml").exists(), "nothing written");
+    }
+    let out = e.json(&[
+        "token",
+        "new",
+        "--name",
+        "ci",
+        "--scope",
+        "global",
+        "--access",
+        "admin",
+        "--expires-in",
+        "2d",
+        "--rate-limit",
+        "120",
+        "--write",
+    ]);
+    assert_eq!(out["access"], "admin");
+    assert_eq!(out["rate_limit_per_minute"], 120);
+    let at: jiff::Timestamp = out["expires_at"].as_str().unwrap().parse().unwrap();
+    let left = at.duration_since(jiff::Timestamp::now());
+    assert!(left > jiff::SignedDuration::from_hours(47), "{left:?}");
+    let list = e.json(&["token", "list"]);
+    assert_eq!(list[0]["access"], "admin");
+    assert_eq!(list[0]["expires_at"], out["expires_at"]);
+    assert_eq!(list[0]["rate_limit_per_minute"], 120);
+    let text = e.ok(&["token", "list"]);
+    assert!(text.contains("120/min"), "{text}");
+}

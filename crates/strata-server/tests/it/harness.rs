@@ -23,6 +23,7 @@ pub fn token(name: &str, scopes: &[&str], access: Access) -> (String, TokenConfi
         secret_sha256: strata_server::sha256_hex(&secret),
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
         access,
+        ..Default::default()
     };
     (secret, cfg)
 }
@@ -148,6 +149,17 @@ impl Server {
         let (s, v) = self.call(method, path, token, text.as_deref());
         assert_eq!(s, status, "{method} {path}: {v}");
         v
+    }
+
+    /// Runs `f` on the server's runtime (a task that lives as long as the
+    /// server, such as the configuration watcher).
+    pub fn spawn(&self, f: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.rt.as_ref().unwrap().spawn(f);
+    }
+
+    /// The server's SQLite file.
+    pub fn db_path(&self) -> std::path::PathBuf {
+        self._dir.path().join("t.db")
     }
 
     /// `host:port` of the server.

@@ -5,10 +5,12 @@
 mod harness;
 
 mod auth;
+mod errors;
 mod isolation;
 mod limits;
 mod mcp_http;
 mod openapi;
 mod probes;
 mod routes;
+mod tokens;
 mod transport;
