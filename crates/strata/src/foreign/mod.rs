@@ -5,7 +5,7 @@
 //! Each format's reader (one module each) turns its input into drafts: a
 //! [`NewMemory`] with the id of the entry it came from. Everything after
 //! that is one path, here: every draft is built and checked as a write
-//! would be, given an id derived from the format, the target scope and
+//! would be, given an id derived from the format, the scope it lands in and
 //! the entry's own id (so importing the same input twice finds every
 //! memory already there and adds nothing), sorted into added, unchanged
 //! and skipped, and the added ones are stored in one transaction by the
@@ -141,7 +141,7 @@ pub struct ForeignReport {
 /// One entry of the input, read: the memory it becomes.
 #[derive(Debug)]
 struct Draft {
-    /// The entry's identity within its format and target (a message id, a
+    /// The entry's identity within its format and scope (a message id, a
     /// note's path, an observation's text): the memory's id derives from it.
     source_id: String,
     /// Where it is in the input, for messages.
@@ -240,16 +240,11 @@ fn digest_hex(text: &str, n: usize) -> String {
 }
 
 /// The memory id of an entry: a UUID (version 8) from the SHA-256 of the
-/// format, the target scope as given and the entry's identity. The same
+/// format, the scope the entry lands in and the entry's identity. The same
 /// entry imported into the same place always has the same id.
-fn derived_id(format: ForeignFormat, target: Option<&Scope>, source_id: &str) -> String {
+fn derived_id(format: ForeignFormat, scope: &Scope, source_id: &str) -> String {
     let mut h = Sha256::new();
-    for part in [
-        "strata-import",
-        format.as_str(),
-        target.map_or("", Scope::as_str),
-        source_id,
-    ] {
+    for part in ["strata-import", format.as_str(), scope.as_str(), source_id] {
         h.update(part.as_bytes());
         h.update([0u8]);
     }
@@ -291,7 +286,7 @@ impl Engine {
             let mut m = self
                 .build(d.new, now)
                 .map_err(|e| bad(&file, &d.entry, e))?;
-            m.id = derived_id(req.format, target, &d.source_id);
+            m.id = derived_id(req.format, &m.scope, &d.source_id);
             m.updated_at = d
                 .updated_at
                 .map_or(m.created_at, |t| crate::model::ms(t).max(m.created_at));
@@ -353,13 +348,13 @@ mod tests {
 
     #[test]
     fn derived_ids_are_stable_uuids_that_depend_on_every_part() {
-        let a = derived_id(ForeignFormat::Mem0, None, "m-1");
-        assert_eq!(a, derived_id(ForeignFormat::Mem0, None, "m-1"));
+        let (acme, global) = (Scope::parse("project/acme").unwrap(), Scope::global());
+        let a = derived_id(ForeignFormat::Mem0, &global, "m-1");
+        assert_eq!(a, derived_id(ForeignFormat::Mem0, &global, "m-1"));
         assert_eq!(uuid::Uuid::parse_str(&a).unwrap().get_version_num(), 8);
-        let acme = Scope::parse("project/acme").unwrap();
-        assert_ne!(a, derived_id(ForeignFormat::Mem0, Some(&acme), "m-1"));
-        assert_ne!(a, derived_id(ForeignFormat::Mem0, None, "m-2"));
-        assert_ne!(a, derived_id(ForeignFormat::Claude, None, "m-1"));
+        assert_ne!(a, derived_id(ForeignFormat::Mem0, &acme, "m-1"));
+        assert_ne!(a, derived_id(ForeignFormat::Mem0, &global, "m-2"));
+        assert_ne!(a, derived_id(ForeignFormat::Claude, &global, "m-1"));
     }
 
     #[test]
