@@ -146,9 +146,9 @@ pub enum Command {
         after_help = "Examples:\n  strata migrate --from ~/.local/share/strata/strata.db --to postgres://strata@db.internal/memory\n  strata migrate --from postgres://strata@db.internal/memory --to ./backup.db\n(the PostgreSQL password comes from STRATA_DB_PASSWORD or PGPASSWORD, never a flag)"
     )]
     Migrate(crate::cmd::migrate::MigrateArgs),
-    /// Read JSONL (from `strata export`) into the store.
+    /// Read JSONL (from `strata export`), or another tool's memories, into the store.
     #[command(
-        after_help = "Examples:\n  strata import backup.jsonl\n  strata export | strata --db copy.db import -"
+        after_help = "Examples:\n  strata import backup.jsonl\n  strata export | strata --db copy.db import -\n  strata import --from chatgpt conversations.json --dry-run\n  strata import --from markdown ~/notes --scope project/acme\n(formats: mcp-memory, chatgpt, claude, markdown, mem0 — see docs/formats.md)"
     )]
     Import(crate::cmd::import::ImportArgs),
     /// Write memories as JSONL.
@@ -202,6 +202,19 @@ pub enum Command {
     #[command(subcommand)]
     #[command(after_help = "Examples:\n  strata eval locomo locomo10.json --strategy hybrid")]
     Eval(strata_bench::EvalCmd),
+    /// Shell completions: bash, zsh or fish.
+    #[command(
+        after_help = "Examples:\n  strata completions bash > ~/.local/share/bash-completion/completions/strata\n  strata completions zsh > ~/.zfunc/_strata\n  strata completions fish > ~/.config/fish/completions/strata.fish"
+    )]
+    Completions {
+        /// The shell.
+        shell: crate::cmd::shell::Shell,
+    },
+    /// The manual page, strata(1), in roff.
+    #[command(
+        after_help = "Examples:\n  strata man > ~/.local/share/man/man1/strata.1 && man strata\n  strata man | man -l -"
+    )]
+    Man,
     /// Tools for tests (not a stable interface).
     #[command(subcommand, hide = true)]
     Debug(crate::cmd::debug::DebugCmd),

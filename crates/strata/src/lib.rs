@@ -25,6 +25,7 @@ mod embed;
 mod engine;
 mod error;
 mod filter;
+mod foreign;
 mod jsonl;
 mod model;
 mod rank;
@@ -94,6 +95,7 @@ pub use store::{
 };
 
 // Import, export and file sync.
+pub use foreign::{ForeignFormat, ForeignImport, ForeignReport, Skipped};
 pub use jsonl::{Export, ExportReport, parse_line};
 pub use sync::{FILE_TAG, SyncReport};
 

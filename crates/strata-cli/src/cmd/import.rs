@@ -1,4 +1,5 @@
-//! `strata import FILE|-`
+//! `strata import FILE|-` (JSONL), `strata import --from FORMAT FILE`
+//! (another tool's memories; see `import_from.rs`).
 
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -11,14 +12,27 @@ use crate::output;
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// JSONL file from `strata export` (`-` for standard input).
+    /// JSONL file from `strata export` (`-` for standard input); with
+    /// `--from`, the other tool's file (a folder for `markdown`).
     pub file: PathBuf,
     /// What to do with ids that exist: error (default), skip, replace.
-    #[arg(long, default_value = "error")]
+    #[arg(long, default_value = "error", conflicts_with = "from")]
     pub on_conflict: String,
+    /// Read another tool's export instead of JSONL (docs/formats.md).
+    #[arg(long, value_name = "FORMAT", value_parser = crate::cmd::import_from::FORMATS)]
+    pub from: Option<String>,
+    /// With --from: the scope to import into (default: the format's).
+    #[arg(long, requires = "from")]
+    pub scope: Option<String>,
+    /// With --from: report what would be added, write nothing.
+    #[arg(long, requires = "from")]
+    pub dry_run: bool,
 }
 
 pub fn run(g: &Global, a: ImportArgs) -> Result<()> {
+    if let Some(from) = &a.from {
+        return crate::cmd::import_from::run(g, from, &a.file, a.scope.as_deref(), a.dry_run);
+    }
     let on_conflict = match a.on_conflict.as_str() {
         "error" => strata::OnConflict::Error,
         "skip" => strata::OnConflict::Skip,

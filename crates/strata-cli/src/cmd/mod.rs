@@ -7,6 +7,7 @@ pub mod export;
 pub mod forget;
 pub mod get;
 pub mod import;
+pub mod import_from;
 pub mod list;
 pub mod migrate;
 pub mod pipeline;
@@ -18,6 +19,7 @@ pub mod restore;
 #[cfg(feature = "server")]
 pub mod serve;
 pub mod session;
+pub mod shell;
 pub mod sync;
 pub mod task;
 pub mod update;
@@ -152,6 +154,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Bench(a) => strata_bench::bench(a, g.json),
         #[cfg(feature = "bench")]
         Command::Eval(c) => strata_bench::eval(c, g.json, || crate::app::resolve_config(g)),
+        Command::Completions { shell } => shell::completions(shell),
+        Command::Man => shell::man(),
         Command::Debug(c) => debug::run(g, c),
     }
 }

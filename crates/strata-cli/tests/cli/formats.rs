@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::util::{Env, write};
 
 /// The fenced block after `<!-- example: NAME -->` in docs/formats.md.
-fn example(name: &str) -> String {
+pub fn example(name: &str) -> String {
     let page = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../docs/formats.md"

@@ -91,7 +91,7 @@ impl Engine {
     }
 
     /// Validates a new memory and fills in everything the engine assigns.
-    pub(super) fn build(&self, new: NewMemory, now: Timestamp) -> Result<Memory> {
+    pub(crate) fn build(&self, new: NewMemory, now: Timestamp) -> Result<Memory> {
         self.check_new(&new)?;
         self.build_checked(new, now)
     }

@@ -10,6 +10,7 @@ mod conformance;
 mod context;
 mod fences;
 mod filters;
+mod foreign;
 mod forget;
 mod group_commit;
 mod isolation;
