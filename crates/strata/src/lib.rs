@@ -26,6 +26,7 @@ mod engine;
 mod error;
 mod filter;
 mod jsonl;
+mod learn;
 mod model;
 mod rank;
 mod scope;
@@ -68,6 +69,9 @@ pub use context::{
     SummarizerKind, Summary, SummaryPick, Why,
 };
 pub use tokens::{TOKENIZERS, TokenCounter};
+
+// Learning: what upkeep's detectors learn, and a person's say over it.
+pub use learn::{LearnConfig, LearnReport, Learned, LearnedStatus};
 
 // Agents and pipelines.
 pub use agent::{Agent, Depth, NodeRun, NodeSpec, Pipeline, WriteSpec};

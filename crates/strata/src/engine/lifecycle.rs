@@ -46,6 +46,9 @@ pub struct UpkeepReport {
     pub expired: usize,
     /// Memories evicted to the archive over `max_items`.
     pub evicted: usize,
+    /// What the detectors learned (`None` when `[learning]` is off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<crate::learn::LearnReport>,
 }
 
 impl Engine {
@@ -212,7 +215,8 @@ impl Engine {
         })
     }
 
-    /// Expires TTLs and enforces project bounds across the store.
+    /// Expires TTLs, enforces project bounds across the store, then runs
+    /// the detectors ([`Engine::learn`]) unless `[learning]` is off.
     pub fn upkeep(&self) -> Result<UpkeepReport> {
         let now = self.now();
         let f = Filter::parse(&json!({"expires_at": {"$lte": now.as_millisecond()}}))?;
@@ -233,6 +237,14 @@ impl Engine {
         for r in roots {
             evicted += self.enforce_bound(&r)?;
         }
-        Ok(UpkeepReport { expired, evicted })
+        let learned = match self.cfg.learning.enabled {
+            true => Some(self.learn()?),
+            false => None,
+        };
+        Ok(UpkeepReport {
+            expired,
+            evicted,
+            learned,
+        })
     }
 }

@@ -14,6 +14,7 @@ mod forget;
 mod group_commit;
 mod isolation;
 mod jsonl;
+mod learning;
 mod lifecycle;
 mod model;
 #[cfg(feature = "postgres")]
