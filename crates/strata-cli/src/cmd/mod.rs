@@ -7,6 +7,7 @@ pub mod export;
 pub mod forget;
 pub mod get;
 pub mod import;
+pub mod learned;
 pub mod list;
 pub mod migrate;
 pub mod pipeline;
@@ -77,6 +78,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Restore(a) => restore::run(g, a),
         Command::Task(c) => task::run(g, c),
         Command::Session(c) => session::run(g, c),
+        Command::Learned(c) => learned::run(g, c),
         Command::Migrate(a) => migrate::run(g, a),
         Command::Import(a) => import::run(g, a),
         Command::Export(a) => export::run(g, a),
@@ -134,7 +136,11 @@ pub fn run(cli: Cli) -> Result<()> {
             output::line(format!(
                 "expired {} · evicted {} (moved to the archive)",
                 r.expired, r.evicted
-            ))
+            ))?;
+            match &r.learned {
+                Some(l) => learned::report_line(l),
+                None => Ok(()),
+            }
         }
         Command::Embed(a) => embed::run_embed(g, a),
         Command::Reindex(a) => embed::run_reindex(g, a),

@@ -11,6 +11,7 @@ mod context;
 mod crash;
 mod first_hour;
 mod formats;
+mod learned;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "server")]

@@ -6,6 +6,7 @@ mod harness;
 
 mod auth;
 mod isolation;
+mod learned;
 mod limits;
 mod mcp_http;
 mod openapi;

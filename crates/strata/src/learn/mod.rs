@@ -63,9 +63,10 @@ pub struct LearnConfig {
     /// smallest number that is a repeat).
     pub min_failures: usize,
     /// Share of its words a failure must have in common with a pattern's
-    /// first failure to join it (default 0.5: the same error with other
-    /// values, paths or line numbers keeps most of its words; two different
-    /// errors share few).
+    /// first failure to join it (default 0.7: the same error with other
+    /// values, paths or line numbers keeps its words; one error of a kind
+    /// that names another service or file differs in one word of four or
+    /// five, and is another failure).
     pub failure_similarity: f64,
 }
 
@@ -75,7 +76,7 @@ impl Default for LearnConfig {
             enabled: true,
             half_life_days: 90.0,
             min_failures: 2,
-            failure_similarity: 0.5,
+            failure_similarity: 0.7,
         }
     }
 }
@@ -370,7 +371,14 @@ impl Engine {
         Ok(Some((at, seen)))
     }
 
+    /// Replaces the watermark memory. The old one is forgotten first, so
+    /// the watermark keeps no history; a crash in between loses only the
+    /// watermark, and the next run examines everything again (findings
+    /// merge idempotently).
     fn set_watermark(&self, at: Timestamp, seen: &[&str]) -> Result<()> {
+        if let Some(old) = self.keyed(&state_scope(), WATERMARK_KEY)? {
+            self.forget(&Forget::Id(old.id), ForgetOptions::default())?;
+        }
         let n = NewMemory::new(
             state_scope(),
             format!("Learning has examined every memory written or changed before {at}."),
@@ -418,7 +426,7 @@ impl Engine {
         let mut fresh = f.evidence.clone();
         // A stance that turns ("always …" after "never …") starts over: the
         // old statement stays in the key's history, valid until now.
-        let stance = format!("/{}/stance", f.detector);
+        let stance = format!("/{}/polarity", f.detector);
         let turned = existing
             .as_ref()
             .and_then(|m| m.payload.as_ref())
@@ -558,7 +566,9 @@ impl Engine {
             let mut ev: Vec<Evidence> = alive.iter().map(Evidence::of).collect();
             ev.sort();
             let next = self.record(&l.detector, &ev, l.status, cfg);
-            if next.evidence == l.evidence && (next.confidence - l.confidence).abs() < 0.01 {
+            // A confidence that moved less than this says nothing new, and
+            // each rewrite keeps a version in the memory's history.
+            if next.evidence == l.evidence && (next.confidence - l.confidence).abs() < 0.05 {
                 continue;
             }
             self.update(&m.id, record_patch(&m, &next)?, m.version)?;

@@ -23,7 +23,8 @@ pub(super) const PER_EVIDENCE: f64 = 0.6;
 /// Words that may come before a statement without changing it.
 const LEADS: &[&str] = &["please", "also", "and", "so", "just", "but", "ok", "okay"];
 
-/// Openings of a statement and the stance each takes.
+/// Openings of a statement and the stance each takes. "prefer" and
+/// "always" ask for something, "never" against it.
 const OPENINGS: &[(&str, &str)] = &[
     ("i would prefer", "prefer"),
     ("i'd prefer", "prefer"),
@@ -97,6 +98,20 @@ const NOT_INSTRUCTIONS: &[&str] = &[
     "tried",
 ];
 
+/// First words that make "always …", "never …" or "don't …" a remark
+/// rather than an instruction: an instruction goes on with a verb ("always
+/// run …"), a remark with a determiner or pronoun ("always the same
+/// error", "never this slow"). "I prefer the dark theme" is still a
+/// preference.
+const NOT_IMPERATIVE: &[&str] = &[
+    "the", "a", "an", "this", "that", "these", "those", "it", "its", "my", "our", "your", "his",
+    "her", "their", "so", "too", "once", "like", "as", "such", "quite", "very", "in", "on", "at",
+];
+
+/// Courtesy words left out of a subject: "… before committing, please" is
+/// the instruction without them.
+const COURTESY: &[&str] = &["please", "thanks", "thank", "kindly"];
+
 /// Most content words in a subject: enough to tell instructions apart,
 /// few enough that rephrasing a long one still matches.
 const MAX_SUBJECT_WORDS: usize = 8;
@@ -150,12 +165,15 @@ fn statement(raw: &str) -> Option<Statement> {
             .map(|r| (*stance, r.trim_start_matches([' ', ','])))
     })?;
     let first = object.split_whitespace().next()?;
-    if NOT_INSTRUCTIONS.contains(&first.trim_matches(|c: char| !c.is_alphanumeric())) {
+    let first = first.trim_matches(|c: char| !c.is_alphanumeric());
+    if NOT_INSTRUCTIONS.contains(&first) || (stance != "prefer" && NOT_IMPERATIVE.contains(&first))
+    {
         return None;
     }
     let mut stems: Vec<String> = text::query_terms(object)
         .iter()
         .filter(|w| w.chars().any(|c| c.is_alphabetic()) && w.len() > 1 && *w != "t")
+        .filter(|w| !COURTESY.contains(&w.as_str()))
         .map(|w| text::stem(w))
         .collect();
     stems.sort();
@@ -182,13 +200,17 @@ pub(super) fn detect(memories: &[Memory]) -> Vec<Finding> {
     ordered.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
     for m in ordered {
         for s in statements(&m.content) {
-            let detail = serde_json::json!({NAME: {"stance": s.stance, "subject": s.subject}});
+            let polarity = if s.stance == "never" { "avoid" } else { "do" };
+            let detail = serde_json::json!({NAME: {"stance": s.stance, "polarity": polarity, "subject": s.subject}});
             let content = capitalised(&s.sentence);
             match found
                 .iter_mut()
                 .find(|f| f.scope == m.scope && f.subject == s.subject)
             {
-                Some(f) if f.detail == detail => {
+                Some(f)
+                    if f.detail.pointer("/preference/polarity")
+                        == detail.pointer("/preference/polarity") =>
+                {
                     f.evidence.push(Evidence::of(m));
                     f.content = content;
                 }
@@ -263,8 +285,11 @@ mod tests {
         );
         assert_eq!(
             one("Always run the linter before committing.").unwrap().1,
-            one("never run the linter before committing").unwrap().1,
+            one("never run the linter before committing, please")
+                .unwrap()
+                .1,
         );
+        assert_eq!(one("I prefer the dark theme").unwrap().0, "prefer");
     }
 
     #[test]
@@ -275,6 +300,8 @@ mod tests {
             "Should I always run the tests?",
             "She said she prefers tea.",
             "I have always been curious about Rust.",
+            "Always the same error with this build.",
+            "Never this slow before!",
             "It never happened before.",
             "We don't know yet.",
             "Don't.",

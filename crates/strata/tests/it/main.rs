@@ -6,6 +6,7 @@
 #[macro_use]
 mod harness;
 
+mod as_of;
 mod conformance;
 mod context;
 mod fences;
