@@ -364,7 +364,10 @@ fn generate(
                     .key(key.clone())
                     .created_at(at);
                 engine.remember(m)?;
-                written += 1;
+                // The change supersedes the first version: one memory.
+                if sess == 0 {
+                    written += 1;
+                }
                 truth.as_of.push((scope.clone(), key, at, text));
             }
         }

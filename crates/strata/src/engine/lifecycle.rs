@@ -237,9 +237,10 @@ impl Engine {
         for r in roots {
             evicted += self.enforce_bound(&r)?;
         }
-        let learned = match self.cfg.learning.enabled {
-            true => Some(self.learn()?),
-            false => None,
+        let learned = if self.cfg.learning.enabled {
+            Some(self.learn()?)
+        } else {
+            None
         };
         Ok(UpkeepReport {
             expired,

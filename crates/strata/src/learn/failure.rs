@@ -4,10 +4,11 @@
 //!
 //! A failure's signature is its payload's `signature` when the writer gave
 //! one, else the content words of its first line with everything that
-//! varies between runs left out (numbers, hex ids, paths, quoted values).
-//! Failures join the pattern of the earliest failure whose signature
-//! shares `failure_similarity` of their words; a pattern needs
-//! `min_failures` of them. The fix is the latest finding or decision,
+//! varies between runs left out (numbers, hex ids, quoted values, the
+//! numbered parts of paths). Failures join the pattern of the earliest
+//! failure whose signature shares `failure_similarity` of their words (by
+//! default all: the same signature); a pattern needs `min_failures` of
+//! them. The fix is the latest finding or decision,
 //! written after the pattern's first failure, that says it fixed,
 //! solved or worked around something and names most of the signature's
 //! words.
@@ -58,7 +59,7 @@ fn signature(m: &Memory) -> BTreeSet<String> {
 }
 
 /// Content words of `text` with what varies between runs left out: tokens
-/// with digits, quoted values and path segments.
+/// with digits, quoted values, and the numbered parts of paths.
 fn words(text: &str) -> BTreeSet<String> {
     let mut kept = String::with_capacity(text.len());
     let mut quote: Option<char> = None;
@@ -77,7 +78,18 @@ fn words(text: &str) -> BTreeSet<String> {
             }
             continue;
         }
-        if tok.contains('/') || tok.contains('\\') || tok.chars().any(|c| c.is_ascii_digit()) {
+        if tok.contains('/') || tok.contains('\\') {
+            // A path names where it failed; its numbered parts (line,
+            // run, file numbers) vary.
+            for part in tok.split(|c: char| !c.is_alphanumeric()) {
+                if !part.is_empty() && !part.chars().any(|c| c.is_ascii_digit()) {
+                    kept.push_str(part);
+                    kept.push(' ');
+                }
+            }
+            continue;
+        }
+        if tok.chars().any(|c| c.is_ascii_digit()) {
             continue;
         }
         kept.push_str(tok);
@@ -196,9 +208,16 @@ mod tests {
         let a = words("connection refused: could not reach db at 10.0.0.4:5432 (attempt 3)");
         let b = words("Connection refused: could not reach db at 10.0.0.9:5433 (attempt 7)");
         assert_eq!(a, b);
-        let c = words("test `login_flow` failed: timeout after 30s in /src/auth.rs");
-        let d = words("test `signup_flow` failed: timeout after 45s in /src/user.rs");
+        let c = words("test `login_flow` failed: timeout after 30s in /src/auth.rs:42");
+        let d = words("test `signup_flow` failed: timeout after 45s in /src/auth.rs:97");
         assert_eq!(c, d);
         assert!(jaccard(&a, &c) < 0.5);
+        // Another service, or another file, is another failure.
+        let e = words("Connection refused: could not reach search at 10.0.0.9:5433");
+        assert_ne!(a, e);
+        assert_ne!(
+            c,
+            words("test `login_flow` failed: timeout after 30s in /src/user.rs:42")
+        );
     }
 }

@@ -62,11 +62,12 @@ pub struct LearnConfig {
     /// Occurrences of one failure before it is a pattern (default 2: the
     /// smallest number that is a repeat).
     pub min_failures: usize,
-    /// Share of its words a failure must have in common with a pattern's
-    /// first failure to join it (default 0.7: the same error with other
-    /// values, paths or line numbers keeps its words; one error of a kind
-    /// that names another service or file differs in one word of four or
-    /// five, and is another failure).
+    /// Share of its words (Jaccard) a failure must have in common with a
+    /// pattern's first failure to join it (default 1.0, the same
+    /// signature: the same error with other values, line numbers or ids
+    /// keeps every word, while one that names another service, file or
+    /// table is another failure, however long the message; lower it to
+    /// group messages that also carry varying words).
     pub failure_similarity: f64,
 }
 
@@ -76,7 +77,7 @@ impl Default for LearnConfig {
             enabled: true,
             half_life_days: 90.0,
             min_failures: 2,
-            failure_similarity: 0.7,
+            failure_similarity: 1.0,
         }
     }
 }
@@ -641,5 +642,20 @@ mod tests {
                 .contains("failure_similarity")
         );
         assert!(LearnConfig::default().validate().is_ok());
+        let mut c = crate::Config::default();
+        let e = c
+            .apply_toml("[learning]\nmin_failures = 1\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("learning.min_failures"), "{e}");
+        let e = c
+            .apply_toml("[learning]\nhalf_lives = 3\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("half_lives"), "{e}");
+        c.apply_toml("[learning]\nenabled = false\nhalf_life_days = 30.0\n", None)
+            .unwrap();
+        assert!(!c.learning.enabled);
+        assert_eq!(c.learning.half_life_days, 30.0);
     }
 }
