@@ -519,7 +519,9 @@ fn timing(
     o: &LearningOptions,
     start: Timestamp,
 ) -> strata::Result<LearningTiming> {
-    let per_project = (o.sessions * (o.turns + o.turns / 3 + 4)).max(1);
+    // Turns, the assistant's every third, an instruction, distractor or
+    // failure a session; two facts and a fix a project.
+    let per_project = (o.sessions * (o.turns + o.turns.div_ceil(3) + 1) + 8).max(1);
     let projects = (o.memories / per_project).max(1);
     let big = LearningOptions {
         projects,

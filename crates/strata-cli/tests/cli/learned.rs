@@ -24,12 +24,12 @@ fn upkeep_learns_and_a_person_confirms_or_rejects() {
     said(&e, "always run the linter before you commit", "s2");
     let f = ["--kind", "failure"];
     e.remember(
-        "timeout waiting for the payments sandbox",
+        "timeout after 30s waiting for the payments sandbox",
         "project/acme",
         &f,
     );
     e.remember(
-        "Timeout waiting for the payments sandbox (retry 2)",
+        "Timeout after 45s waiting for the payments sandbox",
         "project/acme",
         &f,
     );
