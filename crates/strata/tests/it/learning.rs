@@ -23,6 +23,7 @@ backends!(engine:
     talk_and_assistant_turns_teach_nothing,
     confirmed_patterns_do_not_decay,
     a_learning_agent_sees_what_was_learned,
+    a_profile_takes_or_leaves_learned_memories,
 );
 
 /// A clock the test moves.
@@ -307,4 +308,40 @@ fn a_learning_agent_sees_what_was_learned(make: Make) {
     );
     let md = persistent.context("launch files").unwrap().markdown();
     assert!(!md.contains("What was learned"), "{md}");
+}
+
+fn a_profile_takes_or_leaves_learned_memories(make: Make) {
+    let e = make(&|c| {
+        c.apply_toml(
+            "[profiles.plain]\nmax_tokens = 1000\n[[profiles.plain.sources]]\nscope = \"project/acme\"\n\
+             filter = {source = {\"$ne\" = \"learned\"}}\n\
+             [profiles.learned]\nmax_tokens = 1000\n[[profiles.learned.sources]]\nscope = \"project/acme\"\n\
+             filter = {source = \"learned\"}\n",
+            None,
+        )
+        .unwrap();
+    });
+    said(
+        &e,
+        "s1",
+        "From now on, write release notes in plain English, thanks.",
+    );
+    e.learn().unwrap();
+    let md = |p: &str| {
+        e.context(&strata::ContextRequest::new(p))
+            .unwrap()
+            .markdown()
+    };
+    let plain = md("plain");
+    assert!(
+        plain.contains("From now on, write release notes"),
+        "{plain}"
+    );
+    assert_eq!(plain.matches("release notes").count(), 1, "{plain}");
+    let learned = md("learned");
+    assert_eq!(learned.matches("release notes").count(), 1, "{learned}");
+    assert!(
+        !learned.contains("thanks."),
+        "only the learned statement: {learned}"
+    );
 }
