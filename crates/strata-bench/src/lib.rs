@@ -13,10 +13,13 @@
 //! - [`locomo`]: recall@k, MRR and evidence inside assembled contexts on
 //!   LoCoMo, per category;
 //! - [`retrieval`]: the same metrics for any labelled set in the generic
-//!   format (`tests/fixtures/retrieval.json` is a small example).
+//!   format (`tests/fixtures/retrieval.json` is a small example);
+//! - [`learning()`]: upkeep's detectors on synthetic histories with planted
+//!   patterns (precision and recall per detector, `as_of` answers, time).
 
 mod bench;
 mod eval;
+mod learn;
 mod out;
 
 pub use bench::{BenchArgs, bench};
@@ -25,4 +28,5 @@ pub use eval::{
     CATEGORIES, ContextMetrics, LocomoOptions, LocomoReport, Metrics, RetrievalOptions,
     RetrievalReport, Timing, evidence_ids, locomo, parse_date, retrieval,
 };
+pub use learn::{DetectorScore, LearningOptions, LearningReport, LearningTiming, learning};
 pub use out::UsageError;

@@ -162,9 +162,15 @@ pub enum Command {
     /// Store-wide figures.
     #[command(after_help = "Examples:\n  strata stats")]
     Stats,
-    /// Expire TTLs and enforce project bounds.
+    /// Expire TTLs, enforce project bounds, and run the learning detectors.
     #[command(after_help = "Examples:\n  strata upkeep")]
     Upkeep,
+    /// What upkeep learned: list, show, confirm, reject, run.
+    #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  strata learned list --view project/acme/**\n  strata learned show 0193f2a1\n  strata learned reject 0193f2a1"
+    )]
+    Learned(crate::cmd::learned::LearnedCmd),
     /// Give vectors to the memories that wait for one (after imports, or
     /// when writes came faster than the embedder).
     #[command(after_help = "Examples:\n  strata embed --limit 1000")]

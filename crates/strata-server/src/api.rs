@@ -156,6 +156,11 @@ pub struct RecallBody {
     /// similarity reaches it are returned; 0 returns every match.
     #[serde(default)]
     pub min_relevance: Option<f64>,
+    /// What was true then (RFC 3339 or a date): later memories are left
+    /// out, and a keyed memory superseded since comes back as the version
+    /// in effect then, with `valid_to`.
+    #[serde(default)]
+    pub as_of: Option<String>,
 }
 
 impl RecallBody {

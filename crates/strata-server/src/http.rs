@@ -22,6 +22,7 @@ use crate::Shared;
 use crate::api::*;
 use crate::auth::Grant;
 use crate::error::{ApiError, ErrorBody};
+use crate::learned::{LearnedAnswer, LearnedListAnswer, LearnedListBody};
 use crate::ops::{Ctx, Stats};
 
 type Result<T, E = ApiError> = std::result::Result<T, E>;
@@ -50,6 +51,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/sessions", get(sessions).post(create_session))
         .route("/v1/sessions/{id}", get(session))
         .route("/v1/sessions/{id}/archive", post(archive_session))
+        .route("/v1/learned/list", post(learned_list))
+        .route("/v1/learned/{id}", get(learned_show))
+        .route("/v1/learned/{id}/confirm", post(learned_confirm))
+        .route("/v1/learned/{id}/reject", post(learned_reject))
         .route("/metrics", get(metrics))
         .nest_service("/mcp", crate::mcp::http_service(shared.clone()))
         .layer(middleware::from_fn_with_state(shared.clone(), guard));
@@ -78,7 +83,8 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     paths(
         remember, remember_batch, get_memory, update, delete, recall, list, forget, promote,
         restore, complete_task, context, export, import, stats, scopes, sessions, create_session,
-        session, archive_session, healthz, metrics
+        session, archive_session, healthz, metrics, learned_list, learned_show, learned_confirm,
+        learned_reject
     ),
     components(schemas(
         RememberBody, BatchBody, PatchBody, RecallBody, ListBody, ForgetBody, PromoteBody,
@@ -86,7 +92,8 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
         RecallAnswer, BatchAnswer, ContextAnswer, MemoryAnswer, ListAnswer, ScopesAnswer, SessionsAnswer,
         RestoreAnswer, HealthAnswer, strata::Memory, strata::Recalled, strata::ForgetReport,
         strata::TaskReport, strata::Session, strata::Manifest, strata::ScopeCount,
-        strata::ImportCounts
+        strata::ImportCounts, LearnedListBody, LearnedListAnswer, LearnedAnswer, strata::Learned,
+        strata::LearnedStatus
     )),
     modifiers(&Bearer)
 )]
@@ -903,6 +910,42 @@ async fn session(State(st): St, g: G, Path(id): Path<String>) -> Result<Response
 async fn archive_session(State(st): St, g: G, Path(id): Path<String>) -> Result<Response> {
     let s = run(&st, g.0, move |c| c.archive_session(&id)).await?;
     Ok(ok(StatusCode::OK, s))
+}
+
+/// Learned memories in a view, most confident first.
+#[utoipa::path(post, path = "/v1/learned/list", request_body = LearnedListBody,
+    responses((status = 200, description = "The learned memories with their records", body = LearnedListAnswer), (status = "4XX", body = ErrorBody)))]
+async fn learned_list(
+    State(st): St,
+    g: G,
+    JsonBody(b): JsonBody<LearnedListBody>,
+) -> Result<Response> {
+    let v = run(&st, g.0, move |c| c.learned_list(&b)).await?;
+    Ok(ok(StatusCode::OK, v))
+}
+
+/// A learned memory with its record and the evidence the caller may see.
+#[utoipa::path(get, path = "/v1/learned/{id}", params(("id" = String, Path, description = "Learned memory id")),
+    responses((status = 200, description = "The memory, its record and evidence", body = LearnedAnswer), (status = "4XX", body = ErrorBody)))]
+async fn learned_show(State(st): St, g: G, Path(id): Path<String>) -> Result<Response> {
+    let v = run(&st, g.0, move |c| c.learned_show(&id)).await?;
+    Ok(ok(StatusCode::OK, v))
+}
+
+/// Confirm a learned memory: confidence 1, no decay.
+#[utoipa::path(post, path = "/v1/learned/{id}/confirm", params(("id" = String, Path, description = "Learned memory id")),
+    responses((status = 200, description = "The confirmed memory", body = strata::Memory), (status = "4XX", body = ErrorBody)))]
+async fn learned_confirm(State(st): St, g: G, Path(id): Path<String>) -> Result<Response> {
+    let m = run(&st, g.0, move |c| c.learned_confirm(&id)).await?;
+    Ok(ok(StatusCode::OK, m))
+}
+
+/// Reject a learned memory: it moves to the archive and its evidence does not teach it again.
+#[utoipa::path(post, path = "/v1/learned/{id}/reject", params(("id" = String, Path, description = "Learned memory id")),
+    responses((status = 200, description = "The rejected memory, as archived", body = strata::Memory), (status = "4XX", body = ErrorBody)))]
+async fn learned_reject(State(st): St, g: G, Path(id): Path<String>) -> Result<Response> {
+    let m = run(&st, g.0, move |c| c.learned_reject(&id)).await?;
+    Ok(ok(StatusCode::OK, m))
 }
 
 /// Liveness.

@@ -22,6 +22,7 @@ mod config;
 mod conn;
 mod error;
 mod http;
+mod learned;
 mod mcp;
 mod metrics;
 pub mod ops;

@@ -29,6 +29,7 @@ use crate::api::{
 use crate::auth::Grant;
 use crate::compact;
 use crate::error::ApiError;
+use crate::learned::{self, LearnedArgs, LearnedListBody};
 use crate::ops::Ctx;
 
 const INSTRUCTIONS: &str = "strata is persistent, scoped memory. Call `recall` (or `context`) \
@@ -387,6 +388,55 @@ impl StrataMcp {
                 json(a)
             } else {
                 Ok(Answer::Text(compact::memory(&a)))
+            }
+        })
+        .await
+    }
+
+    #[tool(
+        description = "What strata learned from earlier memories (stated preferences and standing instructions, repeated failures with their fixes), and your say over it. `action`: `list` (default; `view` defaults to the configured project, session and global), `show` (one learned memory and its evidence), `confirm` or `reject` (a rejected pattern is not learned again from the same evidence); `id` for the last three. Lines are `- <id> <detector> <confidence> <status> (<n> evidence): <content>`."
+    )]
+    async fn learned(
+        &self,
+        Parameters(mut a): Parameters<LearnedArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let grant = self.grant(&ctx)?;
+        if a.view.is_empty() {
+            a.view = self.default_view();
+        }
+        self.answer(grant, move |c| {
+            let id = || {
+                a.id.clone().ok_or_else(|| {
+                    ApiError::invalid("id", "show, confirm and reject name a learned memory")
+                })
+            };
+            match a.action.as_deref().unwrap_or("list") {
+                "list" => {
+                    let l = c.learned_list(&LearnedListBody {
+                        view: a.view.clone(),
+                    })?;
+                    learned::text(&c, &l.learned).map(Answer::Text)
+                }
+                "show" => {
+                    let one = c.learned_show(&id()?)?;
+                    learned::text(&c, &[one]).map(Answer::Text)
+                }
+                "confirm" => {
+                    let m = c.learned_confirm(&id()?)?;
+                    compact::written(&c, "confirmed", &m).map(Answer::Text)
+                }
+                "reject" => {
+                    let m = c.learned_reject(&id()?)?;
+                    Ok(Answer::Text(format!(
+                        "rejected {} (archived; its evidence will not teach it again)",
+                        c.short_id(&m.id).unwrap_or(m.id)
+                    )))
+                }
+                other => Err(ApiError::invalid(
+                    "action",
+                    format!("`{other}` is not one of list, show, confirm, reject"),
+                )),
             }
         })
         .await

@@ -300,6 +300,11 @@ impl Ctx<'_> {
         req.touch = b.touch.unwrap_or(true);
         req.include_archived = b.archived;
         req.min_relevance = b.min_relevance;
+        req.as_of = b
+            .as_of
+            .as_deref()
+            .map(|t| strata::parse_time("as_of", t))
+            .transpose()?;
         let mut hits = self.engine.recall(&req)?;
         // The view lies inside the grant, so this keeps everything; it is
         // the last line of defence should a view ever see more.
@@ -740,7 +745,7 @@ pub struct Stats {
 /// A memory as answers show it: the stored vector is the engine's, for
 /// ranking, and would be most of the answer (384 numbers for the default
 /// model); exports still carry it.
-fn without_vector(mut m: Memory) -> Memory {
+pub(crate) fn without_vector(mut m: Memory) -> Memory {
     m.embedding = None;
     m
 }

@@ -6,7 +6,9 @@
 //! - `session` keeps the turns of one session (`session/<id>`);
 //! - `persistent` keeps every session's turns in the agent's own scope
 //!   (`project/<p>/agent/<name>`, or `agent/<name>` without a project), so
-//!   a new session starts with what earlier ones said.
+//!   a new session starts with what earlier ones said;
+//! - `learning` is `persistent` plus what upkeep's detectors learned
+//!   (`source = learned`) in the agent's scope and its project's.
 //!
 //! A pipeline node ([`NodeSpec`]) names the context it reads (`"none"`,
 //! `"global"` or a profile) and where its output is written
@@ -39,6 +41,9 @@ pub enum Depth {
     Session,
     /// The turns of every session, in the agent's own scope.
     Persistent,
+    /// As persistent, and the context also holds what upkeep learned from
+    /// the agent's and its project's memories.
+    Learning,
 }
 
 impl std::str::FromStr for Depth {
@@ -48,14 +53,10 @@ impl std::str::FromStr for Depth {
             "stateless" => Ok(Depth::Stateless),
             "session" => Ok(Depth::Session),
             "persistent" => Ok(Depth::Persistent),
-            // The seeds' fourth depth adds upkeep jobs strata does not run yet.
-            "learning" => Err(Error::field(
-                "depth",
-                "`learning` is not available yet; use stateless, session or persistent",
-            )),
+            "learning" => Ok(Depth::Learning),
             _ => Err(Error::field(
                 "depth",
-                format!("`{s}` is not one of stateless, session, persistent"),
+                format!("`{s}` is not one of stateless, session, persistent, learning"),
             )),
         }
     }
@@ -73,6 +74,8 @@ pub struct Agent<'e> {
     session: Option<Session>,
     /// Share of the budget kept for the agent's own turns.
     conversation_share: f64,
+    /// Share of the budget kept for what was learned (learning depth).
+    learned_share: f64,
     /// Budget when the profile is `"none"`.
     max_tokens: u32,
 }
@@ -97,7 +100,7 @@ impl<'e> Agent<'e> {
         let session = match depth {
             Depth::Stateless => None,
             Depth::Session => Some(engine.create_session(None, None, None)?),
-            Depth::Persistent => {
+            Depth::Persistent | Depth::Learning => {
                 let scope = match project {
                     Some(p) => Scope::parse(&format!("project/{p}/agent/{name}"))?,
                     None => Scope::parse(&format!("agent/{name}"))?,
@@ -116,6 +119,7 @@ impl<'e> Agent<'e> {
             vars,
             session,
             conversation_share: 0.4,
+            learned_share: 0.2,
             max_tokens: 4000,
         })
     }
@@ -209,6 +213,11 @@ impl<'e> Agent<'e> {
                 });
             }
         }
+        if self.depth == Depth::Learning
+            && let Some(s) = &self.session
+        {
+            self.add_learned(&mut prof, &s.scope);
+        }
         if prof.sources.is_empty() {
             return self.engine.context(&ContextRequest::new("none"));
         }
@@ -217,13 +226,39 @@ impl<'e> Agent<'e> {
         self.engine.context_with_profile(&prof, &req)
     }
 
+    /// Adds a source of learned memories for the agent's scope and, when it
+    /// has one, its project's, sharing `learned_share` of the budget.
+    fn add_learned(&self, prof: &mut Profile, own: &Scope) {
+        let mut scopes = vec![own.to_string()];
+        if let Some(p) = self.vars.get("project") {
+            scopes.push(format!("project/{p}"));
+        }
+        let n = scopes.len() as f64;
+        let l = if prof.sources.is_empty() {
+            1.0
+        } else {
+            self.learned_share
+        };
+        for src in &mut prof.sources {
+            src.share = src.share.map(|x| x * (1.0 - l));
+        }
+        for scope in scopes {
+            prof.sources.push(ProfileSource {
+                title: "What was learned".into(),
+                filter: Some(serde_json::json!({"source": "learned"})),
+                share: Some(l / n),
+                ..ProfileSource::new(scope)
+            });
+        }
+    }
+
     /// Ends the session: its turns move to the archive (a persistent agent's
     /// turns stay in its scope), and a new session begins.
     pub fn new_session(&mut self) -> Result<()> {
         let Some(old) = self.session.take() else {
             return Ok(());
         };
-        let next = if self.depth == Depth::Persistent {
+        let next = if matches!(self.depth, Depth::Persistent | Depth::Learning) {
             self.engine
                 .create_session(None, Some(old.scope.clone()), None)?
         } else {
@@ -461,7 +496,8 @@ mod tests {
             pkg.markdown()
         );
         assert!(Agent::new(&e, "bad name", Depth::Session, None).is_err());
-        assert!("learning".parse::<Depth>().is_err());
+        assert_eq!("learning".parse::<Depth>().unwrap(), Depth::Learning);
+        assert!("learned".parse::<Depth>().is_err());
     }
 
     #[test]

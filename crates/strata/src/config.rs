@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::context::{FileProfile, FileProfiles, Profile, SummarizerConfig};
 use crate::embed::EmbedderConfig;
 use crate::error::Error;
+use crate::learn::LearnConfig;
 use crate::rank::RankConfig;
 use crate::store::{Durability, PostgresOptions, SqliteOptions, TlsMode, is_postgres_url};
 use crate::tokens::TokenCounter;
@@ -108,6 +109,8 @@ pub struct Config {
     /// The embedder behind vector search (default `auto`: the local model
     /// when it is installed, else BM25 alone).
     pub embedder: EmbedderConfig,
+    /// The detectors upkeep runs.
+    pub learning: LearnConfig,
 }
 
 impl Default for Config {
@@ -126,6 +129,7 @@ impl Default for Config {
             profiles: BTreeMap::new(),
             summarizer: None,
             embedder: EmbedderConfig::default(),
+            learning: LearnConfig::default(),
         }
     }
 }
@@ -210,6 +214,8 @@ pub struct FileConfig {
     pub summarizer: Option<SummarizerConfig>,
     /// `[embedder]`
     pub embedder: Option<EmbedderConfig>,
+    /// `[learning]`
+    pub learning: Option<LearnConfig>,
 }
 
 /// The seeds' `memory:` section of `memory.yaml`: store bounds and the
@@ -455,6 +461,9 @@ impl Config {
         if let Some(r) = file.ranking {
             self.ranking = r;
         }
+        if let Some(l) = file.learning {
+            self.learning = l;
+        }
         let mut default_head_tail = None;
         if let Some(seed) = seed {
             if let Some(n) = seed
@@ -526,6 +535,7 @@ impl Config {
             )));
         }
         self.embedder.validate()?;
+        self.learning.validate()?;
         self.ranking.validate()
     }
 }

@@ -27,6 +27,7 @@ mod error;
 mod filter;
 mod foreign;
 mod jsonl;
+mod learn;
 mod model;
 mod rank;
 mod scope;
@@ -69,6 +70,9 @@ pub use context::{
     SummarizerKind, Summary, SummaryPick, Why,
 };
 pub use tokens::{TOKENIZERS, TokenCounter};
+
+// Learning: what upkeep's detectors learn, and a person's say over it.
+pub use learn::{LearnConfig, LearnReport, Learned, LearnedStatus};
 
 // Agents and pipelines.
 pub use agent::{Agent, Depth, NodeRun, NodeSpec, Pipeline, WriteSpec};

@@ -22,6 +22,32 @@ pub enum EvalCmd {
         after_help = "Examples:\n  strata eval retrieval crates/strata-bench/tests/fixtures/retrieval.json --embedder local"
     )]
     Retrieval(RetrievalArgs),
+    /// Upkeep's detectors on synthetic histories with planted patterns:
+    /// precision and recall per detector, `as_of` answers, and the time of
+    /// a full and an incremental learning run over --memories.
+    #[command(
+        after_help = "Examples:\n  strata eval learning\n  strata eval learning --projects 10 --memories 0"
+    )]
+    Learning(LearningArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LearningArgs {
+    /// Projects of the labelled histories.
+    #[arg(long, default_value_t = 40)]
+    pub projects: usize,
+    /// Sessions per project (spread over six simulated months).
+    #[arg(long, default_value_t = 12)]
+    pub sessions: usize,
+    /// Filler turns per session.
+    #[arg(long, default_value_t = 6)]
+    pub turns: usize,
+    /// Memories of the timing store (0 skips timing).
+    #[arg(long, default_value_t = 100_000)]
+    pub memories: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
 }
 
 /// Flags both benchmarks take.
@@ -165,6 +191,7 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
     let a = match c {
         EvalCmd::Locomo(a) => a,
         EvalCmd::Retrieval(a) => return run_retrieval(g, a),
+        EvalCmd::Learning(a) => return run_learning(g, a),
     };
     if !(0.0..1.0).contains(&a.summary_share) {
         return usage(format!(
@@ -194,6 +221,68 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         return output::json(&rep);
     }
     print_report(&rep, &opts)
+}
+
+fn run_learning(g: &Env, a: LearningArgs) -> Result<()> {
+    if a.projects == 0 || a.sessions < 2 {
+        return usage("eval learning: --projects must be positive and --sessions at least 2");
+    }
+    let scratch = crate::out::scratch("strata-eval-learning")?;
+    let open = |name: &str| -> Result<strata::Engine> {
+        let mut cfg = (g.config)()?;
+        cfg.store = strata::Config::sqlite(scratch.path().join(name)).store;
+        cfg.max_items = 0;
+        cfg.embedder = strata::EmbedderConfig::none();
+        Ok(strata::Engine::open(cfg)?)
+    };
+    let labelled = open("labelled.db")?;
+    let timed = if a.memories > 0 {
+        Some(open("timed.db")?)
+    } else {
+        None
+    };
+    let opts = crate::learn::LearningOptions {
+        projects: a.projects,
+        sessions: a.sessions,
+        turns: a.turns,
+        memories: a.memories,
+        seed: a.seed,
+    };
+    if !g.json {
+        eprintln!(
+            "generating {} projects × {} sessions…",
+            a.projects, a.sessions
+        );
+    }
+    let rep = crate::learn::learning(&labelled, timed.as_ref(), &opts)?;
+    if g.json {
+        return output::json(&rep);
+    }
+    output::line(format!(
+        "strata eval learning — {} labelled memories",
+        rep.memories
+    ))?;
+    for (name, d) in [("preference", &rep.preference), ("failure", &rep.failure)] {
+        output::line(format!(
+            "{name:<11} planted {:>4}  learned {:>4}  precision {:.3}  recall {:.3}  split {}",
+            d.planted, d.learned, d.precision, d.recall, d.split
+        ))?;
+    }
+    output::line(format!(
+        "fixes       named {} of {}",
+        rep.fixes_named, rep.fixes_planted
+    ))?;
+    output::line(format!(
+        "as_of       {} of {} correct ({:.3})",
+        rep.as_of_correct, rep.as_of_checks, rep.as_of_accuracy
+    ))?;
+    if let Some(t) = &rep.timing {
+        output::line(format!(
+            "upkeep      {} memories: full run {:.2} s ({} examined), incremental {:.2} s ({} examined)",
+            t.memories, t.full_secs, t.full_examined, t.incremental_secs, t.incremental_examined
+        ))?;
+    }
+    Ok(())
 }
 
 fn run_retrieval(g: &Env, a: RetrievalArgs) -> Result<()> {

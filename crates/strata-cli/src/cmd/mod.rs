@@ -8,6 +8,7 @@ pub mod forget;
 pub mod get;
 pub mod import;
 pub mod import_from;
+pub mod learned;
 pub mod list;
 pub mod migrate;
 pub mod pipeline;
@@ -79,6 +80,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Restore(a) => restore::run(g, a),
         Command::Task(c) => task::run(g, c),
         Command::Session(c) => session::run(g, c),
+        Command::Learned(c) => learned::run(g, c),
         Command::Migrate(a) => migrate::run(g, a),
         Command::Import(a) => import::run(g, a),
         Command::Export(a) => export::run(g, a),
@@ -139,7 +141,11 @@ pub fn run(cli: Cli) -> Result<()> {
             output::line(format!(
                 "expired {} · evicted {} (moved to the archive)",
                 r.expired, r.evicted
-            ))
+            ))?;
+            match &r.learned {
+                Some(l) => learned::report_line(l),
+                None => Ok(()),
+            }
         }
         Command::Embed(a) => embed::run_embed(g, a),
         Command::Reindex(a) => embed::run_reindex(g, a),

@@ -36,6 +36,10 @@ pub struct RecallArgs {
     /// it; 0 returns every match.
     #[arg(long, value_name = "X")]
     pub min_relevance: Option<f64>,
+    /// What was true then (RFC 3339 or a date): later memories left out, a
+    /// keyed memory superseded since as the version in effect then.
+    #[arg(long, value_name = "TIME")]
+    pub as_of: Option<String>,
 }
 
 pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
@@ -48,6 +52,11 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
     req.touch = !a.no_touch;
     req.include_archived = a.archived;
     req.min_relevance = a.min_relevance;
+    req.as_of = a
+        .as_of
+        .as_deref()
+        .map(|t| strata::parse_time("as_of", t))
+        .transpose()?;
     let e = app::open(g)?;
     let hits = e.recall(&req)?;
     if a.explain && !g.json {
@@ -80,11 +89,14 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
         ));
     }
     for h in &hits {
-        let arch = h
+        let mut arch = h
             .archived
             .as_ref()
             .map(|a| format!(" [archived: {}]", a.reason))
             .unwrap_or_default();
+        if let Some(t) = h.valid_to {
+            arch.push_str(&format!(" [true until {t}]"));
+        }
         output::line(format!(
             "{:>8.4}  {}{}",
             h.score,
@@ -116,6 +128,15 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
             ))?;
             if let Some(why) = &p.passed {
                 output::line(format!("          passed: {why}"))?;
+            }
+            if let Some(l) = strata::Learned::of(&h.memory) {
+                output::line(format!(
+                    "          learned by {} (confidence {:.2}, {}) from {}",
+                    l.detector,
+                    l.confidence,
+                    output::plural(l.evidence.len(), "memory", "memories"),
+                    l.evidence.join(", ")
+                ))?;
             }
         }
     }

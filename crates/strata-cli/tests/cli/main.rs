@@ -12,6 +12,7 @@ mod crash;
 mod first_hour;
 mod formats;
 mod import_from;
+mod learned;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "server")]

@@ -7,6 +7,7 @@ mod harness;
 mod auth;
 mod errors;
 mod isolation;
+mod learned;
 mod limits;
 mod mcp_http;
 mod openapi;

@@ -101,6 +101,7 @@ fn initialize_list_and_call_every_tool() {
             "context",
             "forget",
             "get",
+            "learned",
             "list",
             "list_scopes",
             "promote",
@@ -407,4 +408,50 @@ fn answers_are_compact_and_carry_what_a_model_needs() {
     // forget by short id.
     let (err, f) = m.text("forget", json!({"ids": [short], "confirm": true}));
     assert!(!err && f.starts_with("deleted 1 memory: "), "{f}");
+}
+
+#[test]
+fn learned_tool_lists_shows_and_refuses_bad_actions() {
+    let (s, rw, _) = server();
+    let mut m = Mcp {
+        s: &s,
+        token: rw,
+        next: 0,
+    };
+    handshake(&mut m);
+    let (err, text) = m.text("learned", json!({}));
+    assert!(!err && text.contains("nothing learned"), "{text}");
+    for text in [
+        "I prefer small pull requests.",
+        "i prefer small pull requests",
+    ] {
+        let (err, _) = m.text(
+            "remember",
+            json!({"content": text, "kind": "conversation", "role": "user"}),
+        );
+        assert!(!err);
+    }
+    s.shared.engine.learn().unwrap();
+    let (err, text) = m.text("learned", json!({"action": "list"}));
+    assert!(!err, "{text}");
+    assert!(
+        text.contains("preference 0.60 proposed (2 evidence): I prefer small pull requests"),
+        "{text}"
+    );
+    let id = text.split_whitespace().nth(1).unwrap().to_string();
+    let (err, shown) = m.text("learned", json!({"action": "show", "id": id}));
+    assert!(!err, "{shown}");
+    assert_eq!(shown.matches("  · ").count(), 2, "{shown}");
+    let (err, e) = m.tool("learned", json!({"action": "forget"}));
+    assert!(
+        err && e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not one of"),
+        "{e}"
+    );
+    let (err, e) = m.tool("learned", json!({"action": "confirm"}));
+    assert!(err && e["error"]["field"] == "id", "{e}");
+    let (err, text) = m.text("learned", json!({"action": "confirm", "id": id}));
+    assert!(!err && text.starts_with("confirmed"), "{text}");
 }

@@ -29,6 +29,10 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/sessions"),
     ("get", "/v1/sessions/{id}"),
     ("post", "/v1/sessions/{id}/archive"),
+    ("post", "/v1/learned/list"),
+    ("get", "/v1/learned/{id}"),
+    ("post", "/v1/learned/{id}/confirm"),
+    ("post", "/v1/learned/{id}/reject"),
     ("get", "/healthz"),
     ("get", "/metrics"),
 ];

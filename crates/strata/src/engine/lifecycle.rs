@@ -50,6 +50,9 @@ pub struct UpkeepReport {
     /// nothing.
     #[serde(default)]
     pub skipped: bool,
+    /// What the detectors learned (`None` when `[learning]` is off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<crate::learn::LearnReport>,
 }
 
 /// How long upkeep holds its lease: longer than a run takes, short enough
@@ -237,9 +240,10 @@ impl Engine {
         })
     }
 
-    /// Expires TTLs and enforces project bounds across the store, under the
-    /// store's `upkeep` lease: while another process runs upkeep on the same
-    /// store, this one does nothing and says so (`skipped`).
+    /// Expires TTLs, enforces project bounds across the store, then runs
+    /// the detectors ([`Engine::learn`]) unless `[learning]` is off — under
+    /// the store's `upkeep` lease: while another process runs upkeep on the
+    /// same store, this one does nothing and says so (`skipped`).
     pub fn upkeep(&self) -> Result<UpkeepReport> {
         Ok(self
             .under_lease("upkeep", UPKEEP_LEASE, || self.upkeep_now())?
@@ -269,10 +273,16 @@ impl Engine {
         for r in roots {
             evicted += self.enforce_bound(&r)?;
         }
+        let learned = if self.cfg.learning.enabled {
+            Some(self.learn()?)
+        } else {
+            None
+        };
         Ok(UpkeepReport {
             expired,
             evicted,
             skipped: false,
+            learned,
         })
     }
 }

@@ -26,6 +26,11 @@ pub struct Recall {
     /// `ranking.min_relevance`, `Some(0.0)` returns every match of the view
     /// up to `limit`. See [`crate::RankConfig::min_relevance`].
     pub min_relevance: Option<f64>,
+    /// What was true at this time: memories written later are left out,
+    /// and a keyed memory superseded since comes back as the version in
+    /// effect then (with `valid_to`, when the next version replaced it).
+    /// `None` is now. Ranking reads each memory's current text.
+    pub as_of: Option<Timestamp>,
 }
 
 impl Recall {
@@ -42,6 +47,7 @@ impl Recall {
             touch: true,
             include_archived: false,
             min_relevance: None,
+            as_of: None,
         }
     }
 }
@@ -61,6 +67,11 @@ pub struct Recalled {
     /// Set when the memory came from the archive.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archived: Option<ArchiveMark>,
+    /// Under `as_of`, when the version returned stopped being true (the
+    /// next version of its key was written); absent when it still is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub valid_to: Option<Timestamp>,
 }
 
 /// Order of [`Engine::list`].
@@ -146,7 +157,13 @@ impl Engine {
         }
         let now = self.now();
         let strategy = req.strategy.unwrap_or(self.cfg.ranking.strategy);
-        let base = Query::view(req.view.clone(), now).filter(req.filter.clone());
+        let mut filter = req.filter.clone();
+        if let Some(t) = req.as_of {
+            // What was not yet written was not known then.
+            let then = Filter::parse(&json!({"created_at": {"$lte": t.as_millisecond()}}))?;
+            filter = Filter::And(vec![filter, then]);
+        }
+        let base = Query::view(req.view.clone(), now).filter(filter.clone());
         // Relevance and hybrid rank the best text matches; recency and
         // importance order every match by their own measure.
         let want = match strategy {
@@ -183,7 +200,7 @@ impl Engine {
         if req.include_archived {
             let found: Vec<(Memory, ArchiveMark)> = self
                 .store
-                .query_archived(&Query::view(req.view.clone(), now).filter(req.filter.clone()))?
+                .query_archived(&Query::view(req.view.clone(), now).filter(filter.clone()))?
                 .into_iter()
                 .map(|a| {
                     (
@@ -252,6 +269,15 @@ impl Engine {
             let Some((mut memory, mark)) = found else {
                 continue;
             };
+            let mut valid_to = None;
+            if let Some(t) = req.as_of
+                && memory.version > 1
+                && memory.updated_at > t
+            {
+                let (then, until) = self.version_at(memory, t)?;
+                memory = then;
+                valid_to = until;
+            }
             // A caller reads what was recalled; the vector is for ranking
             // (and stays in `get` and exports).
             memory.embedding = None;
@@ -260,12 +286,29 @@ impl Engine {
                 explain: req.explain.then_some(parts),
                 memory,
                 archived: mark,
+                valid_to,
             });
         }
         if req.touch {
             self.record_access(&active_ids, now)?;
         }
         Ok(out)
+    }
+
+    /// The version of `current` in effect at `t` (the latest written at or
+    /// before it) and when it stopped being (the next version's time).
+    /// Versions are whole rewrites, so their `updated_at` is when each was
+    /// written; the first is `current` itself when history has none older.
+    fn version_at(&self, current: Memory, t: Timestamp) -> Result<(Memory, Option<Timestamp>)> {
+        let mut versions = self.store.history(&current.id)?;
+        versions.push(current);
+        versions.sort_by_key(|m| m.version);
+        let i = versions
+            .iter()
+            .rposition(|m| m.updated_at <= t)
+            .unwrap_or(0);
+        let until = versions.get(i + 1).map(|m| m.updated_at);
+        Ok((versions.swap_remove(i), until))
     }
 
     /// Scores and sorts candidates, best first.

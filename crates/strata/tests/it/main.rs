@@ -6,6 +6,7 @@
 #[macro_use]
 mod harness;
 
+mod as_of;
 mod conformance;
 mod context;
 mod fences;
@@ -15,6 +16,7 @@ mod forget;
 mod group_commit;
 mod isolation;
 mod jsonl;
+mod learning;
 mod lifecycle;
 mod model;
 #[cfg(feature = "postgres")]

@@ -1,0 +1,564 @@
+//! `strata eval learning`: synthetic agent histories with planted patterns,
+//! and how well upkeep's detectors find them.
+//!
+//! The generator writes, per project, sessions spread over simulated
+//! months: conversation turns that state standing instructions (each in
+//! one to three sessions, with varied openings and wording), failures that
+//! repeat with other values (numbers, hosts, paths), single failures, later
+//! findings that fix some repeated ones, facts that change (a key written
+//! again), and distractors: talk that opens like an instruction ("don't
+//! worry", "always the same error"), questions, reported speech and the
+//! assistant's own instructions. Every planted item is labelled, so the
+//! report gives each detector's precision and recall, the fixes named
+//! correctly, and `as_of` answers before and after each change.
+//!
+//! A second, larger store (`memories`) times a full learning run and an
+//! incremental one after one more session in a tenth of the projects.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::Serialize;
+use strata::{Engine, Kind, NewMemory, Recall, Role, Scope, View};
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct LearningOptions {
+    /// Projects (each its own scope).
+    pub projects: usize,
+    /// Sessions per project.
+    pub sessions: usize,
+    /// Filler turns per session.
+    pub turns: usize,
+    /// Memories of the timing store (0 skips timing).
+    pub memories: usize,
+    /// Random seed.
+    pub seed: u64,
+}
+
+/// One detector's score.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DetectorScore {
+    /// Patterns planted.
+    pub planted: usize,
+    /// Learned memories written by the detector.
+    pub learned: usize,
+    /// Learned memories whose evidence is one planted pattern's.
+    pub correct: usize,
+    /// Planted patterns with at least one correct learned memory.
+    pub found: usize,
+    /// Planted patterns learned as more than one memory.
+    pub split: usize,
+    /// correct / learned.
+    pub precision: f64,
+    /// found / planted.
+    pub recall: f64,
+}
+
+impl DetectorScore {
+    fn finish(&mut self) {
+        self.precision = ratio(self.correct, self.learned);
+        self.recall = ratio(self.found, self.planted);
+    }
+}
+
+/// Timing of learning over a large store.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LearningTiming {
+    /// Memories in the store.
+    pub memories: usize,
+    /// Seconds of the first (full) run.
+    pub full_secs: f64,
+    /// Memories the full run examined.
+    pub full_examined: usize,
+    /// Seconds of the next run, after one more session in a tenth of the
+    /// projects.
+    pub incremental_secs: f64,
+    /// Memories the incremental run examined.
+    pub incremental_examined: usize,
+}
+
+/// The report.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LearningReport {
+    /// Memories in the labelled store.
+    pub memories: usize,
+    /// Stated preferences and standing instructions.
+    pub preference: DetectorScore,
+    /// Repeated failures.
+    pub failure: DetectorScore,
+    /// Planted fixes, and patterns that name the planted fix.
+    pub fixes_planted: usize,
+    /// Patterns whose `fixed_by` is the planted fix.
+    pub fixes_named: usize,
+    /// `as_of` checks (one before and one after each change).
+    pub as_of_checks: usize,
+    /// Of which answered with the version true then.
+    pub as_of_correct: usize,
+    /// as_of_correct / as_of_checks.
+    pub as_of_accuracy: f64,
+    /// Timing over a larger store, when asked for.
+    pub timing: Option<LearningTiming>,
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 { 1.0 } else { a as f64 / b as f64 }
+}
+
+/// xorshift64*: deterministic and enough for a generator.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n.max(1)
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[self.below(xs.len())]
+    }
+}
+
+const DO: &[&str] = &[
+    "I prefer to {}",
+    "I'd rather you {}",
+    "Please always {}",
+    "Always {}",
+    "From now on, {}",
+    "Make sure to always {}",
+    "I always want you to {}",
+];
+const AVOID: &[&str] = &[
+    "Never {}",
+    "Don't {}",
+    "Please don't {}",
+    "Do not {}",
+    "I don't want you to {}",
+];
+const INSTRUCTIONS: &[&str] = &[
+    "use tabs for indentation in the parser module",
+    "run the formatter before committing",
+    "write commit messages in the imperative mood",
+    "explain changes to the launch files",
+    "add type hints to new functions",
+    "keep pull requests small",
+    "deploy to staging before production",
+    "use metric units in reports",
+    "put the code first and the explanation after",
+    "cite a source for every benchmark number",
+    "squash commits before merging",
+    "log timestamps in UTC",
+    "pin dependency versions in the lockfile",
+    "write docstrings for public functions",
+    "use British spelling in documentation",
+    "mention breaking changes in the changelog",
+    "test migrations against a copy of production",
+    "reply in short bullet points",
+    "ask before deleting branches",
+    "use snake case for database columns",
+    "include a rollback plan with each release",
+    "name feature flags after the ticket",
+    "review dashboards before paging anyone",
+    "store secrets in the vault",
+];
+const DISTRACTORS: &[&str] = &[
+    "Don't worry about the deadline, we have time.",
+    "Never mind, I found the config file.",
+    "Do you prefer the first design or the second?",
+    "Should we always run the full suite?",
+    "My colleague prefers dark mode.",
+    "It always crashes on the second start.",
+    "Always the same error with this build.",
+    "Never this slow before the upgrade!",
+    "I never thought about that option.",
+    "Don't know yet what the client wants.",
+    "The docs say never to commit credentials.",
+    "We don't have a staging cluster yet.",
+    "I have always liked this library.",
+];
+const ASSISTANT: &[&str] = &[
+    "Always back up the database before migrating.",
+    "Never store passwords in plain text.",
+    "I prefer to check the logs first.",
+];
+const FILLER: &[&str] = &[
+    "Let's look at the {} module next.",
+    "The {} tests pass on my machine now.",
+    "Can you summarise what changed in {}?",
+    "I pushed a draft of the {} refactor.",
+    "What does the {} service return on a timeout?",
+    "Thanks, that fixed the {} page.",
+];
+const THINGS: &[&str] = &[
+    "billing",
+    "search",
+    "auth",
+    "export",
+    "payments",
+    "reports",
+    "gateway",
+    "scheduler",
+    "upload",
+    "profile",
+    "invoice",
+    "webhook",
+];
+/// Failure templates: `{s}` a service (fixed per planted pattern), `{n}`
+/// a varying number.
+const FAILURES: &[&str] = &[
+    "connection refused: could not reach {s} at 10.0.{n}.{n}:{n}",
+    "timeout after {n}s waiting for the {s} health check",
+    "test {s}_flow failed: assertion failed at line {n}",
+    "out of memory while resizing image {n} in {s}",
+    "permission denied writing /var/log/{s}/{n}.log",
+    "TLS handshake with {s} failed: certificate expired on day {n}",
+    "migration {n} failed in {s}: column already exists",
+    "rate limit exceeded calling the {s} API after {n} requests",
+];
+
+fn fill(t: &str, s: &str, r: &mut Rng) -> String {
+    let mut out = t.replace("{s}", s);
+    while let Some(i) = out.find("{n}") {
+        out.replace_range(i..i + 3, &(1 + r.below(900)).to_string());
+    }
+    out
+}
+
+/// What was planted, for scoring.
+#[derive(Default)]
+struct Truth {
+    /// Memory id → planted instruction (project, index).
+    instruction_of: BTreeMap<String, (usize, usize)>,
+    instructions: BTreeSet<(usize, usize)>,
+    /// Memory id → planted failure signature (project, template, service).
+    failure_of: BTreeMap<String, (usize, usize, usize)>,
+    /// Signatures that occur at least twice.
+    repeated: BTreeSet<(usize, usize, usize)>,
+    /// Signature → its planted fix.
+    fix_of: BTreeMap<(usize, usize, usize), String>,
+    /// (scope, key, when the version was written, its content).
+    as_of: Vec<(Scope, String, Timestamp, String)>,
+}
+
+/// Writes `o.projects` histories into `engine`; returns the labels and the
+/// number of memories written.
+fn generate(
+    engine: &Engine,
+    o: &LearningOptions,
+    rng: &mut Rng,
+    start: Timestamp,
+) -> strata::Result<(Truth, usize)> {
+    let mut truth = Truth::default();
+    let mut written = 0;
+    let span_days = 180i64;
+    for p in 0..o.projects {
+        let scope = Scope::parse(&format!("project/p{p}"))?;
+        // This project's planted instructions and their sessions.
+        let mut plan: Vec<(usize, BTreeSet<usize>)> = Vec::new();
+        for _ in 0..3 {
+            let i = rng.below(INSTRUCTIONS.len());
+            if plan.iter().any(|(j, _)| *j == i) {
+                continue;
+            }
+            let times = 1 + rng.below(3);
+            let sessions = (0..times).map(|_| rng.below(o.sessions)).collect();
+            plan.push((i, sessions));
+        }
+        let avoid: Vec<bool> = plan.iter().map(|_| rng.below(3) == 0).collect();
+        // Failures: two repeated signatures, two single ones.
+        let mut failures: Vec<(usize, usize, Vec<usize>)> = Vec::new();
+        for k in 0..4 {
+            let t = rng.below(FAILURES.len());
+            let s = rng.below(THINGS.len());
+            if failures.iter().any(|(a, b, _)| (*a, *b) == (t, s)) {
+                continue;
+            }
+            let n = if k < 2 { 2 + rng.below(3) } else { 1 };
+            failures.push((t, s, (0..n).map(|_| rng.below(o.sessions)).collect()));
+        }
+        let fact_thing = THINGS[rng.below(THINGS.len())];
+        let change_at = 1 + rng.below(o.sessions.saturating_sub(1).max(1));
+        for sess in 0..o.sessions {
+            let day = span_days * sess as i64 / o.sessions.max(1) as i64;
+            let mut at = start + SignedDuration::from_hours(24 * day);
+            let sid = format!("p{p}-s{sess}");
+            let mut batch: Vec<(NewMemory, Option<Label>)> = Vec::new();
+            let turn = |text: String, role: Role| {
+                NewMemory::new(scope.clone(), text)
+                    .kind(Kind::Conversation)
+                    .role(role)
+                    .session(sid.clone())
+            };
+            for t in 0..o.turns {
+                let thing = rng.pick(THINGS);
+                let text = rng.pick(FILLER).replace("{}", thing);
+                batch.push((turn(text, Role::User), None));
+                if t % 3 == 0 {
+                    batch.push((
+                        turn(
+                            format!("Here is what I found about {thing}."),
+                            Role::Assistant,
+                        ),
+                        None,
+                    ));
+                }
+            }
+            for (k, (i, sessions)) in plan.iter().enumerate() {
+                if sessions.contains(&sess) {
+                    let opening = rng.pick(if avoid[k] { AVOID } else { DO });
+                    let lead = rng.pick(&["", "Thanks, that helped. ", "One more thing. ", "OK. "]);
+                    let end = rng.pick(&[".", "!", ", please.", ""]);
+                    let text = format!("{lead}{}{end}", opening.replace("{}", INSTRUCTIONS[*i]));
+                    batch.push((turn(text, Role::User), Some(Label::Instruction(p, *i))));
+                }
+            }
+            if rng.below(2) == 0 {
+                batch.push((turn(rng.pick(DISTRACTORS).to_string(), Role::User), None));
+            }
+            if rng.below(4) == 0 {
+                batch.push((turn(rng.pick(ASSISTANT).to_string(), Role::Assistant), None));
+            }
+            for (t, s, sessions) in &failures {
+                for _ in sessions.iter().filter(|x| **x == sess) {
+                    let text = fill(FAILURES[*t], THINGS[*s], rng);
+                    let m = NewMemory::new(scope.clone(), text)
+                        .kind(Kind::Failure)
+                        .session(sid.clone());
+                    batch.push((m, Some(Label::Failure(p, *t, *s))));
+                }
+            }
+            let mut ids = Vec::new();
+            let mut labels = Vec::new();
+            let mut items = Vec::new();
+            for (m, l) in batch {
+                at += SignedDuration::from_mins(1);
+                items.push(m.created_at(at));
+                labels.push(l);
+            }
+            for m in engine.remember_batch(items, strata::Confirm::No)? {
+                ids.push(m.id);
+            }
+            written += ids.len();
+            for (id, l) in ids.into_iter().zip(labels) {
+                match l {
+                    Some(Label::Instruction(p, i)) => {
+                        truth.instruction_of.insert(id, (p, i));
+                        truth.instructions.insert((p, i));
+                    }
+                    Some(Label::Failure(p, t, s)) => {
+                        truth.failure_of.insert(id, (p, t, s));
+                    }
+                    None => {}
+                }
+            }
+            // The fact, and its change.
+            let key = format!("fact/{fact_thing}-owner");
+            if sess == 0 || sess == change_at {
+                at += SignedDuration::from_mins(1);
+                let who = if sess == 0 { "Dana" } else { "Chidi" };
+                let text = format!("The {fact_thing} service is owned by {who}");
+                let m = NewMemory::new(scope.clone(), text.clone())
+                    .kind(Kind::Finding)
+                    .key(key.clone())
+                    .created_at(at);
+                engine.remember(m)?;
+                // The change supersedes the first version: one memory.
+                if sess == 0 {
+                    written += 1;
+                }
+                truth.as_of.push((scope.clone(), key, at, text));
+            }
+        }
+        // Fixes, after the last session, for the first repeated failure.
+        let end = start + SignedDuration::from_hours(24 * (span_days + 1));
+        for (k, (t, s, sessions)) in failures.iter().enumerate() {
+            if sessions.len() >= 2 {
+                truth.repeated.insert((p, *t, *s));
+                if k == 0 {
+                    let plain: String = fill(FAILURES[*t], THINGS[*s], rng)
+                        .split_whitespace()
+                        .filter(|w| !w.chars().any(|c| c.is_ascii_digit()))
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    let text = format!("Fixed it: {plain} — the cause was a stale setting.");
+                    let m = NewMemory::new(scope.clone(), text)
+                        .kind(Kind::Finding)
+                        .created_at(end + SignedDuration::from_mins(p as i64));
+                    let fix = engine.remember(m)?;
+                    written += 1;
+                    truth.fix_of.insert((p, *t, *s), fix.id);
+                }
+            }
+        }
+    }
+    Ok((truth, written))
+}
+
+enum Label {
+    Instruction(usize, usize),
+    Failure(usize, usize, usize),
+}
+
+/// Generates labelled histories in `engine`, runs learning, and scores
+/// every detector; with `o.memories`, times learning over a second store
+/// made by `timing_engine`.
+pub fn learning(
+    engine: &Engine,
+    timing_engine: Option<&Engine>,
+    o: &LearningOptions,
+) -> strata::Result<LearningReport> {
+    let mut rng = Rng(o.seed.max(1));
+    let start = Timestamp::now() - SignedDuration::from_hours(24 * 400);
+    let (truth, written) = generate(engine, o, &mut rng, start)?;
+    engine.learn()?;
+    let all = View::parse(&["project/**".to_string()])?;
+    let learned = engine.learned(&all)?;
+    let mut rep = LearningReport {
+        memories: written,
+        ..LearningReport::default()
+    };
+    // Preferences.
+    let mut pref = DetectorScore {
+        planted: truth.instructions.len(),
+        ..DetectorScore::default()
+    };
+    let mut hits: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    for (_, l) in learned.iter().filter(|(_, l)| l.detector == "preference") {
+        pref.learned += 1;
+        let owners: BTreeSet<Option<&(usize, usize)>> = l
+            .evidence
+            .iter()
+            .map(|id| truth.instruction_of.get(id))
+            .collect();
+        if owners.len() == 1
+            && let Some(Some(who)) = owners.into_iter().next()
+        {
+            pref.correct += 1;
+            *hits.entry(*who).or_default() += 1;
+        }
+    }
+    pref.found = hits.len();
+    pref.split = hits.values().filter(|n| **n > 1).count();
+    pref.finish();
+    rep.preference = pref;
+    // Failures.
+    let mut fail = DetectorScore {
+        planted: truth.repeated.len(),
+        ..DetectorScore::default()
+    };
+    let mut hits: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
+    rep.fixes_planted = truth.fix_of.len();
+    for (m, l) in learned.iter().filter(|(_, l)| l.detector == "failure") {
+        fail.learned += 1;
+        let owners: BTreeSet<Option<&(usize, usize, usize)>> = l
+            .evidence
+            .iter()
+            .filter(|id| truth.failure_of.contains_key(*id))
+            .map(|id| truth.failure_of.get(id))
+            .collect();
+        if owners.len() == 1
+            && let Some(Some(sig)) = owners.into_iter().next()
+            && truth.repeated.contains(sig)
+        {
+            fail.correct += 1;
+            *hits.entry(*sig).or_default() += 1;
+            let named = m
+                .payload
+                .as_ref()
+                .and_then(|p| p.pointer("/failure/fixed_by"))
+                .and_then(|v| v.as_str());
+            if named.is_some() && named == truth.fix_of.get(sig).map(String::as_str) {
+                rep.fixes_named += 1;
+            }
+        }
+    }
+    fail.found = hits.len();
+    fail.split = hits.values().filter(|n| **n > 1).count();
+    fail.finish();
+    rep.failure = fail;
+    // Facts that change: just after each version was written, and just
+    // before the next.
+    let mut by_key: BTreeMap<(Scope, String), Vec<(Timestamp, String)>> = BTreeMap::new();
+    for (scope, key, at, text) in &truth.as_of {
+        by_key
+            .entry((scope.clone(), key.clone()))
+            .or_default()
+            .push((*at, text.clone()));
+    }
+    for ((scope, _), versions) in by_key {
+        for (i, (at, text)) in versions.iter().enumerate() {
+            let probe = match versions.get(i + 1) {
+                Some((next, _)) => *next - SignedDuration::from_mins(1),
+                None => *at + SignedDuration::from_hours(24),
+            };
+            let mut r = Recall::new("who owns the service", View::scope(scope.clone()));
+            r.as_of = Some(probe);
+            r.min_relevance = Some(0.0);
+            r.touch = false;
+            r.filter = strata::Filter::parse(&serde_json::json!({"kind": "finding"}))?;
+            let got = engine.recall(&r)?;
+            rep.as_of_checks += 1;
+            if got.first().is_some_and(|h| &h.memory.content == text) {
+                rep.as_of_correct += 1;
+            }
+        }
+    }
+    rep.as_of_accuracy = ratio(rep.as_of_correct, rep.as_of_checks);
+    if let (Some(big), true) = (timing_engine, o.memories > 0) {
+        rep.timing = Some(timing(big, o, start)?);
+    }
+    Ok(rep)
+}
+
+/// Fills `engine` with about `o.memories` memories of the same generator,
+/// then times a full learning run and an incremental one.
+fn timing(
+    engine: &Engine,
+    o: &LearningOptions,
+    start: Timestamp,
+) -> strata::Result<LearningTiming> {
+    // Turns, the assistant's every third, an instruction, distractor or
+    // failure a session; two facts and a fix a project.
+    let per_project = (o.sessions * (o.turns + o.turns.div_ceil(3) + 1) + 8).max(1);
+    let projects = (o.memories / per_project).max(1);
+    let big = LearningOptions {
+        projects,
+        ..o.clone()
+    };
+    let mut rng = Rng(o.seed.wrapping_add(7).max(1));
+    let (_, written) = generate(engine, &big, &mut rng, start)?;
+    let t = Instant::now();
+    let full = engine.learn()?;
+    let full_secs = t.elapsed().as_secs_f64();
+    // One more session in a tenth of the projects.
+    let mut more = Vec::new();
+    for p in (0..projects).step_by(10) {
+        let scope = Scope::parse(&format!("project/p{p}"))?;
+        for k in 0..o.turns {
+            let text = if k == 0 {
+                "Always run the smoke tests after a deploy.".to_string()
+            } else {
+                rng.pick(FILLER).replace("{}", rng.pick(THINGS))
+            };
+            more.push(
+                NewMemory::new(scope.clone(), text)
+                    .kind(Kind::Conversation)
+                    .role(Role::User)
+                    .session(format!("p{p}-late")),
+            );
+        }
+    }
+    let added = more.len();
+    engine.remember_batch(more, strata::Confirm::No)?;
+    let t = Instant::now();
+    let inc = engine.learn()?;
+    Ok(LearningTiming {
+        memories: written + added,
+        full_secs,
+        full_examined: full.examined,
+        incremental_secs: t.elapsed().as_secs_f64(),
+        incremental_examined: inc.examined,
+    })
+}

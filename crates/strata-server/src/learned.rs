@@ -1,0 +1,151 @@
+//! Learned memories for both front ends: list, show (with the evidence the
+//! caller may see), confirm, reject. The grant rules are those of every
+//! operation (`ops.rs`): a learned memory outside the grant is "not
+//! found"; confirming and rejecting need `read_write`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::ApiError;
+use crate::ops::{Ctx, without_vector};
+
+type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+/// `POST /v1/learned/list`: learned memories in a view.
+#[derive(Clone, Debug, Deserialize, Serialize, ToSchema, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LearnedListBody {
+    /// Scopes to read (`project/acme/**`, `global`).
+    pub view: Vec<String>,
+}
+
+/// A learned memory, its record, and (when shown) its evidence.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct LearnedAnswer {
+    /// The learned memory.
+    pub memory: strata::Memory,
+    /// Detector, evidence ids, confidence, first and last seen, status.
+    pub learned: strata::Learned,
+    /// The evidence that still exists and that the caller may see, oldest
+    /// first (only when one memory is shown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Vec<strata::Memory>>,
+}
+
+/// `POST /v1/learned/list`: learned memories, most confident first.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct LearnedListAnswer {
+    /// The learned memories.
+    pub learned: Vec<LearnedAnswer>,
+}
+
+/// The `learned` tool: what upkeep learned, and a person's say over it.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LearnedArgs {
+    /// `list` (the default), `show`, `confirm` or `reject`.
+    #[serde(default)]
+    pub action: Option<String>,
+    /// The learned memory, for show, confirm and reject.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Scopes to list; defaults to the configured project, session and global.
+    #[serde(default)]
+    pub view: Vec<String>,
+}
+
+/// Compact text for the `learned` tool: one line per learned memory,
+/// `- <id> <detector> <confidence> <status> (<n> evidence): <first line>`,
+/// then, for one shown memory, its evidence as `  · <id> <first line>`.
+pub fn text(c: &Ctx<'_>, answers: &[LearnedAnswer]) -> Result<String> {
+    if answers.is_empty() {
+        return Ok("nothing learned in this view".into());
+    }
+    let first_line = |m: &strata::Memory| m.content.lines().next().unwrap_or("").to_string();
+    let mut out = String::new();
+    for a in answers {
+        let status = match a.learned.status {
+            strata::LearnedStatus::Proposed => "proposed",
+            strata::LearnedStatus::Confirmed => "confirmed",
+        };
+        out.push_str(&format!(
+            "- {} {} {:.2} {status} ({} evidence): {}\n",
+            c.short_id(&a.memory.id)?,
+            a.learned.detector,
+            a.learned.confidence,
+            a.learned.evidence.len(),
+            first_line(&a.memory)
+        ));
+        for e in a.evidence.iter().flatten() {
+            out.push_str(&format!("  · {} {}\n", c.short_id(&e.id)?, first_line(e)));
+        }
+    }
+    Ok(out)
+}
+
+impl Ctx<'_> {
+    /// Learned memories in a view the grant covers.
+    pub fn learned_list(&self, b: &LearnedListBody) -> Result<LearnedListAnswer> {
+        let view = self.view("view", &b.view)?;
+        let learned = self
+            .engine
+            .learned(&view)?
+            .into_iter()
+            .map(|(m, l)| LearnedAnswer {
+                memory: without_vector(m),
+                learned: l,
+                evidence: None,
+            })
+            .collect();
+        Ok(LearnedListAnswer { learned })
+    }
+
+    /// One learned memory with the evidence the grant lets the caller see.
+    pub fn learned_show(&self, id: &str) -> Result<LearnedAnswer> {
+        let id = self.learned_id(id)?;
+        let (m, l) = self.engine.learned_one(&id)?;
+        let evidence = self
+            .engine
+            .learned_evidence(&id)?
+            .into_iter()
+            .filter(|e| self.grant.allows_scope(&e.scope))
+            .map(without_vector)
+            .collect();
+        Ok(LearnedAnswer {
+            memory: without_vector(m),
+            learned: l,
+            evidence: Some(evidence),
+        })
+    }
+
+    /// Confirms a learned memory.
+    pub fn learned_confirm(&self, id: &str) -> Result<strata::Memory> {
+        self.writable()?;
+        let id = self.learned_id(id)?;
+        Ok(without_vector(self.engine.confirm_learned(&id)?))
+    }
+
+    /// Rejects a learned memory (to the archive; not learned again from
+    /// the same evidence).
+    pub fn learned_reject(&self, id: &str) -> Result<strata::Memory> {
+        self.writable()?;
+        let id = self.learned_id(id)?;
+        Ok(without_vector(self.engine.reject_learned(&id)?))
+    }
+
+    /// The full id of a learned memory inside the grant.
+    fn learned_id(&self, id: &str) -> Result<String> {
+        let id = self.resolve(id)?;
+        self.visible(&id)?;
+        Ok(id)
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.grant.can_write() {
+            Ok(())
+        } else {
+            Err(ApiError::read_only())
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Learned memories over HTTP and MCP: list, show with evidence, confirm,
+//! reject, and the grant's rules for each.
+
+use serde_json::{Value, json};
+use strata::{Kind, NewMemory, Role, Scope};
+use strata_server::{Access, AuthMode, McpDefaults, ServerConfig};
+
+use crate::harness::{Server, assert_error, token};
+
+/// A server whose store has learned one preference in `project/acme` and
+/// one in `project/beta`; tokens: read/write on acme, read-only on acme.
+fn server() -> (Server, String, String) {
+    let (rw, a) = token("rw", &["project/acme"], Access::ReadWrite);
+    let (ro, b) = token("ro", &["project/acme"], Access::Read);
+    let cfg = ServerConfig {
+        tokens: vec![a, b],
+        mcp: McpDefaults {
+            project: Some("acme".into()),
+            session: None,
+        },
+        ..Default::default()
+    };
+    let s = Server::start_prepared(cfg, AuthMode::Tokens, |e| {
+        for (p, text) in [
+            ("project/acme", "Always run the linter before committing."),
+            ("project/beta", "Never deploy on Fridays."),
+        ] {
+            e.remember(
+                NewMemory::new(Scope::parse(p).unwrap(), text)
+                    .kind(Kind::Conversation)
+                    .role(Role::User)
+                    .session(format!("s-{}", &p[8..])),
+            )
+            .unwrap();
+        }
+        e.learn().unwrap();
+    });
+    (s, rw, ro)
+}
+
+fn learned_id(s: &Server, t: &str) -> String {
+    let l = s.expect(
+        200,
+        "POST",
+        "/v1/learned/list",
+        Some(t),
+        json!({"view": ["project/acme/**"]}),
+    );
+    let l = l["learned"].as_array().unwrap();
+    assert_eq!(l.len(), 1, "{l:?}");
+    l[0]["memory"]["id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn learned_routes_list_show_confirm_reject() {
+    let (s, rw, ro) = server();
+    let t = Some(rw.as_str());
+    let id = learned_id(&s, &rw);
+    let one = s.expect(200, "GET", &format!("/v1/learned/{id}"), t, Value::Null);
+    assert_eq!(one["learned"]["detector"], "preference");
+    assert_eq!(one["learned"]["confidence"], 0.6);
+    assert_eq!(
+        one["evidence"][0]["content"],
+        "Always run the linter before committing."
+    );
+    // Read-only tokens read but do not confirm.
+    s.expect(
+        200,
+        "GET",
+        &format!("/v1/learned/{id}"),
+        Some(&ro),
+        Value::Null,
+    );
+    let e = s.expect(
+        403,
+        "POST",
+        &format!("/v1/learned/{id}/confirm"),
+        Some(&ro),
+        Value::Null,
+    );
+    assert_error(&e, "forbidden", "read");
+    let c = s.expect(
+        200,
+        "POST",
+        &format!("/v1/learned/{id}/confirm"),
+        t,
+        Value::Null,
+    );
+    assert_eq!(c["payload"]["learned"]["status"], "confirmed");
+    let r = s.expect(
+        200,
+        "POST",
+        &format!("/v1/learned/{id}/reject"),
+        t,
+        Value::Null,
+    );
+    assert_eq!(r["id"], id.as_str());
+    let l = s.expect(
+        200,
+        "POST",
+        "/v1/learned/list",
+        t,
+        json!({"view": ["project/acme/**"]}),
+    );
+    assert!(l["learned"].as_array().unwrap().is_empty(), "{l}");
+}
+
+#[test]
+fn learned_routes_refuse_bad_input() {
+    let (s, rw, _) = server();
+    let t = Some(rw.as_str());
+    // A view outside the grant, and a memory outside it, are refused.
+    let e = s.expect(
+        403,
+        "POST",
+        "/v1/learned/list",
+        t,
+        json!({"view": ["project/beta"]}),
+    );
+    assert_error(&e, "forbidden", "project/beta");
+    let e = s.expect(400, "POST", "/v1/learned/list", t, json!({"view": []}));
+    assert_error(&e, "invalid", "view");
+    let e = s.expect(
+        400,
+        "POST",
+        "/v1/learned/list",
+        t,
+        json!({"view": ["project/acme"], "x": 1}),
+    );
+    assert_error(&e, "invalid", "x");
+    // A memory that is not learned cannot be confirmed, and nothing changes.
+    let m = s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        t,
+        json!({"content": "We chose PostgreSQL", "scope": "project/acme", "kind": "decision"}),
+    );
+    let mid = m["id"].as_str().unwrap();
+    let before = s.snapshot();
+    let e = s.expect(
+        400,
+        "POST",
+        &format!("/v1/learned/{mid}/reject"),
+        t,
+        Value::Null,
+    );
+    assert_error(&e, "invalid", "not a learned memory");
+    assert_eq!(s.snapshot(), before);
+    let e = s.expect(404, "GET", "/v1/learned/no-such-memory", t, Value::Null);
+    assert_error(&e, "not_found", "no-such-memory");
+}
+
+#[test]
+fn recall_as_of_over_http() {
+    let (s, rw, _) = server();
+    let t = Some(rw.as_str());
+    let v1 = s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        t,
+        json!({"content": "The release branch is rel-1", "scope": "project/acme", "key": "release-branch"}),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        t,
+        json!({"content": "The release branch is rel-2", "scope": "project/acme", "key": "release-branch"}),
+    );
+    let at = v1["updated_at"].as_str().unwrap();
+    let body =
+        |as_of: Value| json!({"query": "release branch", "view": ["project/acme"], "as_of": as_of});
+    let then = s.expect(200, "POST", "/v1/recall", t, body(json!(at)));
+    assert_eq!(
+        then["results"][0]["content"], "The release branch is rel-1",
+        "{then}"
+    );
+    assert!(then["results"][0]["valid_to"].is_string());
+    let now = s.expect(200, "POST", "/v1/recall", t, body(Value::Null));
+    assert_eq!(now["results"][0]["content"], "The release branch is rel-2");
+    let e = s.expect(400, "POST", "/v1/recall", t, body(json!("last week")));
+    assert_error(&e, "invalid", "as_of");
+}

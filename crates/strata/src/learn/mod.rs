@@ -1,0 +1,661 @@
+//! Learning: detectors that read what agents remembered and write
+//! `source = learned` memories. Upkeep runs them ([`Engine::learn`]); the
+//! write path never does.
+//!
+//! Owns the learned-memory record ([`Learned`], under the payload's
+//! `learned` field), its confidence, the watermark of what was already
+//! examined, and a person's say over what was learned (confirm, reject).
+//! The detectors live one per file: `preference` (stated preferences and
+//! standing instructions) and `failure` (repeated failures, with the fix
+//! when a later finding names one).
+//!
+//! A detector never deletes or edits a memory it reads: only its own
+//! learned memories change. A learned memory is an ordinary memory (kind,
+//! scope, key, history, `forget`): it lives in the scope of its evidence,
+//! so a view that separates scopes separates what was learned from them,
+//! and it is keyed `learned/<detector>/<subject>`, so learning the same
+//! subject again supersedes it and keeps the old version in its history.
+//!
+//! The record is kept in the payload rather than in a table of its own:
+//! it then needs no schema change in any store, travels whole through JSONL
+//! export and import, and is filterable (`payload.learned.detector`).
+
+mod failure;
+mod preference;
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::Result;
+use crate::engine::{Confirm, Engine, Forget, ForgetOptions, Patch};
+use crate::error::Error;
+use crate::filter::Filter;
+use crate::model::{Kind, Memory, NewMemory, Role, Source};
+use crate::scope::{Scope, View};
+use crate::store::Query;
+
+/// The scope of the watermark memory: outside every project, task and
+/// global view, so no read sees it unless it names this scope.
+const STATE_SCOPE: &str = "strata/learn";
+/// Key of the watermark memory.
+const WATERMARK_KEY: &str = "watermark";
+/// Archive reason of a rejected learned memory.
+pub const REJECTED: &str = "rejected";
+/// Most evidence ids one learned memory lists (the newest are kept): the
+/// record stays a few KB however often a pattern recurs.
+const MAX_EVIDENCE: usize = 100;
+
+/// Learning settings (`[learning]` in `strata.toml`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LearnConfig {
+    /// Whether upkeep runs the detectors (default true: upkeep is itself
+    /// something a person or a scheduler starts).
+    pub enabled: bool,
+    /// Days after which a pattern not seen again has lost half its
+    /// confidence (default 90: a standing instruction nobody has restated
+    /// for a season is worth asking about again).
+    pub half_life_days: f64,
+    /// Occurrences of one failure before it is a pattern (default 2: the
+    /// smallest number that is a repeat).
+    pub min_failures: usize,
+    /// Share of its words (Jaccard) a failure must have in common with a
+    /// pattern's first failure to join it (default 1.0, the same
+    /// signature: the same error with other values, line numbers or ids
+    /// keeps every word, while one that names another service, file or
+    /// table is another failure, however long the message; lower it to
+    /// group messages that also carry varying words).
+    pub failure_similarity: f64,
+}
+
+impl Default for LearnConfig {
+    fn default() -> LearnConfig {
+        LearnConfig {
+            enabled: true,
+            half_life_days: 90.0,
+            min_failures: 2,
+            failure_similarity: 1.0,
+        }
+    }
+}
+
+impl LearnConfig {
+    /// Checks every value; errors name the key.
+    pub fn validate(&self) -> Result<(), Error> {
+        if !(self.half_life_days.is_finite() && self.half_life_days > 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "learning.half_life_days: {} must be a positive number",
+                self.half_life_days
+            )));
+        }
+        if self.min_failures < 2 {
+            return Err(Error::InvalidConfig(format!(
+                "learning.min_failures: {} must be at least 2",
+                self.min_failures
+            )));
+        }
+        if !(self.failure_similarity > 0.0 && self.failure_similarity <= 1.0) {
+            return Err(Error::InvalidConfig(format!(
+                "learning.failure_similarity: {} must be in (0, 1]",
+                self.failure_similarity
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Whether a person has looked at a learned memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum LearnedStatus {
+    /// Written by a detector; nobody has confirmed it.
+    Proposed,
+    /// Confirmed by a person: confidence 1, no decay.
+    Confirmed,
+}
+
+/// The record a detector keeps with a learned memory, as the payload's
+/// `learned` field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Learned {
+    /// The detector that wrote it (`preference`, `failure`).
+    pub detector: String,
+    /// Ids of the memories it was learned from, oldest first.
+    pub evidence: Vec<String>,
+    /// Independent pieces of evidence: distinct sessions (or, for memories
+    /// without one, distinct days).
+    pub independent: usize,
+    /// 0–1: grows with independent evidence, halves every
+    /// `half_life_days` without new evidence.
+    pub confidence: f64,
+    /// When the earliest evidence was written.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
+    pub first_seen: Timestamp,
+    /// When the latest evidence was written.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
+    pub last_seen: Timestamp,
+    /// Proposed or confirmed.
+    pub status: LearnedStatus,
+}
+
+impl Learned {
+    /// The record of a learned memory; `None` for any other memory.
+    pub fn of(m: &Memory) -> Option<Learned> {
+        if m.source != Source::Learned {
+            return None;
+        }
+        let v = m.payload.as_ref()?.get("learned")?;
+        serde_json::from_value(v.clone()).ok()
+    }
+}
+
+/// What one learning run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LearnReport {
+    /// Memories examined (written or changed since the last run).
+    pub examined: usize,
+    /// Learned memories written for the first time.
+    pub learned: usize,
+    /// Learned memories given new evidence or a new confidence.
+    pub updated: usize,
+    /// Learned memories deleted because all their evidence was forgotten.
+    pub removed: usize,
+    /// Patterns not learned again: their evidence was rejected before.
+    pub rejected_skipped: usize,
+}
+
+/// One piece of evidence: a memory's id, time and session.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Evidence {
+    at: Timestamp,
+    id: String,
+    /// The session, or the day for a memory without one.
+    unit: String,
+}
+
+impl Evidence {
+    fn of(m: &Memory) -> Evidence {
+        let unit = match &m.session {
+            Some(s) => format!("s:{s}"),
+            None => format!("d:{}", m.created_at.as_second().div_euclid(86_400)),
+        };
+        Evidence {
+            at: m.created_at,
+            id: m.id.clone(),
+            unit,
+        }
+    }
+}
+
+/// What a detector found: a learned memory to write or bring up to date.
+struct Finding {
+    scope: Scope,
+    detector: &'static str,
+    /// The subject, the last part of the key.
+    subject: String,
+    kind: Kind,
+    content: String,
+    importance: f64,
+    /// Detector-specific fields, kept beside `learned` in the payload.
+    detail: serde_json::Value,
+    evidence: Vec<Evidence>,
+    /// Whether `evidence` is the whole pattern (replaces what the learned
+    /// memory lists) or new evidence (added to it).
+    whole: bool,
+}
+
+/// Confidence from `independent` pieces of evidence, each giving
+/// `per_evidence`, last seen `days` ago: `1 − (1 − p)^n`, halved every
+/// `half_life_days`.
+fn confidence(per_evidence: f64, independent: usize, days: f64, half_life_days: f64) -> f64 {
+    let base = 1.0 - (1.0 - per_evidence).powi(independent.min(64) as i32);
+    let decay = 0.5f64.powf(days.max(0.0) / half_life_days);
+    (base * decay * 1000.0).round() / 1000.0
+}
+
+fn days_between(a: Timestamp, b: Timestamp) -> f64 {
+    (b.as_millisecond() - a.as_millisecond()) as f64 / 86_400_000.0
+}
+
+/// The confidence each detector's evidence gives, by detector name.
+fn per_evidence(detector: &str) -> f64 {
+    match detector {
+        preference::NAME => preference::PER_EVIDENCE,
+        _ => failure::PER_EVIDENCE,
+    }
+}
+
+impl Engine {
+    /// Runs the detectors over what changed since the last run, then brings
+    /// every learned memory's evidence and confidence up to date (forgotten
+    /// evidence is dropped; a learned memory left without any is deleted).
+    pub fn learn(&self) -> Result<LearnReport> {
+        let cfg = self.cfg.learning.clone();
+        let started = self.now();
+        let since = self.watermark()?;
+        let mut cond = json!({"source": {"$nin": ["learned", "system"]}});
+        if let Some((t, _)) = &since {
+            cond["updated_at"] = json!({"$gte": t.as_millisecond()});
+        }
+        let mut changed = self
+            .store()
+            .query(&Query::everything(started).filter(Filter::parse(&cond)?))?;
+        if let Some((t, seen)) = &since {
+            // A memory written in the watermark's millisecond after the last
+            // run read the store is examined now; those it examined are not.
+            changed.retain(|m| m.updated_at != *t || !seen.contains(&m.id));
+        }
+        let mut report = LearnReport {
+            examined: changed.len(),
+            ..LearnReport::default()
+        };
+        let mut findings = preference::detect(&changed);
+        // The failure detector looks at whole scopes (a repeat needs the
+        // earlier failures), but only at scopes where something it reads
+        // changed.
+        let dirty: BTreeSet<Scope> = changed
+            .iter()
+            .filter(|m| failure::READS.contains(&m.kind.as_str()))
+            .map(|m| m.scope.clone())
+            .collect();
+        let reads = Filter::parse(&json!({"kind": {"$in": failure::READS},
+            "source": {"$nin": ["learned", "system"]}}))?;
+        for scope in dirty {
+            let here = self
+                .store()
+                .query(&Query::view(View::scope(scope), started).filter(reads.clone()))?;
+            findings.extend(failure::detect(&here, &cfg));
+        }
+        for f in findings {
+            self.apply(f, &cfg, &mut report)?;
+        }
+        self.refresh(&cfg, &mut report)?;
+        let seen: Vec<&str> = changed
+            .iter()
+            .filter(|m| m.updated_at == started)
+            .map(|m| m.id.as_str())
+            .collect();
+        self.set_watermark(started, &seen)?;
+        Ok(report)
+    }
+
+    /// Every learned memory in `view`, highest confidence first.
+    pub fn learned(&self, view: &View) -> Result<Vec<(Memory, Learned)>> {
+        let f = Filter::parse(&json!({"source": "learned"}))?;
+        let mut out: Vec<(Memory, Learned)> = self
+            .store()
+            .query(&Query::view(view.clone(), self.now()).filter(f))?
+            .into_iter()
+            .filter_map(|m| Learned::of(&m).map(|l| (m, l)))
+            .collect();
+        out.sort_by(|a, b| {
+            b.1.confidence
+                .partial_cmp(&a.1.confidence)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then_with(|| b.0.id.cmp(&a.0.id))
+        });
+        Ok(out)
+    }
+
+    /// A learned memory by id, with its record; an error when `id` is not
+    /// a learned memory.
+    pub fn learned_one(&self, id: &str) -> Result<(Memory, Learned)> {
+        let m = self.get(id)?.ok_or_else(|| Error::NotFound(id.into()))?;
+        let l = Learned::of(&m).ok_or_else(|| {
+            Error::field(
+                "id",
+                format!("memory `{id}` is not a learned memory (no `learned` record)"),
+            )
+        })?;
+        Ok((m, l))
+    }
+
+    /// A person confirms a learned memory: confidence 1, no decay, kept
+    /// through later runs.
+    pub fn confirm_learned(&self, id: &str) -> Result<Memory> {
+        let (m, mut l) = self.learned_one(id)?;
+        l.status = LearnedStatus::Confirmed;
+        l.confidence = 1.0;
+        self.update(&m.id, record_patch(&m, &l)?, m.version)
+    }
+
+    /// A person rejects a learned memory: it moves to the archive (reason
+    /// `rejected`, kept with its evidence), and the same evidence never
+    /// teaches it again.
+    pub fn reject_learned(&self, id: &str) -> Result<Memory> {
+        let (m, _) = self.learned_one(id)?;
+        self.store()
+            .archive(std::slice::from_ref(&m.id), REJECTED, self.now())?;
+        Ok(m)
+    }
+
+    /// The evidence of a learned memory that still exists, oldest first.
+    pub fn learned_evidence(&self, id: &str) -> Result<Vec<Memory>> {
+        let (_, l) = self.learned_one(id)?;
+        let mut ms = self.store().get_many(&l.evidence)?;
+        ms.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+        Ok(ms)
+    }
+
+    /// When the last run read the store, and the ids it examined that were
+    /// written in that very millisecond.
+    fn watermark(&self) -> Result<Option<(Timestamp, BTreeSet<String>)>> {
+        let Some(p) = self
+            .keyed(&state_scope(), WATERMARK_KEY)?
+            .and_then(|m| m.payload)
+        else {
+            return Ok(None);
+        };
+        let Some(at) = p
+            .get("examined_until_ms")
+            .and_then(|v| v.as_i64())
+            .and_then(|x| Timestamp::from_millisecond(x).ok())
+        else {
+            return Ok(None);
+        };
+        let seen = p
+            .get("seen_at_watermark")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Some((at, seen)))
+    }
+
+    /// Replaces the watermark memory. The old one is forgotten first, so
+    /// the watermark keeps no history; a crash in between loses only the
+    /// watermark, and the next run examines everything again (findings
+    /// merge idempotently).
+    fn set_watermark(&self, at: Timestamp, seen: &[&str]) -> Result<()> {
+        if let Some(old) = self.keyed(&state_scope(), WATERMARK_KEY)? {
+            self.forget(&Forget::Id(old.id), ForgetOptions::default())?;
+        }
+        let n = NewMemory::new(
+            state_scope(),
+            format!("Learning has examined every memory written or changed before {at}."),
+        )
+        .kind(Kind::Context)
+        .key(WATERMARK_KEY)
+        .source(Source::System)
+        .pinned(true)
+        .payload(json!({"examined_until_ms": at.as_millisecond(), "seen_at_watermark": seen}));
+        self.remember(n)?;
+        Ok(())
+    }
+
+    /// The active memory under (scope, key).
+    fn keyed(&self, scope: &Scope, key: &str) -> Result<Option<Memory>> {
+        let f = Filter::parse(&json!({"key": key}))?;
+        Ok(self
+            .store()
+            .query(
+                &Query::view(View::scope(scope.clone()), self.now())
+                    .filter(f)
+                    .include_expired(true)
+                    .limit(1),
+            )?
+            .into_iter()
+            .next())
+    }
+
+    /// Writes a finding as a learned memory, or merges it into the one
+    /// already under its key.
+    fn apply(&self, f: Finding, cfg: &LearnConfig, report: &mut LearnReport) -> Result<()> {
+        let key = format!("learned/{}/{}", f.detector, f.subject);
+        let existing = self.keyed(&f.scope, &key)?;
+        if existing.as_ref().is_some_and(|m| Learned::of(m).is_none()) {
+            // Someone else's memory holds the key: theirs stands.
+            return Ok(());
+        }
+        let rejected = self.rejected_evidence(&f.scope, &key)?;
+        if f.evidence.iter().all(|e| rejected.contains(&e.id)) {
+            report.rejected_skipped += 1;
+            return Ok(());
+        }
+        let old = existing.as_ref().and_then(Learned::of);
+        let mut status = old.as_ref().map_or(LearnedStatus::Proposed, |o| o.status);
+        let mut fresh = f.evidence.clone();
+        // A stance that turns ("always …" after "never …") starts over: the
+        // old statement stays in the key's history, valid until now.
+        let stance = format!("/{}/polarity", f.detector);
+        let turned = existing
+            .as_ref()
+            .and_then(|m| m.payload.as_ref())
+            .and_then(|p| p.pointer(&stance))
+            .is_some_and(|s| Some(s) != f.detail.pointer(&stance));
+        if turned {
+            // What a person confirmed was the old stance.
+            status = LearnedStatus::Proposed;
+        }
+        if !f.whole && !turned {
+            // New evidence joins what is still listed; rejected evidence
+            // teaches nothing.
+            fresh.retain(|e| !rejected.contains(&e.id));
+            if let Some(o) = &old {
+                let known: BTreeSet<String> = fresh.iter().map(|e| e.id.clone()).collect();
+                let kept = self.store().get_many(&o.evidence)?;
+                fresh.extend(
+                    kept.iter()
+                        .filter(|m| !known.contains(&m.id))
+                        .map(Evidence::of),
+                );
+            }
+        }
+        fresh.sort();
+        fresh.dedup_by(|a, b| a.id == b.id);
+        if fresh.len() > MAX_EVIDENCE {
+            fresh.drain(..fresh.len() - MAX_EVIDENCE);
+        }
+        let record = self.record(f.detector, &fresh, status, cfg);
+        let same = old.as_ref().is_some_and(|o| {
+            o.evidence == record.evidence
+                && existing.as_ref().is_some_and(|m| m.content == f.content)
+        });
+        if same {
+            return Ok(());
+        }
+        let mut payload = json!({"learned": record});
+        if let (Some(obj), Some(detail)) = (payload.as_object_mut(), f.detail.as_object()) {
+            for (k, v) in detail {
+                obj.insert(k.clone(), v.clone());
+            }
+        }
+        let n = NewMemory::new(f.scope.clone(), f.content)
+            .kind(f.kind)
+            .key(key)
+            .importance(f.importance)
+            .source(Source::Learned)
+            .tag("learned")
+            .tag(format!("detector:{}", f.detector))
+            .payload(payload);
+        self.remember_with(n, Confirm::Yes)?;
+        if existing.is_some() {
+            report.updated += 1;
+        } else {
+            report.learned += 1;
+        }
+        Ok(())
+    }
+
+    /// The record for `evidence` at the current time.
+    fn record(
+        &self,
+        detector: &str,
+        evidence: &[Evidence],
+        status: LearnedStatus,
+        cfg: &LearnConfig,
+    ) -> Learned {
+        let units: BTreeSet<&String> = evidence.iter().map(|e| &e.unit).collect();
+        let first = evidence
+            .iter()
+            .map(|e| e.at)
+            .min()
+            .unwrap_or_else(|| self.now());
+        let last = evidence
+            .iter()
+            .map(|e| e.at)
+            .max()
+            .unwrap_or_else(|| self.now());
+        let c = match status {
+            LearnedStatus::Confirmed => 1.0,
+            LearnedStatus::Proposed => confidence(
+                per_evidence(detector),
+                units.len(),
+                days_between(last, self.now()),
+                cfg.half_life_days,
+            ),
+        };
+        Learned {
+            detector: detector.to_string(),
+            evidence: evidence.iter().map(|e| e.id.clone()).collect(),
+            independent: units.len(),
+            confidence: c,
+            first_seen: first,
+            last_seen: last,
+            status,
+        }
+    }
+
+    /// Ids of the evidence of rejected learned memories under (scope, key).
+    fn rejected_evidence(&self, scope: &Scope, key: &str) -> Result<BTreeSet<String>> {
+        let f = Filter::parse(&json!({"key": key}))?;
+        let archived = self
+            .store()
+            .query_archived(&Query::view(View::scope(scope.clone()), self.now()).filter(f))?;
+        Ok(archived
+            .into_iter()
+            .filter(|a| a.reason == REJECTED)
+            .filter_map(|a| Learned::of(&a.memory))
+            .flat_map(|l| l.evidence)
+            .collect())
+    }
+
+    /// Drops forgotten evidence from every learned memory, deletes those
+    /// left without any, and lets confidence decay.
+    fn refresh(&self, cfg: &LearnConfig, report: &mut LearnReport) -> Result<()> {
+        let f = Filter::parse(&json!({"source": "learned"}))?;
+        let all = self
+            .store()
+            .query(&Query::everything(self.now()).filter(f))?;
+        for m in all {
+            let Some(l) = Learned::of(&m) else { continue };
+            let alive = self.store().get_many(&l.evidence)?;
+            let minimum = if l.detector == failure::NAME {
+                cfg.min_failures
+            } else {
+                1
+            };
+            let failures = alive
+                .iter()
+                .filter(|e| l.detector != failure::NAME || failure::is_failure(e))
+                .count();
+            if alive.is_empty() || failures < minimum {
+                self.forget(&Forget::Id(m.id.clone()), ForgetOptions::default())?;
+                report.removed += 1;
+                continue;
+            }
+            let mut ev: Vec<Evidence> = alive.iter().map(Evidence::of).collect();
+            ev.sort();
+            let next = self.record(&l.detector, &ev, l.status, cfg);
+            // A confidence that moved less than this says nothing new, and
+            // each rewrite keeps a version in the memory's history.
+            if next.evidence == l.evidence && (next.confidence - l.confidence).abs() < 0.05 {
+                continue;
+            }
+            self.update(&m.id, record_patch(&m, &next)?, m.version)?;
+            report.updated += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A patch replacing the `learned` record of `m`'s payload.
+fn record_patch(m: &Memory, l: &Learned) -> Result<Patch> {
+    let mut payload = m.payload.clone().unwrap_or_else(|| json!({}));
+    let obj = payload
+        .as_object_mut()
+        .ok_or_else(|| Error::field("payload", "a learned memory's payload is not an object"))?;
+    obj.insert(
+        "learned".into(),
+        serde_json::to_value(l).map_err(|e| Error::field("payload", e))?,
+    );
+    Ok(Patch {
+        payload: Some(Some(payload)),
+        ..Patch::default()
+    })
+}
+
+fn state_scope() -> Scope {
+    Scope::parse(STATE_SCOPE).unwrap_or_else(|_| Scope::global())
+}
+
+/// Whether a memory speaks for the user: written by them or by a person or
+/// agent on their behalf, not by the assistant, a tool or the system.
+fn users_word(m: &Memory) -> bool {
+    !matches!(m.role, Some(Role::Assistant | Role::Tool | Role::System))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confidence_grows_with_evidence_and_decays_without() {
+        let one = confidence(0.6, 1, 0.0, 90.0);
+        let two = confidence(0.6, 2, 0.0, 90.0);
+        assert_eq!(one, 0.6);
+        assert!(two > one && two < 1.0, "{two}");
+        assert_eq!(confidence(0.6, 1, 90.0, 90.0), 0.3);
+        assert!(confidence(0.6, 1, 400.0, 90.0) < 0.05);
+    }
+
+    #[test]
+    fn config_errors_name_the_key() {
+        let bad = LearnConfig {
+            min_failures: 1,
+            ..LearnConfig::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("learning.min_failures")
+        );
+        let bad = LearnConfig {
+            failure_similarity: 0.0,
+            ..LearnConfig::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("failure_similarity")
+        );
+        assert!(LearnConfig::default().validate().is_ok());
+        let mut c = crate::Config::default();
+        let e = c
+            .apply_toml("[learning]\nmin_failures = 1\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("learning.min_failures"), "{e}");
+        let e = c
+            .apply_toml("[learning]\nhalf_lives = 3\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("half_lives"), "{e}");
+        c.apply_toml("[learning]\nenabled = false\nhalf_life_days = 30.0\n", None)
+            .unwrap();
+        assert!(!c.learning.enabled);
+        assert_eq!(c.learning.half_life_days, 30.0);
+    }
+}

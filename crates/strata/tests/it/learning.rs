@@ -1,0 +1,347 @@
+//! Learning: the detectors upkeep runs, what they write, and a person's
+//! say over it.
+
+use std::sync::{Arc, Mutex};
+
+use jiff::{SignedDuration, Timestamp};
+use strata::{
+    Agent, Config, Depth, Engine, Forget, ForgetOptions, Kind, Learned, LearnedStatus, NewMemory,
+    Role, Scope, Source, View,
+};
+
+use crate::harness::TestEngine;
+
+type Make<'a> = &'a dyn Fn(&dyn Fn(&mut Config)) -> TestEngine;
+
+backends!(engine:
+    preferences_are_learned_with_evidence,
+    learning_is_incremental,
+    a_turned_preference_supersedes_and_keeps_history,
+    repeated_failures_become_one_pattern_with_its_fix,
+    a_rejected_pattern_is_not_learned_again_from_its_evidence,
+    forgetting_evidence_lowers_confidence_then_removes,
+    talk_and_assistant_turns_teach_nothing,
+    confirmed_patterns_do_not_decay,
+    a_learning_agent_sees_what_was_learned,
+    a_profile_takes_or_leaves_learned_memories,
+);
+
+/// A clock the test moves.
+fn clock(e: &mut Engine) -> Arc<Mutex<Timestamp>> {
+    let now = Arc::new(Mutex::new(Timestamp::now()));
+    let c = now.clone();
+    e.set_clock(move || *c.lock().unwrap());
+    now
+}
+
+fn later(t: &Arc<Mutex<Timestamp>>, days: i64) {
+    let mut g = t.lock().unwrap();
+    *g += SignedDuration::from_hours(24 * days);
+}
+
+fn acme() -> Scope {
+    Scope::parse("project/acme").unwrap()
+}
+
+fn said(e: &Engine, session: &str, text: &str) -> strata::Memory {
+    e.remember(
+        NewMemory::new(acme(), text)
+            .kind(Kind::Conversation)
+            .role(Role::User)
+            .session(session),
+    )
+    .unwrap()
+}
+
+fn failed(e: &Engine, session: &str, text: &str) -> strata::Memory {
+    e.remember(
+        NewMemory::new(acme(), text)
+            .kind(Kind::Failure)
+            .session(session),
+    )
+    .unwrap()
+}
+
+fn learned(e: &Engine, detector: &str) -> Vec<(strata::Memory, Learned)> {
+    e.learned(&View::subtree(acme()))
+        .unwrap()
+        .into_iter()
+        .filter(|(_, l)| l.detector == detector)
+        .collect()
+}
+
+fn preferences_are_learned_with_evidence(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    let a = said(&e, "s1", "Thanks. Always run cargo fmt before committing.");
+    later(&t, 3);
+    let b = said(&e, "s2", "please always run cargo fmt before you commit!");
+    let before = e.get(&a.id).unwrap().unwrap();
+    let r = e.upkeep().unwrap().learned.unwrap();
+    assert_eq!(r.learned, 1, "{r:?}");
+    let v = learned(&e, "preference");
+    assert_eq!(v.len(), 1);
+    let (m, l) = &v[0];
+    assert_eq!(m.source, Source::Learned);
+    assert_eq!(m.kind, Kind::Preference);
+    assert!(m.key.as_deref().unwrap().starts_with("learned/preference/"));
+    assert_eq!(l.evidence, vec![a.id.clone(), b.id.clone()]);
+    assert_eq!(l.independent, 2);
+    assert_eq!(l.confidence, 0.84);
+    assert_eq!(l.first_seen, a.created_at);
+    assert_eq!(l.last_seen, b.created_at);
+    assert_eq!(l.status, LearnedStatus::Proposed);
+    // The evidence is read, never edited.
+    assert_eq!(e.get(&a.id).unwrap().unwrap(), before);
+    let shown: Vec<String> = e
+        .learned_evidence(&m.id)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(shown, vec![a.id, b.id]);
+}
+
+fn learning_is_incremental(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    said(&e, "s1", "I prefer short answers with the code first.");
+    said(&e, "s1", "The build is green now.");
+    assert_eq!(e.learn().unwrap().examined, 2);
+    later(&t, 1);
+    assert_eq!(e.learn().unwrap().examined, 0, "nothing changed");
+    later(&t, 1);
+    let c = said(&e, "s2", "I'd prefer short answers with code first");
+    let r = e.learn().unwrap();
+    assert_eq!((r.examined, r.learned, r.updated), (1, 0, 1), "{r:?}");
+    let l = &learned(&e, "preference")[0].1;
+    assert_eq!(l.evidence.len(), 2);
+    assert_eq!(l.evidence[1], c.id);
+}
+
+fn a_turned_preference_supersedes_and_keeps_history(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    said(&e, "s1", "Always squash commits before merging.");
+    e.learn().unwrap();
+    later(&t, 30);
+    let now = said(&e, "s2", "Never squash commits before merging.");
+    e.learn().unwrap();
+    let v = learned(&e, "preference");
+    assert_eq!(v.len(), 1);
+    let (m, l) = &v[0];
+    assert!(m.content.starts_with("Never squash"), "{}", m.content);
+    assert_eq!(l.evidence, vec![now.id]);
+    let history = e.history(&m.id).unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|h| h.content.starts_with("Always squash")),
+        "{history:?}"
+    );
+}
+
+fn repeated_failures_become_one_pattern_with_its_fix(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    let f1 = failed(
+        &e,
+        "s1",
+        "connection refused: could not reach db at 10.0.0.4:5432",
+    );
+    later(&t, 7);
+    failed(
+        &e,
+        "s2",
+        "disk quota exceeded while writing /var/log/app.log",
+    );
+    let f2 = failed(
+        &e,
+        "s3",
+        "Connection refused: could not reach db at 10.0.0.9:5433",
+    );
+    e.learn().unwrap();
+    let v = learned(&e, "failure");
+    assert_eq!(v.len(), 1, "one repeated failure, not the single one");
+    assert_eq!(v[0].1.evidence, vec![f1.id.clone(), f2.id.clone()]);
+    assert!(v[0].0.content.starts_with("Repeated failure (2 times"));
+    assert!(!v[0].0.content.contains("Fixed by"));
+    later(&t, 1);
+    let fix = e
+        .remember(
+            NewMemory::new(
+                acme(),
+                "Fixed the db connection refused errors: the pool pointed at the old port.",
+            )
+            .kind(Kind::Finding),
+        )
+        .unwrap();
+    let r = e.learn().unwrap();
+    assert_eq!(r.updated, 1, "{r:?}");
+    let v = learned(&e, "failure");
+    assert_eq!(v.len(), 1);
+    assert!(v[0].0.content.contains("Fixed by: Fixed the db connection"));
+    assert_eq!(v[0].1.evidence, vec![f1.id, f2.id, fix.id]);
+    assert_eq!(v[0].0.kind, Kind::Pattern);
+}
+
+fn a_rejected_pattern_is_not_learned_again_from_its_evidence(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    failed(&e, "s1", "timeout waiting for the payments sandbox");
+    failed(&e, "s2", "Timeout waiting for the payments sandbox");
+    e.learn().unwrap();
+    let id = learned(&e, "failure")[0].0.id.clone();
+    e.reject_learned(&id).unwrap();
+    assert!(e.get(&id).unwrap().is_none());
+    assert_eq!(e.get_archived(&id).unwrap().unwrap().reason, "rejected");
+    // Something else changes in the scope: the same two failures are looked
+    // at again, and teach nothing.
+    later(&t, 1);
+    failed(&e, "s3", "out of memory in the image resizer");
+    let r = e.learn().unwrap();
+    assert_eq!(r.rejected_skipped, 1, "{r:?}");
+    assert!(learned(&e, "failure").is_empty());
+    // A new occurrence is new evidence.
+    later(&t, 1);
+    let again = failed(&e, "s4", "timeout waiting for the payments sandbox");
+    e.learn().unwrap();
+    let v = learned(&e, "failure");
+    assert_eq!(v.len(), 1);
+    assert!(v[0].1.evidence.contains(&again.id));
+    // Nor can a memory that is not learned be confirmed or rejected.
+    let err = e.confirm_learned(&again.id).unwrap_err().to_string();
+    assert!(err.contains("not a learned memory"), "{err}");
+    assert!(e.reject_learned("no-such-id").is_err());
+}
+
+fn forgetting_evidence_lowers_confidence_then_removes(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    let a = said(&e, "s1", "Never deploy on Fridays.");
+    later(&t, 1);
+    let b = said(&e, "s2", "never deploy on fridays");
+    e.learn().unwrap();
+    assert_eq!(learned(&e, "preference")[0].1.confidence, 0.84);
+    e.forget(&Forget::Id(a.id), ForgetOptions::default())
+        .unwrap();
+    e.learn().unwrap();
+    let v = learned(&e, "preference");
+    assert_eq!(v[0].1.confidence, 0.6);
+    assert_eq!(v[0].1.evidence, vec![b.id.clone()]);
+    e.forget(&Forget::Id(b.id), ForgetOptions::default())
+        .unwrap();
+    let r = e.learn().unwrap();
+    assert_eq!(r.removed, 1);
+    assert!(learned(&e, "preference").is_empty());
+}
+
+fn talk_and_assistant_turns_teach_nothing(make: Make) {
+    let e = make(&|_| {});
+    said(
+        &e,
+        "s1",
+        "Don't worry about it. Never mind. Should I always rebase?",
+    );
+    said(
+        &e,
+        "s1",
+        "She said she prefers tea. I have always been curious about Rust.",
+    );
+    e.remember(
+        NewMemory::new(
+            acme(),
+            "Always double-check the migration before running it.",
+        )
+        .kind(Kind::Conversation)
+        .role(Role::Assistant)
+        .session("s1"),
+    )
+    .unwrap();
+    let r = e.learn().unwrap();
+    assert_eq!(r.learned, 0, "{r:?}");
+}
+
+fn confirmed_patterns_do_not_decay(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    said(&e, "s1", "I prefer British spelling in documentation.");
+    said(&e, "s1", "Always tag releases with a v prefix.");
+    e.learn().unwrap();
+    let v = learned(&e, "preference");
+    assert_eq!(v.len(), 2);
+    let keep = v
+        .iter()
+        .find(|(m, _)| m.content.contains("British"))
+        .unwrap()
+        .0
+        .id
+        .clone();
+    e.confirm_learned(&keep).unwrap();
+    later(&t, 180);
+    e.learn().unwrap();
+    for (m, l) in learned(&e, "preference") {
+        if m.id == keep {
+            assert_eq!((l.confidence, l.status), (1.0, LearnedStatus::Confirmed));
+        } else {
+            assert!(l.confidence < 0.2, "two half-lives later: {}", l.confidence);
+        }
+    }
+}
+
+fn a_learning_agent_sees_what_was_learned(make: Make) {
+    let e = make(&|_| {});
+    let learning = Agent::new(&e, "coder", Depth::Learning, Some("acme")).unwrap();
+    learning
+        .remember_turn("Always explain launch file changes.", "Will do.")
+        .unwrap();
+    let persistent = Agent::new(&e, "reviewer", Depth::Persistent, Some("acme")).unwrap();
+    e.upkeep().unwrap();
+    let own = Scope::parse("project/acme/agent/coder").unwrap();
+    assert_eq!(e.learned(&View::scope(own)).unwrap().len(), 1);
+    let md = learning.context("launch files").unwrap().markdown();
+    assert!(md.contains("What was learned"), "{md}");
+    assert_eq!(
+        md.matches("Always explain launch file changes").count(),
+        2,
+        "the turn and the learned instruction: {md}"
+    );
+    let md = persistent.context("launch files").unwrap().markdown();
+    assert!(!md.contains("What was learned"), "{md}");
+}
+
+fn a_profile_takes_or_leaves_learned_memories(make: Make) {
+    let e = make(&|c| {
+        c.apply_toml(
+            "[profiles.plain]\nmax_tokens = 1000\n[[profiles.plain.sources]]\nscope = \"project/acme\"\n\
+             filter = {source = {\"$ne\" = \"learned\"}}\n\
+             [profiles.learned]\nmax_tokens = 1000\n[[profiles.learned.sources]]\nscope = \"project/acme\"\n\
+             filter = {source = \"learned\"}\n",
+            None,
+        )
+        .unwrap();
+    });
+    said(
+        &e,
+        "s1",
+        "From now on, write release notes in plain English, thanks.",
+    );
+    e.learn().unwrap();
+    let md = |p: &str| {
+        e.context(&strata::ContextRequest::new(p))
+            .unwrap()
+            .markdown()
+    };
+    let plain = md("plain");
+    assert!(
+        plain.contains("From now on, write release notes"),
+        "{plain}"
+    );
+    assert_eq!(plain.matches("release notes").count(), 1, "{plain}");
+    let learned = md("learned");
+    assert_eq!(learned.matches("release notes").count(), 1, "{learned}");
+    assert!(
+        !learned.contains("thanks."),
+        "only the learned statement: {learned}"
+    );
+}
