@@ -25,6 +25,7 @@ mod http;
 mod mcp;
 mod metrics;
 pub mod ops;
+mod ui;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,6 +40,7 @@ pub use error::{ApiError, ConfigError, ErrorBody};
 pub use http::{openapi_doc, router};
 pub use mcp::{StrataMcp, serve_stdio};
 pub use metrics::Metrics;
+pub use ui::Inspector;
 
 /// Whether requests must carry a token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +79,8 @@ pub struct Shared {
     /// Gives new memories their vectors in the background (idle without
     /// an embedder); stops when the server does.
     pub embed_worker: strata::EmbedWorker,
+    /// The web inspector's sessions and one-time login codes.
+    pub inspector: Inspector,
 }
 
 impl Shared {
@@ -117,6 +121,7 @@ impl Shared {
             access_log: cfg.access_log,
             shutdown: tokio_util::sync::CancellationToken::new(),
             permits: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_concurrent)),
+            inspector: Inspector::default(),
         }))
     }
 }

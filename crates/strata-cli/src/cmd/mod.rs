@@ -20,6 +20,8 @@ pub mod serve;
 pub mod session;
 pub mod sync;
 pub mod task;
+#[cfg(feature = "server")]
+pub mod ui;
 pub mod update;
 
 use anyhow::Result;
@@ -41,6 +43,11 @@ pub fn run(cli: Cli) -> Result<()> {
             Command::Mcp(_) => {
                 return app::usage(
                     "--json: `strata mcp` speaks MCP's JSON-RPC on stdout whatever the flag; leave --json out",
+                );
+            }
+            Command::Ui(_) => {
+                return app::usage(
+                    "--json: `strata ui` prints a login link, not JSON; leave --json out",
                 );
             }
             _ => {}
@@ -145,6 +152,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Mcp(a) => serve::mcp(g, a),
         #[cfg(feature = "server")]
         Command::Token(c) => serve::token(g, c),
+        #[cfg(feature = "server")]
+        Command::Ui(a) => ui::ui(g, a),
         #[cfg(feature = "bench")]
         Command::Bench(a) => strata_bench::bench(a, g.json),
         #[cfg(feature = "bench")]

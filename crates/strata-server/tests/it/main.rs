@@ -5,6 +5,7 @@
 mod harness;
 
 mod auth;
+mod browser;
 mod isolation;
 mod limits;
 mod mcp_http;
@@ -12,3 +13,4 @@ mod openapi;
 mod probes;
 mod routes;
 mod transport;
+mod ui;
