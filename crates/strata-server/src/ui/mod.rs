@@ -34,6 +34,8 @@ use crate::error::ApiError;
 const SESSION_IDLE: Duration = Duration::from_secs(12 * 3600);
 /// How long a one-time login code from `strata ui` stays valid.
 const CODE_TTL: Duration = Duration::from_secs(10 * 60);
+/// At most this many sessions at once.
+const MAX_SESSIONS: usize = 10_000;
 /// The session cookie's name.
 const COOKIE: &str = "strata_ui";
 /// The policy of every `/ui` answer: nothing but this server's own script
@@ -88,6 +90,15 @@ impl Inspector {
         let id = random();
         let mut all = self.sessions.lock().expect("sessions lock");
         all.retain(|_, s| s.last_seen.elapsed() < SESSION_IDLE);
+        // Bounded: past the cap, the least recently used session ends.
+        if all.len() >= MAX_SESSIONS
+            && let Some(oldest) = all
+                .iter()
+                .min_by_key(|(_, s)| s.last_seen)
+                .map(|(id, _)| id.clone())
+        {
+            all.remove(&oldest);
+        }
         all.insert(
             id.clone(),
             Session {

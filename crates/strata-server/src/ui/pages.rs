@@ -149,13 +149,24 @@ pub async fn scopes(State(st): St, Extension(s): Sess) -> Response {
     b.push_str("<table class=\"tree\" id=\"scopes\"><tr><th>scope</th><th>active</th><th>archived</th><th>in subtree</th></tr>");
     for (path, (own, archived, subtree)) in &nodes {
         let depth = path.matches('/').count().min(8);
-        let name = path.rsplit('/').next().unwrap_or(path);
+        let name = esc(path.rsplit('/').next().unwrap_or(path));
+        // An ancestor outside the token (`project` above `project/acme`)
+        // is shown for the tree's shape, without a search it may not run.
+        let inside = strata::Scope::parse(path).is_ok_and(|sc| s.grant.allows_scope(&sc));
+        let _ = write!(b, "<tr><td class=\"d{depth}\">");
+        if inside {
+            let _ = write!(
+                b,
+                "<a href=\"/ui/search?view={}\" title=\"{}\">{name}</a>",
+                esc(&url(&format!("{path}/**"))),
+                esc(path),
+            );
+        } else {
+            let _ = write!(b, "{name}");
+        }
         let _ = write!(
             b,
-            "<tr><td class=\"d{depth}\"><a href=\"/ui/search?view={}\" title=\"{}\">{}</a></td><td>{own}</td><td>{archived}</td><td>{subtree}</td></tr>",
-            esc(&url(&format!("{path}/**"))),
-            esc(path),
-            esc(name)
+            "</td><td>{own}</td><td>{archived}</td><td>{subtree}</td></tr>"
         );
     }
     b.push_str("</table>");
@@ -386,6 +397,14 @@ fn memory_body(s: &Session, a: &MemoryAnswer, note: Note) -> String {
     row("importance", format!("{:.2}", m.importance));
     row("source", word(&m.source));
     row("session", or_dash(m.session.clone()));
+    row(
+        "copied from",
+        or_dash(
+            m.provenance
+                .as_ref()
+                .map(|p| format!("{} in {}, {}", p.from_id, p.from_scope, p.at)),
+        ),
+    );
     row("created", m.created_at.to_string());
     row("updated", m.updated_at.to_string());
     row(

@@ -180,6 +180,25 @@ impl Browser {
         self.cmd("POST", &format!("/element/{e}/click"), Some(json!({})));
     }
 
+    /// Clicks what loads another page, and waits until the old one is gone
+    /// (its root element stale), so the next lookup reads the new page.
+    fn open(&self, css: &str) {
+        let root = self.find("html");
+        self.click(css);
+        let started = Instant::now();
+        while self
+            .send("GET", &format!("/element/{root}/name"), None)
+            .get("error")
+            .is_none()
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "clicking `{css}` loaded no page"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Replaces the value of a field.
     fn fill(&self, css: &str, text: &str) {
         let e = self.find(css);
@@ -316,7 +335,7 @@ fn browser_a_person_inspects_and_corrects_memory() {
     assert!(b.url().ends_with("/ui/login"), "{}", b.url());
     b.screenshot("login");
     b.fill("#token", &rw);
-    b.click("#sign-in");
+    b.open("#sign-in");
     assert!(b.text("#scopes").contains("acme"));
     assert!(b.url().ends_with("/ui"), "{}", b.url());
     assert!(!b.url().contains(&rw));
@@ -324,9 +343,9 @@ fn browser_a_person_inspects_and_corrects_memory() {
     b.screenshot("scopes");
 
     // Search, with the score parts.
-    b.click("nav a[href='/ui/search']");
+    b.open("nav a[href='/ui/search']");
     b.fill("#q", "PostgreSQL billing invoices");
-    b.click("#search");
+    b.open("#search");
     assert!(b.text("#count").contains("result(s)"));
     assert!(
         b.text(".hit .content")
@@ -337,7 +356,7 @@ fn browser_a_person_inspects_and_corrects_memory() {
     b.screenshot("search");
 
     // Open the memory, edit it.
-    b.click(".hit a.open");
+    b.open(".hit a.open");
     assert!(
         b.url().ends_with(&format!("/ui/memory/{billing}")),
         "{}",
@@ -346,7 +365,7 @@ fn browser_a_person_inspects_and_corrects_memory() {
     assert!(b.text("#content").starts_with("We chose PostgreSQL"));
     b.screenshot("memory");
     b.fill("#edit-content", "We chose PostgreSQL 16 for billing");
-    b.click("#save");
+    b.open("#save");
     assert!(b.text(".notice.ok").contains("version 2"));
     assert_eq!(b.text("#content"), "We chose PostgreSQL 16 for billing");
     assert_eq!(
@@ -361,7 +380,7 @@ fn browser_a_person_inspects_and_corrects_memory() {
     };
     e.update(&billing, patch, 2).unwrap();
     b.fill("#edit-content", "We chose MySQL for billing");
-    b.click("#save");
+    b.open("#save");
     let conflict = b.text(".notice.conflict");
     assert!(
         conflict.contains("based on version 2") && conflict.contains("version 3 now"),
@@ -393,19 +412,19 @@ fn browser_a_person_inspects_and_corrects_memory() {
 
     // Forget it, after a page that says what goes.
     b.goto(&format!("{}/ui/memory/{xss}", s.base));
-    b.click("#forget");
+    b.open("#forget");
     assert_eq!(b.text("#forget-id"), xss);
     b.screenshot("forget");
-    b.click("#forget-yes");
+    b.open("#forget-yes");
     assert!(b.text("#forgotten").contains(&xss));
     assert!(e.get(&xss).unwrap().is_none());
 
     // Context preview: tokens per source against their shares.
-    b.click("nav a[href='/ui/context']");
+    b.open("nav a[href='/ui/context']");
     b.fill("#ctx-task", "t-42");
     b.fill("#ctx-project", "acme");
     b.fill("#ctx-query", "billing");
-    b.click("#preview");
+    b.open("#preview");
     assert!(b.text("#ctx-total").contains("tokens used"));
     let sources = b.text("#sources");
     assert!(
@@ -417,7 +436,7 @@ fn browser_a_person_inspects_and_corrects_memory() {
     b.screenshot("context");
 
     // Export: the link downloads the view's JSONL.
-    b.click("nav a[href='/ui/export']");
+    b.open("nav a[href='/ui/export']");
     b.fill("#export-view", "project/acme/**");
     b.screenshot("export");
     let cookie = b.cookie("strata_ui");
@@ -438,12 +457,45 @@ fn browser_a_person_inspects_and_corrects_memory() {
         b.url()
     );
 
-    b.click(".whoami button");
+    // Import that file back: the page's script reads it into the form, a
+    // dry run says what it holds, then the import skips what exists.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("acme.jsonl");
+    std::fs::write(&file, &p.body).unwrap();
+    b.open("nav a[href='/ui/import']");
+    let picker = b.find("#import-file");
+    b.cmd(
+        "POST",
+        &format!("/element/{picker}/value"),
+        Some(json!({ "text": file.display().to_string() })),
+    );
+    let started = Instant::now();
+    while b.property("#import-jsonl", "value").lines().count() < 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the file was not read into the form"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    b.click("select[name=on_conflict] option:nth-child(2)");
+    let before = s.snapshot();
+    b.open("#import-check");
+    let dry = b.text(".notice.ok");
+    assert!(
+        dry.contains("Dry run: 4 memory(ies)") && dry.contains("4 id(s) exist already"),
+        "{dry}"
+    );
+    assert_eq!(s.snapshot(), before, "a dry run changes nothing");
+    b.screenshot("import");
+    b.open("#import-run");
+    assert!(b.text("pre.json").contains("\"skipped\": 4"));
+
+    b.open(".whoami button");
     assert!(b.url().ends_with("/ui/login"));
 
     // A read-only token: no edit controls, and a forged edit is refused.
     b.fill("#token", &ro);
-    b.click("#sign-in");
+    b.open("#sign-in");
     assert!(b.text("#who").contains("viewer (read-only)"));
     b.goto(&format!("{}/ui/memory/{billing}", s.base));
     assert!(b.text("#content").contains("PostgreSQL 17"));

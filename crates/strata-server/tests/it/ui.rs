@@ -403,6 +403,13 @@ fn ui_edit_is_a_compare_and_swap_and_a_conflict_is_shown() {
     assert_ne!(copy, f.xss_id);
     let c = f.s.shared.engine.get(copy).unwrap().unwrap();
     assert_eq!(c.scope.as_str(), "project/acme");
+    let p = ui.get(&format!("/ui/memory/{copy}"));
+    assert!(
+        p.body
+            .contains(&format!("{} in project/acme/sprint/s1", f.xss_id)),
+        "{}",
+        p.body
+    );
 }
 
 #[test]
