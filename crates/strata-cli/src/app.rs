@@ -45,7 +45,10 @@ impl Cli {
     /// servers, which refuse the flag.
     pub fn json_errors(&self) -> bool {
         #[cfg(feature = "server")]
-        if matches!(self.command, Command::Serve(_) | Command::Mcp(_)) {
+        if matches!(
+            self.command,
+            Command::Serve(_) | Command::Mcp(_) | Command::Ui(_)
+        ) {
             return false;
         }
         self.global.json
@@ -199,6 +202,10 @@ pub enum Command {
         after_help = "Examples:\n  strata token new --name coder --scope project/acme --access read_write --write\n  strata token list\n  strata token revoke coder"
     )]
     Token(crate::cmd::serve::TokenCmd),
+    /// The web inspector on loopback: prints a one-time login link.
+    #[cfg(feature = "server")]
+    #[command(after_help = "Examples:\n  strata ui\n  strata ui --listen 127.0.0.1:7078")]
+    Ui(crate::cmd::ui::UiArgs),
     /// Run the benchmarks (insert, remember, recall, cold start).
     #[cfg(feature = "bench")]
     #[command(after_help = "Examples:\n  strata bench --memories 10000 --only insert,recall")]

@@ -202,8 +202,18 @@ impl Tokens {
     /// by the token's SHA-256, so timing reveals nothing usable about
     /// secrets.
     pub fn entry(&self, token: &str) -> Option<&Entry> {
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        self.by_hash.get(&digest)
+        self.by_hash.get(&Tokens::digest(token))
+    }
+
+    /// The SHA-256 a token is filed under: what a holder of a token (the
+    /// inspector's sessions) keeps instead of the secret.
+    pub fn digest(token: &str) -> [u8; 32] {
+        Sha256::digest(token.as_bytes()).into()
+    }
+
+    /// The entry filed under `digest`, if it is configured now.
+    pub fn entry_by_digest(&self, digest: &[u8; 32]) -> Option<&Entry> {
+        self.by_hash.get(digest)
     }
 
     /// The grant of a presented token, if it is configured (expired or

@@ -62,6 +62,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/healthz", get(healthz))
         .route("/openapi.json", get(openapi))
         .merge(v1)
+        .merge(crate::ui::routes(shared.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(shared.limits.max_body_bytes))
@@ -283,7 +284,7 @@ fn bearer(v: &str) -> Option<&str> {
 
 /// The host and port of `Host` (or of an absolute request target), each
 /// of which must be allowed; neither is a 403.
-fn check_host(allowed: &[String], req: &Request) -> Result<()> {
+pub(crate) fn check_host(allowed: &[String], req: &Request) -> Result<()> {
     let refuse = |what: &str| {
         ApiError::forbidden(format!(
             "host: {what} (`server.allowed_hosts` lists the names this server answers to)"
@@ -316,7 +317,7 @@ fn check_host(allowed: &[String], req: &Request) -> Result<()> {
 
 /// A browser names the page that sent a request in `Origin`; only pages
 /// served from an allowed host may call the API.
-fn check_origin(allowed: &[String], req: &Request) -> Result<()> {
+pub(crate) fn check_origin(allowed: &[String], req: &Request) -> Result<()> {
     let Some(v) = req.headers().get(header::ORIGIN) else {
         return Ok(());
     };
@@ -773,8 +774,13 @@ async fn export(State(st): St, g: G, RawQuery(q): RawQuery) -> Result<Response> 
         limits: &st.limits,
     }
     .export_request(&view, session, parts)?;
+    Ok(export_stream(st.engine.clone(), req))
+}
+
+/// The JSONL of `req`, streamed from the blocking pool as the engine
+/// writes it (the API's and the inspector's export).
+pub(crate) fn export_stream(engine: Arc<strata::Engine>, req: strata::Export) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(8);
-    let engine = st.engine.clone();
     tokio::task::spawn_blocking(move || {
         let mut w = ChannelWriter {
             tx: tx.clone(),
@@ -795,7 +801,7 @@ async fn export(State(st): St, g: G, RawQuery(q): RawQuery) -> Result<Response> 
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/x-ndjson"),
     );
-    Ok(resp)
+    resp
 }
 
 const CHUNK: usize = 64 << 10;

@@ -27,6 +27,7 @@ mod mcp;
 mod metrics;
 pub mod ops;
 mod reload;
+mod ui;
 mod usage;
 
 use std::future::Future;
@@ -43,6 +44,7 @@ pub use http::{openapi_doc, router};
 pub use mcp::{StrataMcp, serve_stdio};
 pub use metrics::Metrics;
 pub use reload::watch_config;
+pub use ui::Inspector;
 pub use usage::{Usage, read_state as read_last_used, state_path as last_used_path};
 
 /// Whether requests must carry a token.
@@ -84,6 +86,8 @@ pub struct Shared {
     /// Gives new memories their vectors in the background (idle without
     /// an embedder); stops when the server does.
     pub embed_worker: strata::EmbedWorker,
+    /// The web inspector's sessions and one-time login codes.
+    pub inspector: Inspector,
 }
 
 impl Shared {
@@ -125,6 +129,7 @@ impl Shared {
             access_log: cfg.access_log,
             shutdown: tokio_util::sync::CancellationToken::new(),
             permits: Arc::new(tokio::sync::Semaphore::new(cfg.limits.max_concurrent)),
+            inspector: Inspector::default(),
         }))
     }
 }

@@ -23,6 +23,8 @@ pub mod session;
 pub mod shell;
 pub mod sync;
 pub mod task;
+#[cfg(feature = "server")]
+pub mod ui;
 pub mod update;
 
 use anyhow::Result;
@@ -44,6 +46,11 @@ pub fn run(cli: Cli) -> Result<()> {
             Command::Mcp(_) => {
                 return app::usage(
                     "--json: `strata mcp` speaks MCP's JSON-RPC on stdout whatever the flag; leave --json out",
+                );
+            }
+            Command::Ui(_) => {
+                return app::usage(
+                    "--json: `strata ui` prints a login link, not JSON; leave --json out",
                 );
             }
             _ => {}
@@ -156,6 +163,8 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Mcp(a) => serve::mcp(g, a),
         #[cfg(feature = "server")]
         Command::Token(c) => serve::token(g, c),
+        #[cfg(feature = "server")]
+        Command::Ui(a) => ui::ui(g, a),
         #[cfg(feature = "bench")]
         Command::Bench(a) => strata_bench::bench(a, g.json),
         #[cfg(feature = "bench")]

@@ -92,7 +92,7 @@ pub struct TokenRevokeArgs {
 }
 
 /// `[server]` of the configuration file (defaults without one).
-fn server_config(g: &Global) -> Result<strata_server::ServerConfig> {
+pub(crate) fn server_config(g: &Global) -> Result<strata_server::ServerConfig> {
     let Some(path) = app::config_path(g)? else {
         return Ok(strata_server::ServerConfig::default());
     };

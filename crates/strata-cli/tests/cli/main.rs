@@ -20,4 +20,6 @@ mod server;
 #[cfg(feature = "server")]
 mod server_admin;
 mod surface;
+#[cfg(feature = "server")]
+mod ui;
 mod vectors;

@@ -5,6 +5,7 @@
 mod harness;
 
 mod auth;
+mod browser;
 mod errors;
 mod isolation;
 mod learned;
@@ -15,3 +16,4 @@ mod probes;
 mod routes;
 mod tokens;
 mod transport;
+mod ui;
