@@ -24,7 +24,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 
 use crate::Shared;
 use crate::auth::Grant;
@@ -165,8 +165,22 @@ pub(crate) fn routes(shared: Arc<Shared>) -> Router<Arc<Shared>> {
         .route("/ui/login/{code}", get(login_code))
         .route("/ui/assets/ui.css", get(css))
         .route("/ui/assets/ui.js", get(js))
+        .route("/ui/{*rest}", any(no_such_page))
         .merge(behind_sign_in)
         .layer(middleware::from_fn_with_state(shared, front))
+}
+
+/// A path under `/ui` that is no page: a page saying so, not the API's
+/// JSON.
+async fn no_such_page(uri: axum::http::Uri) -> Response {
+    error_page(
+        None,
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no page at {}", uri.path()),
+        ),
+    )
 }
 
 /// Every `/ui` answer: the `Host` (and `Origin`) checks of the API, then

@@ -98,15 +98,21 @@ fn clip(s: &str, n: usize) -> String {
 // ---- scopes ----
 
 /// `/ui`: the scopes inside the token as a tree, each with its own and its
-/// subtree's counts, and the totals per tier (and per kind, store-wide,
-/// for a token that sees every scope).
+/// subtree's counts, and the totals per tier and per kind of what the token
+/// sees.
 pub async fn scopes(State(st): St, Extension(s): Sess) -> Response {
     let all = st.run(s.grant.clone(), |c| {
         let scopes = c.scopes()?;
-        let kinds = if c.grant.is_unrestricted() {
-            Some(c.engine.stats()?.by_kind)
-        } else {
-            None
+        let kinds = match &c.grant.prefixes {
+            None => c.engine.stats()?.by_kind,
+            // The token's scopes, each with what lies below it.
+            Some(ps) => {
+                let view = strata::View::new(ps.iter().map(|p| strata::ViewEntry {
+                    scope: p.clone(),
+                    subtree: true,
+                }));
+                c.engine.count_by_kind(&view, &strata::Filter::all())?
+            }
         };
         Ok((scopes, kinds))
     });
@@ -135,13 +141,11 @@ pub async fn scopes(State(st): St, Extension(s): Sess) -> Response {
         let _ = write!(b, "<tr><td>{tier}</td><td>{a}</td><td>{r}</td></tr>");
     }
     b.push_str("</table>");
-    if let Some(kinds) = kinds {
-        b.push_str("<h2>By kind</h2><table class=\"counts\" id=\"kinds\"><tr><th>kind</th><th>active</th></tr>");
-        for (k, n) in kinds {
-            let _ = write!(b, "<tr><td>{}</td><td>{n}</td></tr>", esc(&k));
-        }
-        b.push_str("</table>");
+    b.push_str("<h2>By kind</h2><table class=\"counts\" id=\"kinds\"><tr><th>kind</th><th>active</th></tr>");
+    for (k, n) in kinds {
+        let _ = write!(b, "<tr><td>{}</td><td>{n}</td></tr>", esc(&k));
     }
+    b.push_str("</table>");
     b.push_str("<h2>Scopes</h2>");
     if nodes.is_empty() {
         b.push_str("<p>No memories inside this token's scopes yet.</p>");

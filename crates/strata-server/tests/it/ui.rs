@@ -179,6 +179,16 @@ fn ui_pages_need_a_session_and_unknown_tokens_are_refused() {
         &[],
     );
     assert_eq!(p.status, 303);
+    // A path that is no page: a page saying so, with the policy headers.
+    let p = fetch(&f.s, "GET", "/ui/no/such/page", None, None, &[]);
+    assert_eq!(p.status, 404);
+    assert!(
+        p.header("content-type").starts_with("text/html"),
+        "{}",
+        p.header("content-type")
+    );
+    assert!(p.body.contains("no page at /ui/no/such/page"), "{}", p.body);
+    assert!(!p.header("content-security-policy").is_empty());
     let p = fetch(
         &f.s,
         "POST",
@@ -546,6 +556,10 @@ fn ui_scopes_search_context_and_sessions_show_only_what_the_token_sees() {
         p.body
     );
     assert!(!p.body.contains("beta"), "{}", p.body);
+    // Counts per kind are of what the token sees: beta's decision is not
+    // one of them.
+    let kinds = &p.body[p.body.find("id=\"kinds\"").unwrap()..];
+    assert!(kinds.contains("<td>decision</td><td>2</td>"), "{kinds}");
     let p = ui.get("/ui/search?q=PostgreSQL+billing");
     assert_eq!(p.status, 200);
     assert!(p.body.contains("1 result(s)"), "{}", p.body);

@@ -419,4 +419,15 @@ impl Engine {
         self.store
             .count(&Query::view(view.clone(), self.now()).filter(filter.clone()))
     }
+
+    /// [`Engine::count`] per kind (by name; kinds without memories left
+    /// out).
+    pub fn count_by_kind(
+        &self,
+        view: &View,
+        filter: &Filter,
+    ) -> Result<std::collections::BTreeMap<String, u64>> {
+        self.store
+            .count_by_kind(&Query::view(view.clone(), self.now()).filter(filter.clone()))
+    }
 }

@@ -465,6 +465,14 @@ impl Rows for MemoryStore {
         Ok(self.lock().active.values().filter(|m| q.selects(m)).count() as u64)
     }
 
+    fn count_by_kind(&self, q: &Query) -> Result<BTreeMap<String, u64>> {
+        let mut out = BTreeMap::new();
+        for m in self.lock().active.values().filter(|m| q.selects(m)) {
+            *out.entry(m.kind.as_str().to_string()).or_default() += 1;
+        }
+        Ok(out)
+    }
+
     fn list_scopes(&self) -> Result<Vec<ScopeCount>> {
         let g = self.lock();
         let mut map: BTreeMap<String, ScopeCount> = BTreeMap::new();

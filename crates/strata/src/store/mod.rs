@@ -353,6 +353,8 @@ pub trait Rows {
     fn get_many(&self, ids: &[String]) -> Result<Vec<Memory>>;
     /// How many active memories `q` selects (ignoring limit and offset).
     fn count(&self, q: &Query) -> Result<u64>;
+    /// [`Rows::count`] per kind, kinds by name (only those present).
+    fn count_by_kind(&self, q: &Query) -> Result<std::collections::BTreeMap<String, u64>>;
     /// Scopes in use, with counts, sorted by scope.
     fn list_scopes(&self) -> Result<Vec<ScopeCount>>;
     /// Store-wide figures.

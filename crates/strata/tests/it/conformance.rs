@@ -28,6 +28,7 @@ backends!(store:
     context_log_keeps_the_first_record,
     ids_with_prefix_reads_active_and_archived,
     leases_exclude_other_holders_until_they_run_out,
+    counts_by_kind_stay_in_the_view,
 );
 
 fn ids_with_prefix_reads_active_and_archived(make: MakeStore) {
@@ -925,5 +926,38 @@ fn leases_exclude_other_holders_until_they_run_out(make: MakeStore) {
         !b.store
             .take_lease("upkeep", "b", t(3_000), t(4_000))
             .unwrap()
+    );
+}
+
+fn counts_by_kind_stay_in_the_view(make: MakeStore) {
+    let b = make();
+    let kinded = |scope: &str, kind: strata::Kind| {
+        let mut m = mem(scope, "counted");
+        m.kind = kind;
+        b.store.put(&m).unwrap();
+    };
+    kinded("project/a", strata::Kind::Decision);
+    kinded("project/a/sprint/s", strata::Kind::Decision);
+    kinded("project/a", strata::Kind::Custom("fact".into()));
+    kinded("project/b", strata::Kind::Decision);
+    let mut expired = mem("project/a", "gone");
+    expired.expires_at = Some(jiff::Timestamp::from_millisecond(1).unwrap());
+    b.store.put(&expired).unwrap();
+    let q = Query::view(view(&["project/a/**"]), now());
+    let got = b.store.count_by_kind(&q).unwrap();
+    let want: std::collections::BTreeMap<String, u64> =
+        [("decision".to_string(), 2), ("fact".to_string(), 1)].into();
+    assert_eq!(got, want);
+    assert_eq!(got.values().sum::<u64>(), b.store.count(&q).unwrap());
+    let f = Filter::parse(&json!({"kind": "fact"})).unwrap();
+    assert_eq!(
+        b.store.count_by_kind(&q.clone().filter(f)).unwrap().len(),
+        1
+    );
+    assert!(
+        b.store
+            .count_by_kind(&Query::view(view(&["project/z"]), now()))
+            .unwrap()
+            .is_empty()
     );
 }

@@ -658,6 +658,20 @@ impl Rows for PostgresStore {
         Ok(r.first().map_or(0, |r| r.get::<_, i64>(0)) as u64)
     }
 
+    fn count_by_kind(&self, q: &Query) -> Result<std::collections::BTreeMap<String, u64>> {
+        let mut c = self.conn()?;
+        let mut p = Vec::new();
+        let w = where_sql(q, false, &mut p);
+        let rows = c.cx().query_p(
+            &format!("SELECT m.kind, COUNT(*) FROM memories m WHERE {w} GROUP BY m.kind"),
+            &p,
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1) as u64))
+            .collect())
+    }
+
     fn list_scopes(&self) -> Result<Vec<ScopeCount>> {
         let mut c = self.conn()?;
         let rows = c.cx().query(

@@ -602,6 +602,21 @@ impl Rows for SqliteStore {
         Ok(n as u64)
     }
 
+    fn count_by_kind(&self, q: &Query) -> Result<std::collections::BTreeMap<String, u64>> {
+        let c = self.conn()?;
+        let mut p = Vec::new();
+        let w = where_sql(q, false, &mut p);
+        let mut st = c.prepare_cached(&format!(
+            "SELECT m.kind, COUNT(*) FROM memories m WHERE {w} GROUP BY m.kind"
+        ))?;
+        let rows = st
+            .query_map(params_from_iter(p), |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(rows)
+    }
+
     fn list_scopes(&self) -> Result<Vec<ScopeCount>> {
         let c = self.conn()?;
         let mut st = c.prepare_cached(
