@@ -1,7 +1,8 @@
 //! Token counting with a real tokenizer.
 //!
 //! Every memory's `tokens` is counted once, on write, with the configured
-//! OpenAI encoding (`cl100k_base` by default, or `o200k_base`), so that
+//! OpenAI encoding (`cl100k_base` by default, or `o200k_base` in a build
+//! with the `o200k` feature: its table is 32 MB of the binary), so that
 //! context budgets later add up exactly. The counting is done by the
 //! `bpe-openai` crate rather than `tiktoken-rs`: it gives the same counts
 //! (checked against tiktoken-rs by a property test, `tests` below) about
@@ -29,6 +30,14 @@ impl TokenCounter {
                 reason: format!("unknown tokenizer; known: {}", TOKENIZERS.join(", ")),
             });
         }
+        if name == "o200k_base" && !cfg!(feature = "o200k") {
+            return Err(Error::Tokenizer {
+                name: name.into(),
+                reason: "this build leaves its 32 MB table out: install with `--features o200k` \
+                         (or use cl100k_base)"
+                    .into(),
+            });
+        }
         Ok(TokenCounter { name: name.into() })
     }
 
@@ -39,6 +48,7 @@ impl TokenCounter {
 
     fn bpe(&self) -> &'static bpe_openai::Tokenizer {
         match self.name.as_str() {
+            #[cfg(feature = "o200k")]
             "o200k_base" => bpe_openai::o200k_base(),
             _ => bpe_openai::cl100k_base(),
         }
@@ -95,6 +105,28 @@ mod tests {
         );
     }
 
+    /// The tokenizers of this build.
+    fn built() -> Vec<&'static str> {
+        TOKENIZERS
+            .into_iter()
+            .filter(|n| TokenCounter::new(n).is_ok())
+            .collect()
+    }
+
+    #[test]
+    fn o200k_is_there_exactly_with_its_feature() {
+        let r = TokenCounter::new("o200k_base");
+        if cfg!(feature = "o200k") {
+            assert_eq!(r.unwrap().count("hello world"), 2);
+        } else {
+            let e = r.unwrap_err().to_string();
+            assert!(
+                e.contains("--features o200k") && e.contains("cl100k_base"),
+                "{e}"
+            );
+        }
+    }
+
     fn tiktoken(name: &str, text: &str) -> u32 {
         let bpe = match name {
             "o200k_base" => tiktoken_rs::o200k_base_singleton(),
@@ -116,7 +148,7 @@ mod tests {
             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
             "1234567890 12 345 6789 3.14159e-10",
         ] {
-            for name in TOKENIZERS {
+            for name in built() {
                 assert_eq!(
                     TokenCounter::new(name).unwrap().count(text),
                     tiktoken(name, text),
@@ -131,7 +163,7 @@ mod tests {
 
         #[test]
         fn same_counts_as_tiktoken(text in "\\PC{0,80}", ascii in "[ -~\\n\\t]{0,120}") {
-            for name in TOKENIZERS {
+            for name in built() {
                 let c = TokenCounter::new(name).unwrap();
                 prop_assert_eq!(c.count(&text), tiktoken(name, &text), "{} {:?}", name, text);
                 prop_assert_eq!(c.count(&ascii), tiktoken(name, &ascii), "{} {:?}", name, ascii);
