@@ -359,8 +359,9 @@ mod tests {
                 .collect();
             prop_assert_eq!(pieces(&text).collect::<String>(), text.clone());
             let cache = CountCache::default();
+            // Every tokenizer this build has (o200k_base needs its feature).
             for name in crate::tokens::TOKENIZERS {
-                let c = TokenCounter::new(name).unwrap();
+                let Ok(c) = TokenCounter::new(name) else { continue };
                 let whole = c.count(&text);
                 let sum: u32 = pieces(&text).map(|p| c.count(p)).sum();
                 prop_assert_eq!(sum, whole, "{}", name);
