@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import json
 
 import pytest
 
-from strata_client import Client, ConflictError, Memory
+from strata_client import Client, ConflictError, InvalidError, Memory
 
 from .conftest import Server
 
@@ -194,6 +195,26 @@ def test_export_streams_and_import_round_trips(client: Client, scope: str) -> No
     assert len(client.list(view=[scope], limit=100)) == 30
     text = "".join(json.dumps(ln) + "\n" for ln in lines)
     assert client.import_(text, on_conflict="skip").skipped == 30
+
+
+def test_import_from_reads_other_tools_files(client: Client, scope: str, tmp_path: Path) -> None:
+    mem0 = tmp_path / "mem0.json"
+    mem0.write_text(json.dumps([{"id": "m-1", "memory": "Ana prefers short answers", "user_id": "ana"}]))
+    dry = client.import_from("mem0", mem0, scope=scope, dry_run=True)
+    assert (dry.added, dry.dry_run, dry.scopes) == (1, True, [scope])
+    assert client.list(view=[scope]) == []
+    assert client.import_from("mem0", mem0, scope=scope).added == 1
+    assert client.import_from("mem0", mem0, scope=scope).unchanged == 1
+    notes = tmp_path / "vault"
+    (notes / "people").mkdir(parents=True)
+    (notes / "people" / "ana.md").write_text("---\ntitle: Ana\n---\nAna owns billing.\n")
+    (notes / "logo.png").write_bytes(b"\x89PNG")
+    r = client.import_from("markdown", notes, scope=scope)
+    assert (r.added, r.skipped) == (1, [{"entry": "logo.png", "reason": "not a Markdown file (.md, .markdown)"}])
+    assert any("Ana owns billing." in m.content for m in client.list(view=[scope]))
+    with pytest.raises(InvalidError) as e:
+        client.import_from("evernote", text="x")  # type: ignore[arg-type]
+    assert e.value.field == "from"
 
 
 def test_recall_keeps_only_what_reaches_the_relevance_floor(client: Client, scope: str) -> None:

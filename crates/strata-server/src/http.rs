@@ -22,6 +22,7 @@ use crate::Shared;
 use crate::api::*;
 use crate::auth::Grant;
 use crate::error::{ApiError, ErrorBody};
+use crate::foreign::{ImportFromBody, NoteFileBody};
 use crate::learned::{LearnedAnswer, LearnedListAnswer, LearnedListBody};
 use crate::ops::{Ctx, Stats};
 
@@ -46,6 +47,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/context", post(context))
         .route("/v1/export", get(export))
         .route("/v1/import", post(import))
+        .route("/v1/import/foreign", post(import_from))
         .route("/v1/stats", get(stats))
         .route("/v1/scopes", get(scopes))
         .route("/v1/sessions", get(sessions).post(create_session))
@@ -85,7 +87,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
         remember, remember_batch, get_memory, update, delete, recall, list, forget, promote,
         restore, complete_task, context, export, import, stats, scopes, sessions, create_session,
         session, archive_session, healthz, metrics, learned_list, learned_show, learned_confirm,
-        learned_reject
+        learned_reject, import_from
     ),
     components(schemas(
         RememberBody, BatchBody, PatchBody, RecallBody, ListBody, ForgetBody, PromoteBody,
@@ -94,7 +96,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
         RestoreAnswer, HealthAnswer, strata::Memory, strata::Recalled, strata::ForgetReport,
         strata::TaskReport, strata::Session, strata::Manifest, strata::ScopeCount,
         strata::ImportCounts, LearnedListBody, LearnedListAnswer, LearnedAnswer, strata::Learned,
-        strata::LearnedStatus
+        strata::LearnedStatus, ImportFromBody, NoteFileBody, strata::ForeignReport, strata::Skipped
     )),
     modifiers(&Bearer)
 )]
@@ -863,6 +865,18 @@ async fn import(State(st): St, g: G, RawQuery(q): RawQuery, req: Request) -> Res
     };
     let body = read_body(req, &st).await?;
     let r = run(&st, g.0, move |c| c.import(&body, on_conflict)).await?;
+    Ok(ok(StatusCode::OK, r))
+}
+
+/// Import another tool's memories (the MCP memory server, ChatGPT, Claude, a Markdown folder, mem0) from the file's text, or a folder's files; a second import adds nothing.
+#[utoipa::path(post, path = "/v1/import/foreign", request_body = ImportFromBody,
+    responses((status = 200, description = "What was imported (or would be, under `dry_run`)", body = strata::ForeignReport), (status = "4XX", body = ErrorBody)))]
+async fn import_from(
+    State(st): St,
+    g: G,
+    JsonBody(b): JsonBody<ImportFromBody>,
+) -> Result<Response> {
+    let r = run(&st, g.0, move |c| c.import_from(&b)).await?;
     Ok(ok(StatusCode::OK, r))
 }
 

@@ -21,6 +21,7 @@ mod compact;
 mod config;
 mod conn;
 mod error;
+mod foreign;
 mod http;
 mod learned;
 mod mcp;

@@ -29,6 +29,7 @@ use crate::api::{
 use crate::auth::Grant;
 use crate::compact;
 use crate::error::ApiError;
+use crate::foreign::{self, ImportFromBody};
 use crate::learned::{self, LearnedArgs, LearnedListBody};
 use crate::ops::Ctx;
 
@@ -437,6 +438,27 @@ impl StrataMcp {
                     "action",
                     format!("`{other}` is not one of list, show, confirm, reject"),
                 )),
+            }
+        })
+        .await
+    }
+
+    #[tool(
+        description = "Import another memory tool's export: `from` is `mcp-memory` (the MCP memory server's memory.json), `chatgpt` or `claude` (their conversations.json), `mem0` (its export) with the file's `text`, or `markdown` (a basic-memory or Obsidian folder) with `name` (the folder's) and `files` ([{path, text}]). `scope` overrides where memories go (each format has a default); `dry_run` reports without writing. Importing the same input twice adds nothing. Answers how many memories were added, already there and skipped (with why)."
+    )]
+    async fn import_from(
+        &self,
+        Parameters(args): Parameters<Verbose<ImportFromBody>>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let grant = self.grant(&ctx)?;
+        let verbose = args.verbose;
+        self.answer(grant, move |c| {
+            let r = c.import_from(&args.body)?;
+            if verbose {
+                json(r)
+            } else {
+                Ok(Answer::Text(foreign::text(&r)))
             }
         })
         .await

@@ -84,7 +84,7 @@ impl Ctx<'_> {
         Ok(s)
     }
 
-    fn need_write(&self) -> Result<()> {
+    pub(crate) fn need_write(&self) -> Result<()> {
         if self.grant.can_write() {
             Ok(())
         } else {
@@ -552,7 +552,7 @@ impl Ctx<'_> {
     /// create one whose name it owns (below); the engine creates it in the
     /// memory's scope. Both refusals read the same, so a token cannot tell
     /// a session outside from a missing one.
-    fn session_allowed(&self, field: &str, id: &str) -> Result<()> {
+    pub(crate) fn session_allowed(&self, field: &str, id: &str) -> Result<()> {
         if self.grant.is_unrestricted() {
             return Ok(());
         }

@@ -99,7 +99,7 @@ pub use store::{
 };
 
 // Import, export and file sync.
-pub use foreign::{ForeignFormat, ForeignImport, ForeignReport, Skipped};
+pub use foreign::{ForeignFormat, ForeignImport, ForeignInput, ForeignReport, NoteFile, Skipped};
 pub use jsonl::{Export, ExportReport, parse_line};
 pub use sync::{FILE_TAG, SyncReport};
 

@@ -11,6 +11,7 @@ validated twice or differently here. Arguments left at `None` are not sent
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,6 +21,8 @@ from urllib.parse import quote
 from .types import (
     JSON,
     Context,
+    ForeignFormat,
+    ForeignReport,
     ForgetReport,
     ImportCounts,
     Manifest,
@@ -408,6 +411,57 @@ def import_(
         content=data,
         content_type="application/x-ndjson",
     )
+
+
+def import_from(
+    from_: ForeignFormat,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    text: str | None = None,
+    name: str | None = None,
+    scope: str | None = None,
+    dry_run: bool = False,
+) -> Call[ForeignReport]:
+    """Import another memory tool's export: `from_` is `mcp-memory`,
+    `chatgpt`, `claude`, `mem0` (one file) or `markdown` (a folder of
+    notes). `path` is read here and its text (or, for a folder, each file's
+    path, text and modification time) sent; or give the file's `text`.
+    Importing the same input twice adds nothing; `dry_run` reports without
+    writing."""
+    body: dict[str, Any] = {"from": from_, "dry_run": dry_run}
+    if scope is not None:
+        body["scope"] = scope
+    if path is not None and os.path.isdir(path):
+        root = os.fspath(path)
+        files = []
+        for d, dirs, names in os.walk(root):
+            dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+            for n in sorted(names):
+                if n.startswith("."):
+                    continue
+                full = os.path.join(d, n)
+                if os.path.islink(full):
+                    continue
+                rel = os.path.relpath(full, root).replace(os.sep, "/")
+                content = ""
+                if n.lower().endswith((".md", ".markdown")):
+                    with open(full, encoding="utf-8") as f:
+                        content = f.read()
+                modified = datetime.fromtimestamp(os.path.getmtime(full)).astimezone().isoformat()
+                files.append({"path": rel, "text": content, "modified": modified})
+        body["files"] = files
+        body["name"] = name if name is not None else os.path.basename(os.path.abspath(root))
+    else:
+        if path is not None:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            if name is None:
+                name = os.path.basename(os.fspath(path))
+        if text is not None:
+            body["text"] = text
+        if name is not None:
+            body["name"] = name
+    return Call("POST", "/v1/import/foreign", ForeignReport.from_json, json=body)
 
 
 def export_params(

@@ -165,6 +165,7 @@ class Client:
     scopes = _sync(_calls.scopes)
     stats = _sync(_calls.stats)
     import_ = _sync(_calls.import_)
+    import_from = _sync(_calls.import_from)
     # Last: inside the class body, `list` names this method from here on.
     list = _sync(_calls.list_memories)
 
@@ -248,4 +249,5 @@ class AsyncClient:
     scopes = _async(_calls.scopes)
     stats = _async(_calls.stats)
     import_ = _async(_calls.import_)
+    import_from = _async(_calls.import_from)
     list = _async(_calls.list_memories)

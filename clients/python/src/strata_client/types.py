@@ -19,6 +19,7 @@ Strategy = Literal["hybrid", "relevance", "recency", "importance"]
 Order = Literal["recency", "oldest", "importance"]
 Render = Literal["markdown", "messages", "json"]
 OnConflict = Literal["error", "skip", "replace"]
+ForeignFormat = Literal["mcp-memory", "chatgpt", "claude", "markdown", "mem0"]
 
 _FRACTION = re.compile(r"\.(\d+)")
 
@@ -266,6 +267,33 @@ class ImportCounts:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ImportCounts:
         return cls(**{k: int(d[k]) for k in ("imported", "archived", "skipped", "replaced", "history")})
+
+
+@dataclass(frozen=True)
+class ForeignReport:
+    """What an import from another tool did (or would do, under `dry_run`):
+    memories added, entries already there, entries skipped with why
+    (`{"entry", "reason"}`), sessions made, and the scopes written."""
+
+    format: str
+    added: int
+    unchanged: int
+    skipped: list[dict[str, str]]
+    sessions: int
+    scopes: list[str]
+    dry_run: bool
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ForeignReport:
+        return cls(
+            format=str(d["format"]),
+            added=int(d["added"]),
+            unchanged=int(d["unchanged"]),
+            skipped=[{"entry": str(x["entry"]), "reason": str(x["reason"])} for x in d["skipped"]],
+            sessions=int(d["sessions"]),
+            scopes=[str(x) for x in d["scopes"]],
+            dry_run=bool(d["dry_run"]),
+        )
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ pub fn run(g: &Global, from: &str, file: &Path, scope: Option<&str>, dry_run: bo
     let e = app::open(g)?;
     let r = e.import_foreign(&strata::ForeignImport {
         format,
-        path: file.to_path_buf(),
+        input: strata::ForeignInput::Path(file.to_path_buf()),
         scope,
         dry_run,
     })?;

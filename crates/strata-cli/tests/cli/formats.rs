@@ -202,4 +202,21 @@ fn every_http_body_example_is_accepted_by_a_real_server() {
     assert_eq!(st, 200, "{v}");
     assert_eq!(get("/v1/memories/0193f2a1").0, 404);
     assert_eq!(get("/v1/memories/0193f2b7").0, 404);
+
+    let (st, v) = send(
+        "POST",
+        "/v1/import/foreign",
+        json,
+        example("http-import-foreign"),
+    );
+    assert_eq!((st, &v["added"]), (200, &Value::from(1)), "{v}");
+    let (st, v) = send(
+        "POST",
+        "/v1/import/foreign",
+        json,
+        example("http-import-notes"),
+    );
+    assert_eq!((st, &v["added"]), (200, &Value::from(1)), "{v}");
+    assert_eq!(v["scopes"][0], "project/acme", "{v}");
+    assert_eq!(v["skipped"][0]["entry"], "logo.png", "{v}");
 }

@@ -7,6 +7,7 @@ mod harness;
 mod auth;
 mod browser;
 mod errors;
+mod foreign;
 mod isolation;
 mod learned;
 mod limits;

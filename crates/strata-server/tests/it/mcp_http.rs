@@ -101,6 +101,7 @@ fn initialize_list_and_call_every_tool() {
             "context",
             "forget",
             "get",
+            "import_from",
             "learned",
             "list",
             "list_scopes",
@@ -454,4 +455,80 @@ fn learned_tool_lists_shows_and_refuses_bad_actions() {
     assert!(err && e["error"]["field"] == "id", "{e}");
     let (err, text) = m.text("learned", json!({"action": "confirm", "id": id}));
     assert!(!err && text.starts_with("confirmed"), "{text}");
+}
+
+#[test]
+fn import_from_reads_another_tools_export_inside_the_token() {
+    let (s, rw, ro) = server();
+    let mut m = Mcp {
+        s: &s,
+        token: rw,
+        next: 0,
+    };
+    handshake(&mut m);
+    let mem0 = json!([
+        {"id": "m-1", "memory": "Ana prefers short answers", "user_id": "ana"},
+        {"id": "m-2", "memory": "Ana works on billing", "user_id": "ana"}
+    ])
+    .to_string();
+    let before = s.snapshot();
+    // mem0's default scope, `user/ana`, is outside the token: refused,
+    // nothing written.
+    let (err, v) = m.tool("import_from", json!({"from": "mem0", "text": mem0}));
+    assert!(err, "{v}");
+    assert_eq!(v["error"]["code"], "forbidden", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("user/ana"),
+        "{v}"
+    );
+    let (err, text) = m.text(
+        "import_from",
+        json!({"from": "mem0", "text": mem0, "scope": "project/acme", "dry_run": true}),
+    );
+    assert!(!err, "{text}");
+    assert!(
+        text.starts_with("would import 2 memories from mem0"),
+        "{text}"
+    );
+    assert_eq!(s.snapshot(), before);
+    let (err, text) = m.text(
+        "import_from",
+        json!({"from": "mem0", "text": mem0, "scope": "project/acme"}),
+    );
+    assert!(!err, "{text}");
+    assert!(
+        text.contains("imported 2 memories") && text.contains("project/acme"),
+        "{text}"
+    );
+    let (err, v) = m.tool(
+        "import_from",
+        json!({"from": "mem0", "text": mem0, "scope": "project/acme", "verbose": true}),
+    );
+    assert!(!err, "{v}");
+    assert_eq!((&v["added"], &v["unchanged"]), (&json!(0), &json!(2)));
+    let (_, found) = m.text("recall", json!({"query": "short answers"}));
+    assert!(found.contains("Ana prefers short answers"), "{found}");
+    // Bad input names the field; a read-only token imports nothing.
+    let (err, v) = m.tool("import_from", json!({"from": "evernote", "text": "x"}));
+    assert!(err);
+    assert_eq!(v["error"]["field"], "from", "{v}");
+    let mut r = Mcp {
+        s: &s,
+        token: ro,
+        next: 0,
+    };
+    handshake(&mut r);
+    let (err, v) = r.tool(
+        "import_from",
+        json!({"from": "mem0", "text": mem0, "scope": "project/beta"}),
+    );
+    assert!(err);
+    assert_eq!(v["error"]["code"], "forbidden", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("read access only"),
+        "{v}"
+    );
 }

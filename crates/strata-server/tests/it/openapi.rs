@@ -23,6 +23,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/context"),
     ("get", "/v1/export"),
     ("post", "/v1/import"),
+    ("post", "/v1/import/foreign"),
     ("get", "/v1/stats"),
     ("get", "/v1/scopes"),
     ("get", "/v1/sessions"),

@@ -14,13 +14,11 @@
 //! are skipped. Without a `current_node`, every message is a turn, in time
 //! order.
 
-use std::collections::HashSet;
-use std::path::Path;
-
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
+use std::collections::HashSet;
 
-use super::{Draft, Read, bad, file_name, parse_json, parse_time, read_text, segment};
+use super::{Draft, Read, bad, parse_json, parse_time, segment};
 use crate::Result;
 use crate::model::{Kind, NewMemory, Role};
 use crate::scope::Scope;
@@ -142,20 +140,24 @@ fn chatgpt_text(content: Option<&Value>) -> String {
         .to_string()
 }
 
-pub(super) fn read_chatgpt(path: &Path, target: Option<&Scope>, now: Timestamp) -> Result<Read> {
-    let file = file_name(path);
-    let doc = parse_json(path, &read_text(path)?)?;
+pub(super) fn read_chatgpt(
+    file: &str,
+    body: &str,
+    target: Option<&Scope>,
+    now: Timestamp,
+) -> Result<Read> {
+    let doc = parse_json(file, body)?;
     let mut out = Read::default();
-    for (i, c) in conversations(&file, &doc)?.iter().enumerate() {
+    for (i, c) in conversations(file, &doc)?.iter().enumerate() {
         let entry = format!("conversation {}", i + 1);
-        let mapping = object(&file, &entry, c, "mapping")?;
+        let mapping = object(file, &entry, c, "mapping")?;
         let id = match c.get("conversation_id") {
-            Some(Value::String(_)) => string(&file, &entry, c, "conversation_id")?,
-            _ => string(&file, &entry, c, "id")?,
+            Some(Value::String(_)) => string(file, &entry, c, "conversation_id")?,
+            _ => string(file, &entry, c, "id")?,
         };
         let title = c.get("title").and_then(Value::as_str).unwrap_or("");
-        let started = time(&file, &entry, c, "create_time")?.unwrap_or(now);
-        let conv = Conv::new(&file, target, "chatgpt", id, title)?;
+        let started = time(file, &entry, c, "create_time")?.unwrap_or(now);
+        let conv = Conv::new(file, target, "chatgpt", id, title)?;
         // The branch shown: from `current_node` up through `parent`.
         let mut branch: Vec<&str> = Vec::new();
         if let Some(cur) = c.get("current_node").and_then(Value::as_str) {
@@ -164,7 +166,7 @@ pub(super) fn read_chatgpt(path: &Path, target: Option<&Scope>, now: Timestamp) 
             while let Some(node) = at.filter(|n| seen.insert(*n)) {
                 let Some(n) = mapping.get(node) else {
                     return Err(bad(
-                        &file,
+                        file,
                         &entry,
                         format!(
                             "`mapping` has no node `{node}` (named by `current_node` or a `parent`)"
@@ -179,7 +181,7 @@ pub(super) fn read_chatgpt(path: &Path, target: Option<&Scope>, now: Timestamp) 
             let mut all: Vec<(Timestamp, &str)> = Vec::new();
             for (k, n) in mapping {
                 let t = match n.get("message") {
-                    Some(m @ Value::Object(_)) => time(&file, &entry, m, "create_time")?,
+                    Some(m @ Value::Object(_)) => time(file, &entry, m, "create_time")?,
                     _ => None,
                 };
                 all.push((t.unwrap_or(started), k.as_str()));
@@ -202,7 +204,7 @@ pub(super) fn read_chatgpt(path: &Path, target: Option<&Scope>, now: Timestamp) 
                 Some(m @ Value::Object(_)) => m,
                 _ => continue,
             };
-            let author = object(&file, &at, m, "author")?;
+            let author = object(file, &at, m, "author")?;
             let role = match author.get("role").and_then(Value::as_str) {
                 Some("user") => Role::User,
                 Some("assistant") => Role::Assistant,
@@ -215,16 +217,16 @@ pub(super) fn read_chatgpt(path: &Path, target: Option<&Scope>, now: Timestamp) 
                     );
                     continue;
                 }
-                None => return Err(bad(&file, &at, "`author.role` is missing")),
+                None => return Err(bad(file, &at, "`author.role` is missing")),
             };
             let text = chatgpt_text(m.get("content"));
             if text.trim().is_empty() {
                 out.skip(&at, format!("no text ({role} message)"));
                 continue;
             }
-            let said = time(&file, &at, m, "create_time")?.unwrap_or(started);
+            let said = time(file, &at, m, "create_time")?.unwrap_or(started);
             let mid = m.get("id").and_then(Value::as_str).unwrap_or(node);
-            let updated_at = time(&file, &at, m, "update_time")?;
+            let updated_at = time(file, &at, m, "update_time")?;
             out.drafts.push(Draft {
                 source_id: format!("{id}\0{mid}"),
                 entry: at,
@@ -253,25 +255,29 @@ fn claude_text(m: &Value) -> String {
     texts.join("\n")
 }
 
-pub(super) fn read_claude(path: &Path, target: Option<&Scope>, now: Timestamp) -> Result<Read> {
-    let file = file_name(path);
-    let doc = parse_json(path, &read_text(path)?)?;
+pub(super) fn read_claude(
+    file: &str,
+    body: &str,
+    target: Option<&Scope>,
+    now: Timestamp,
+) -> Result<Read> {
+    let doc = parse_json(file, body)?;
     let mut out = Read::default();
-    for (i, c) in conversations(&file, &doc)?.iter().enumerate() {
+    for (i, c) in conversations(file, &doc)?.iter().enumerate() {
         let entry = format!("conversation {}", i + 1);
-        let id = string(&file, &entry, c, "uuid")?;
+        let id = string(file, &entry, c, "uuid")?;
         let title = c.get("name").and_then(Value::as_str).unwrap_or("");
-        let started = time(&file, &entry, c, "created_at")?.unwrap_or(now);
+        let started = time(file, &entry, c, "created_at")?.unwrap_or(now);
         let messages = match c.get("chat_messages") {
             Some(Value::Array(a)) => a,
-            Some(_) => return Err(bad(&file, &entry, "`chat_messages` must be an array")),
-            None => return Err(bad(&file, &entry, "`chat_messages` is missing")),
+            Some(_) => return Err(bad(file, &entry, "`chat_messages` must be an array")),
+            None => return Err(bad(file, &entry, "`chat_messages` is missing")),
         };
-        let conv = Conv::new(&file, target, "claude", id, title)?;
+        let conv = Conv::new(file, target, "claude", id, title)?;
         for (j, m) in messages.iter().enumerate() {
             let at = format!("{entry} message {}", j + 1);
-            let mid = string(&file, &at, m, "uuid")?;
-            let role = match string(&file, &at, m, "sender")? {
+            let mid = string(file, &at, m, "uuid")?;
+            let role = match string(file, &at, m, "sender")? {
                 "human" => Role::User,
                 "assistant" => Role::Assistant,
                 other => {
@@ -284,12 +290,12 @@ pub(super) fn read_claude(path: &Path, target: Option<&Scope>, now: Timestamp) -
                 out.skip(&at, format!("no text ({role} message)"));
                 continue;
             }
-            let said = time(&file, &at, m, "created_at")?.unwrap_or(started);
+            let said = time(file, &at, m, "created_at")?.unwrap_or(started);
             out.drafts.push(Draft {
                 source_id: format!("{id}\0{mid}"),
                 entry: at.clone(),
                 new: conv.turn(mid, role, text, said),
-                updated_at: time(&file, &at, m, "updated_at")?,
+                updated_at: time(file, &at, m, "updated_at")?,
             });
         }
     }

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 
-use super::{Draft, Read, bad, parse_time, segment};
+use super::{Draft, NoteFile, Read, bad, parse_time, segment};
 use crate::Result;
 use crate::error::Error;
 use crate::model::{Kind, NewMemory};
@@ -147,34 +147,32 @@ fn fm_time(rel: &str, fm: &Map<String, Value>, fields: &[&str]) -> Result<Option
 }
 
 /// The default scope: `project/<folder name>`.
-fn default_scope(dir: &Path) -> Result<Scope> {
-    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let name = abs.file_name().map(|n| n.to_string_lossy().into_owned());
-    match name.as_deref().and_then(segment) {
+fn default_scope(name: &str) -> Result<Scope> {
+    match segment(name) {
         Some(s) => Scope::project(&s),
         None => Err(Error::field(
             "scope",
-            format!(
-                "no project name in the folder name {}; give a scope",
-                dir.display()
-            ),
+            format!("no project name in the folder name `{name}`; give a scope"),
         )),
     }
 }
 
-pub(super) fn read(dir: &Path, target: Option<&Scope>, now: Timestamp) -> Result<Read> {
+/// Reads the notes of a folder on disk: every file under it, its path
+/// relative to the folder, its text and its modification time.
+pub(super) fn read_dir(dir: &Path, target: Option<&Scope>, now: Timestamp) -> Result<Read> {
     if !dir.is_dir() {
         return Err(Error::field(
             "markdown",
             format!("{} is not a folder", dir.display()),
         ));
     }
-    let scope = match target {
-        Some(s) => s.clone(),
-        None => default_scope(dir)?,
-    };
-    let (mut files, mut links) = (Vec::new(), Vec::new());
-    walk(dir, &mut files, &mut links)?;
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let name = abs
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (mut paths, mut links) = (Vec::new(), Vec::new());
+    walk(dir, &mut paths, &mut links)?;
     let rel_of = |p: &Path| {
         let parts: Vec<String> = p
             .strip_prefix(dir)
@@ -184,34 +182,92 @@ pub(super) fn read(dir: &Path, target: Option<&Scope>, now: Timestamp) -> Result
             .collect();
         parts.join("/")
     };
-    let mut out = Read::default();
+    let mut skipped = Read::default();
     for l in links {
-        out.skip(rel_of(&l), "a symbolic link (not followed)");
+        skipped.skip(rel_of(&l), "a symbolic link (not followed)");
     }
-    for path in files {
+    let mut files = Vec::new();
+    for path in paths {
         let rel = rel_of(&path);
-        let ext = path
-            .extension()
-            .map(|e| e.to_string_lossy().to_lowercase())
-            .unwrap_or_default();
-        if ext != "md" && ext != "markdown" {
-            out.skip(rel, "not a Markdown file (.md, .markdown)");
+        if !is_markdown(&rel) {
+            files.push(NoteFile {
+                path: rel,
+                text: String::new(),
+                modified: None,
+            });
             continue;
         }
         let bytes = std::fs::read(&path)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         let text = String::from_utf8(bytes).map_err(|_| Error::field(&rel, "is not UTF-8 text"))?;
-        let (yaml, body) = split_front_matter(&text);
+        let modified = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| Timestamp::try_from(t).ok());
+        files.push(NoteFile {
+            path: rel,
+            text,
+            modified,
+        });
+    }
+    let mut out = read(&name, &files, target, now)?;
+    skipped.skipped.append(&mut out.skipped);
+    out.skipped = skipped.skipped;
+    Ok(out)
+}
+
+/// Whether a path names a Markdown file (`.md`, `.markdown`).
+fn is_markdown(path: &str) -> bool {
+    let ext = path
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_lowercase())
+        .unwrap_or_default();
+    !path.ends_with('/') && (ext == "md" || ext == "markdown")
+}
+
+/// Reads notes given as `(path, text)` pairs of a folder called `name`
+/// (the folder's files as a client sends them). A path is relative,
+/// `/`-separated, without `.` or `..` segments; hidden ones are left out
+/// as a folder walk leaves them out.
+pub(super) fn read(
+    name: &str,
+    files: &[NoteFile],
+    target: Option<&Scope>,
+    now: Timestamp,
+) -> Result<Read> {
+    let scope = match target {
+        Some(s) => s.clone(),
+        None => default_scope(name)?,
+    };
+    let mut out = Read::default();
+    let mut seen = std::collections::HashSet::new();
+    for (i, f) in files.iter().enumerate() {
+        let rel = f.path.as_str();
+        check_path(i, rel)?;
+        if !seen.insert(rel) {
+            return Err(Error::field(
+                format!("files[{i}].path"),
+                format!("`{rel}` is given twice"),
+            ));
+        }
+        if rel.split('/').any(|p| p.starts_with('.')) {
+            continue;
+        }
+        if !is_markdown(rel) {
+            out.skip(rel, "not a Markdown file (.md, .markdown)");
+            continue;
+        }
+        let (yaml, body) = split_front_matter(&f.text);
         let fm: Map<String, Value> = match yaml.map(str::trim).filter(|y| !y.is_empty()) {
             None => Map::new(),
             Some(y) => match serde_norway::from_str::<Value>(y) {
                 Ok(Value::Object(m)) => m,
                 Ok(Value::Null) => Map::new(),
-                Ok(_) => return Err(bad(&rel, "front matter", "must be a YAML mapping")),
-                Err(e) => return Err(bad(&rel, "front matter", format!("invalid YAML: {e}"))),
+                Ok(_) => return Err(bad(rel, "front matter", "must be a YAML mapping")),
+                Err(e) => return Err(bad(rel, "front matter", format!("invalid YAML: {e}"))),
             },
         };
-        let title = fm_str(&rel, &fm, "title")?;
+        let title = fm_str(rel, &fm, "title")?;
         let body = body.trim();
         if body.is_empty() {
             out.skip(rel, "no text (front matter only, or empty)");
@@ -223,9 +279,9 @@ pub(super) fn read(dir: &Path, target: Option<&Scope>, now: Timestamp) -> Result
             }
             _ => body.to_string(),
         };
-        let ftype = fm_str(&rel, &fm, "type")?;
+        let ftype = fm_str(rel, &fm, "type")?;
         let kind = ftype.and_then(|t| t.trim().to_lowercase().parse::<Kind>().ok());
-        let permalink = fm_str(&rel, &fm, "permalink")?;
+        let permalink = fm_str(rel, &fm, "permalink")?;
         let mut payload = json!({ "path": rel });
         for (k, v) in [("title", title), ("permalink", permalink)] {
             if let Some(v) = v {
@@ -241,28 +297,24 @@ pub(super) fn read(dir: &Path, target: Option<&Scope>, now: Timestamp) -> Result
         if !linked.is_empty() {
             payload["links"] = linked.into();
         }
-        let mtime = std::fs::metadata(&path)
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| Timestamp::try_from(t).ok())
-            .map(|t| t.min(now));
-        let created = fm_time(&rel, &fm, &["created", "date"])?.or(mtime);
-        let modified = fm_time(&rel, &fm, &["modified", "updated"])?.or(mtime);
+        let mtime = f.modified.map(|t| t.min(now));
+        let created = fm_time(rel, &fm, &["created", "date"])?.or(mtime);
+        let modified = fm_time(rel, &fm, &["modified", "updated"])?.or(mtime);
         let mut tags = vec![TAG.to_string()];
-        for t in fm_tags(&rel, &fm)? {
+        for t in fm_tags(rel, &fm)? {
             if !tags.contains(&t) {
                 tags.push(t);
             }
         }
         out.drafts.push(Draft {
-            source_id: rel.clone(),
-            entry: rel.clone(),
+            source_id: rel.to_string(),
+            entry: rel.to_string(),
             new: NewMemory {
                 scope: Some(scope.clone()),
                 content,
                 kind: Some(kind.unwrap_or(Kind::Note)),
                 payload: Some(payload),
-                key: Some(permalink.unwrap_or(&rel).to_string()),
+                key: Some(permalink.unwrap_or(rel).to_string()),
                 tags,
                 created_at: Some(created.unwrap_or(now)),
                 ..NewMemory::default()
@@ -271,6 +323,31 @@ pub(super) fn read(dir: &Path, target: Option<&Scope>, now: Timestamp) -> Result
         });
     }
     Ok(out)
+}
+
+/// A note's path must be relative and plain: no leading `/`, no empty,
+/// `.` or `..` segments, no `\\`.
+fn check_path(i: usize, rel: &str) -> Result<()> {
+    let field = || format!("files[{i}].path");
+    let bad_seg = rel
+        .split('/')
+        .find(|p| p.is_empty() || *p == "." || *p == "..");
+    if rel.is_empty() {
+        return Err(Error::field(field(), "is empty"));
+    }
+    if rel.contains('\\') || rel.contains('\0') {
+        return Err(Error::field(
+            field(),
+            format!("`{rel}` holds a backslash or NUL; separate folders with `/`"),
+        ));
+    }
+    if let Some(seg) = bad_seg {
+        return Err(Error::field(
+            field(),
+            format!("`{rel}` is not a plain relative path (segment `{seg}`)"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

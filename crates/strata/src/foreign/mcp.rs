@@ -12,12 +12,10 @@
 //! told otherwise (the server keeps what it learns about its user across
 //! chats). The format has no times: memories take the import's.
 
-use std::path::Path;
-
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
-use super::{Draft, Read, bad, file_name, read_text};
+use super::{Draft, Read, bad};
 use crate::Result;
 use crate::model::{Kind, NewMemory};
 use crate::scope::Scope;
@@ -39,9 +37,7 @@ fn text<'a>(file: &str, entry: &str, obj: &'a Value, field: &str) -> Result<&'a 
     }
 }
 
-pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Result<Read> {
-    let file = file_name(path);
-    let body = read_text(path)?;
+pub(super) fn read(file: &str, body: &str, target: Option<&Scope>, now: Timestamp) -> Result<Read> {
     let scope = target.cloned().unwrap_or_else(Scope::global);
     let fact = Kind::Custom("fact".into());
     let mut out = Read::default();
@@ -51,9 +47,9 @@ pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Resul
             continue;
         }
         let v: Value = serde_json::from_str(line)
-            .map_err(|e| bad(&file, &entry, format!("invalid JSON: {e}")))?;
+            .map_err(|e| bad(file, &entry, format!("invalid JSON: {e}")))?;
         if !v.is_object() {
-            return Err(bad(&file, &entry, "expected a JSON object"));
+            return Err(bad(file, &entry, "expected a JSON object"));
         }
         let new = |content: String, payload: Value| NewMemory {
             scope: Some(scope.clone()),
@@ -64,16 +60,16 @@ pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Resul
             created_at: Some(now),
             ..NewMemory::default()
         };
-        match text(&file, &entry, &v, "type")? {
+        match text(file, &entry, &v, "type")? {
             "entity" => {
-                let name = text(&file, &entry, &v, "name")?;
-                let etype = text(&file, &entry, &v, "entityType")?;
+                let name = text(file, &entry, &v, "name")?;
+                let etype = text(file, &entry, &v, "entityType")?;
                 let obs = match v.get("observations") {
                     Some(Value::Array(a)) => a,
                     Some(_) => {
-                        return Err(bad(&file, &entry, "`observations` must be an array"));
+                        return Err(bad(file, &entry, "`observations` must be an array"));
                     }
-                    None => return Err(bad(&file, &entry, "`observations` is missing")),
+                    None => return Err(bad(file, &entry, "`observations` is missing")),
                 };
                 if obs.is_empty() {
                     out.skip(&entry, format!("entity `{name}` has no observations"));
@@ -81,7 +77,7 @@ pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Resul
                 for (j, o) in obs.iter().enumerate() {
                     let at = format!("{entry} observation {}", j + 1);
                     let Some(o) = o.as_str() else {
-                        return Err(bad(&file, &at, "must be a string"));
+                        return Err(bad(file, &at, "must be a string"));
                     };
                     if o.trim().is_empty() {
                         out.skip(&at, "empty");
@@ -99,9 +95,9 @@ pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Resul
                 }
             }
             "relation" => {
-                let from = text(&file, &entry, &v, "from")?;
-                let to = text(&file, &entry, &v, "to")?;
-                let rtype = text(&file, &entry, &v, "relationType")?;
+                let from = text(file, &entry, &v, "from")?;
+                let to = text(file, &entry, &v, "to")?;
+                let rtype = text(file, &entry, &v, "relationType")?;
                 out.drafts.push(Draft {
                     source_id: format!("relation\0{from}\0{rtype}\0{to}"),
                     entry,
@@ -114,7 +110,7 @@ pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Resul
             }
             other => {
                 return Err(bad(
-                    &file,
+                    file,
                     &entry,
                     format!("`type`: `{other}` is not `entity` or `relation`"),
                 ));

@@ -12,12 +12,10 @@
 //! become `-`). mem0's id, hash, metadata, user, agent and run stay in the
 //! payload.
 
-use std::path::Path;
-
 use jiff::Timestamp;
 use serde_json::{Map, Value};
 
-use super::{Draft, Read, bad, file_name, parse_json, parse_time, read_text, segment};
+use super::{Draft, Read, bad, parse_json, parse_time, segment};
 use crate::Result;
 use crate::error::Error;
 use crate::model::{Kind, NewMemory};
@@ -56,23 +54,22 @@ fn owner_scope(file: &str, entry: &str, user: Option<&str>, agent: Option<&str>)
     Scope::parse(&path).map_err(|e| bad(file, entry, e))
 }
 
-pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Result<Read> {
-    let file = file_name(path);
-    let doc = parse_json(path, &read_text(path)?)?;
+pub(super) fn read(file: &str, body: &str, target: Option<&Scope>, now: Timestamp) -> Result<Read> {
+    let doc = parse_json(file, body)?;
     let entries = match &doc {
         Value::Array(a) => a,
         Value::Object(o) => match o.get("results") {
             Some(Value::Array(a)) => a,
             _ => {
                 return Err(Error::field(
-                    &file,
+                    file,
                     "expected `{\"results\": [...]}` or a JSON array of memories",
                 ));
             }
         },
         _ => {
             return Err(Error::field(
-                &file,
+                file,
                 "expected `{\"results\": [...]}` or a JSON array of memories",
             ));
         }
@@ -81,23 +78,23 @@ pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Resul
     for (i, v) in entries.iter().enumerate() {
         let entry = format!("memory {}", i + 1);
         if !v.is_object() {
-            return Err(bad(&file, &entry, "expected a JSON object"));
+            return Err(bad(file, &entry, "expected a JSON object"));
         }
-        let Some(id) = opt_str(&file, &entry, v, "id")? else {
-            return Err(bad(&file, &entry, "`id` is missing or empty"));
+        let Some(id) = opt_str(file, &entry, v, "id")? else {
+            return Err(bad(file, &entry, "`id` is missing or empty"));
         };
-        let Some(text) = opt_str(&file, &entry, v, "memory")? else {
-            return Err(bad(&file, &entry, "`memory` is missing or empty"));
+        let Some(text) = opt_str(file, &entry, v, "memory")? else {
+            return Err(bad(file, &entry, "`memory` is missing or empty"));
         };
-        let user = opt_str(&file, &entry, v, "user_id")?;
-        let agent = opt_str(&file, &entry, v, "agent_id")?;
+        let user = opt_str(file, &entry, v, "user_id")?;
+        let agent = opt_str(file, &entry, v, "agent_id")?;
         let scope = match target {
             Some(s) => s.clone(),
-            None => owner_scope(&file, &entry, user, agent)?,
+            None => owner_scope(file, &entry, user, agent)?,
         };
         let time = |field: &str| -> Result<Option<Timestamp>> {
-            opt_str(&file, &entry, v, field)?
-                .map(|s| parse_time(field, s).map_err(|r| bad(&file, &entry, r)))
+            opt_str(file, &entry, v, field)?
+                .map(|s| parse_time(field, s).map_err(|r| bad(file, &entry, r)))
                 .transpose()
         };
         let created = time("created_at")?;
@@ -105,7 +102,7 @@ pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Resul
         let mut payload = Map::new();
         payload.insert("mem0_id".into(), id.into());
         for f in ["hash", "user_id", "agent_id", "run_id"] {
-            if let Some(s) = opt_str(&file, &entry, v, f)? {
+            if let Some(s) = opt_str(file, &entry, v, f)? {
                 payload.insert(f.into(), s.into());
             }
         }
@@ -114,7 +111,7 @@ pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Resul
             Some(m @ Value::Object(_)) => {
                 payload.insert("metadata".into(), m.clone());
             }
-            Some(_) => return Err(bad(&file, &entry, "`metadata` must be an object")),
+            Some(_) => return Err(bad(file, &entry, "`metadata` must be an object")),
         }
         let mut tags = vec![TAG.to_string()];
         match v.get("categories") {
@@ -122,14 +119,14 @@ pub(super) fn read(path: &Path, target: Option<&Scope>, now: Timestamp) -> Resul
             Some(Value::Array(cs)) => {
                 for c in cs {
                     let Some(c) = c.as_str() else {
-                        return Err(bad(&file, &entry, "`categories` must be a list of text"));
+                        return Err(bad(file, &entry, "`categories` must be a list of text"));
                     };
                     if !tags.iter().any(|t| t == c) {
                         tags.push(c.to_string());
                     }
                 }
             }
-            Some(_) => return Err(bad(&file, &entry, "`categories` must be a list of text")),
+            Some(_) => return Err(bad(file, &entry, "`categories` must be a list of text")),
         }
         out.drafts.push(Draft {
             source_id: id.to_string(),

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use crate::Result;
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::model::NewMemory;
+use crate::model::{Memory, NewMemory};
 use crate::scope::{Fence, Scope};
 use crate::store::{ImportItem, ImportRules, OnConflict};
 
@@ -101,16 +101,64 @@ impl fmt::Display for ForeignFormat {
 pub struct ForeignImport {
     /// What the input is.
     pub format: ForeignFormat,
-    /// The file (a folder for [`ForeignFormat::Markdown`]).
-    pub path: PathBuf,
+    /// Where it is, or the input itself.
+    pub input: ForeignInput,
     /// Where the memories go; each format has a default (docs/formats.md).
     pub scope: Option<Scope>,
     /// Report what would happen, write nothing.
     pub dry_run: bool,
 }
 
+/// The input of a [`ForeignImport`]: a path on this machine, or what a
+/// client sent (over HTTP and MCP, where the server's files are not the
+/// caller's to name).
+#[derive(Clone, Debug)]
+pub enum ForeignInput {
+    /// A file (a folder for [`ForeignFormat::Markdown`]).
+    Path(PathBuf),
+    /// One file's text, and the name messages give it.
+    Text {
+        /// The file's name (`conversations.json`).
+        name: String,
+        /// Its text.
+        text: String,
+    },
+    /// A folder's files, for [`ForeignFormat::Markdown`].
+    Files {
+        /// The folder's name: the default scope is `project/<name>`.
+        name: String,
+        /// Its files.
+        files: Vec<NoteFile>,
+    },
+}
+
+/// A file of a folder of notes, as a client sends it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoteFile {
+    /// Its path inside the folder, `/`-separated (`people/ana.md`).
+    pub path: String,
+    /// Its text.
+    pub text: String,
+    /// When it last changed, for notes whose front matter has no times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<Timestamp>,
+}
+
+impl ForeignImport {
+    /// An import of the file (or folder) at `path`.
+    pub fn path(format: ForeignFormat, path: impl Into<PathBuf>) -> ForeignImport {
+        ForeignImport {
+            format,
+            input: ForeignInput::Path(path.into()),
+            scope: None,
+            dry_run: false,
+        }
+    }
+}
+
 /// An entry of the input that was not imported, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Skipped {
     /// Where it is in the input (`line 4`, `conversation 2 message 7`,
     /// `notes/a.md`).
@@ -121,6 +169,7 @@ pub struct Skipped {
 
 /// What [`Engine::import_foreign`] did (or would do, under `dry_run`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ForeignReport {
     /// The format read.
     pub format: String,
@@ -194,9 +243,8 @@ fn read_text(path: &Path) -> Result<String> {
 }
 
 /// Parses a JSON document, naming the file and the position of an error.
-fn parse_json(path: &Path, text: &str) -> Result<serde_json::Value> {
-    serde_json::from_str(text)
-        .map_err(|e| Error::field(file_name(path), format!("is not valid JSON: {e}")))
+fn parse_json(file: &str, text: &str) -> Result<serde_json::Value> {
+    serde_json::from_str(text).map_err(|e| Error::field(file, format!("is not valid JSON: {e}")))
 }
 
 /// A time given as RFC 3339 (with any offset), a civil date-time taken as
@@ -256,6 +304,40 @@ fn derived_id(format: ForeignFormat, scope: &Scope, source_id: &str) -> String {
     uuid::Uuid::from_bytes(b).to_string()
 }
 
+/// Reads `req`'s input with its format's reader; the name messages give
+/// the input.
+fn read_input(req: &ForeignImport, now: Timestamp) -> Result<(String, Read)> {
+    let target = req.scope.as_ref();
+    let json = |name: &str, text: &str| match req.format {
+        ForeignFormat::McpMemory => mcp::read(name, text, target, now),
+        ForeignFormat::Chatgpt => chat::read_chatgpt(name, text, target, now),
+        ForeignFormat::Claude => chat::read_claude(name, text, target, now),
+        ForeignFormat::Mem0 => mem0::read(name, text, target, now),
+        ForeignFormat::Markdown => Err(Error::field(
+            "files",
+            "the markdown format reads a folder: give its files, not one text",
+        )),
+    };
+    match (&req.input, req.format) {
+        (ForeignInput::Path(p), ForeignFormat::Markdown) => {
+            Ok((file_name(p), markdown::read_dir(p, target, now)?))
+        }
+        (ForeignInput::Path(p), _) => {
+            let name = file_name(p);
+            let text = read_text(p)?;
+            Ok((name.clone(), json(&name, &text)?))
+        }
+        (ForeignInput::Text { name, text }, _) => Ok((name.clone(), json(name, text)?)),
+        (ForeignInput::Files { name, files }, ForeignFormat::Markdown) => {
+            Ok((name.clone(), markdown::read(name, files, target, now)?))
+        }
+        (ForeignInput::Files { .. }, f) => Err(Error::field(
+            "text",
+            format!("the {f} format reads one file: give its text, not files"),
+        )),
+    }
+}
+
 impl Engine {
     /// Imports another tool's memories (see [`ForeignFormat`] and
     /// docs/formats.md): every entry is read and checked first, then the
@@ -264,16 +346,21 @@ impl Engine {
     /// same scope) adds nothing; one changed since is skipped, keeping the
     /// stored memory.
     pub fn import_foreign(&self, req: &ForeignImport) -> Result<ForeignReport> {
+        self.import_foreign_within(req, &mut |_, _| Ok(()))
+    }
+
+    /// [`Engine::import_foreign`], asking `allow` of every memory the input
+    /// makes, with the entry it comes from (`conversations.json:
+    /// conversation 2 message 3`), before anything is written or reported:
+    /// the servers check a token's scopes and sessions with it. One refusal
+    /// and nothing is imported, under `dry_run` too.
+    pub fn import_foreign_within<E: From<Error>>(
+        &self,
+        req: &ForeignImport,
+        allow: &mut dyn FnMut(&str, &Memory) -> std::result::Result<(), E>,
+    ) -> std::result::Result<ForeignReport, E> {
         let now = self.now();
-        let target = req.scope.as_ref();
-        let read = match req.format {
-            ForeignFormat::McpMemory => mcp::read(&req.path, target, now)?,
-            ForeignFormat::Chatgpt => chat::read_chatgpt(&req.path, target, now)?,
-            ForeignFormat::Claude => chat::read_claude(&req.path, target, now)?,
-            ForeignFormat::Markdown => markdown::read(&req.path, target, now)?,
-            ForeignFormat::Mem0 => mem0::read(&req.path, target, now)?,
-        };
-        let file = file_name(&req.path);
+        let (file, read) = read_input(req, now)?;
         let mut report = ForeignReport {
             format: req.format.as_str().into(),
             skipped: read.skipped,
@@ -290,6 +377,7 @@ impl Engine {
             m.updated_at = d
                 .updated_at
                 .map_or(m.created_at, |t| crate::model::ms(t).max(m.created_at));
+            allow(&format!("{file}: {}", d.entry), &m)?;
             if let Some(first) = seen.get(&m.id) {
                 report.skipped.push(Skipped {
                     entry: d.entry,

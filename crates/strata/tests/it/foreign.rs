@@ -18,7 +18,7 @@ fn claude_import(dir: &std::path::Path, dry_run: bool) -> ForeignImport {
     std::fs::write(&path, CLAUDE).unwrap();
     ForeignImport {
         format: ForeignFormat::Claude,
-        path,
+        input: strata::ForeignInput::Path(path),
         scope: None,
         dry_run,
     }
