@@ -6,9 +6,11 @@
 //! one to three sessions, with varied openings and wording), failures that
 //! repeat with other values (numbers, hosts, paths), single failures, later
 //! findings that fix some repeated ones, facts that change (a key written
-//! again), and distractors: talk that opens like an instruction ("don't
-//! worry", "always the same error"), questions, reported speech and the
-//! assistant's own instructions. Every planted item is labelled, so the
+//! again), notes restated in later sessions (in other case, punctuation,
+//! or with a word before or after), and distractors: talk that opens like
+//! an instruction ("don't worry", "always the same error"), questions,
+//! reported speech, the assistant's own instructions, and notes that
+//! differ from a restated one in a single word (another service). Every planted item is labelled, so the
 //! report gives each detector's precision and recall, the fixes named
 //! correctly, and `as_of` answers before and after each change.
 //!
@@ -88,6 +90,10 @@ pub struct LearningReport {
     pub preference: DetectorScore,
     /// Repeated failures.
     pub failure: DetectorScore,
+    /// Consolidation: planted groups of restated notes; `learned` counts
+    /// memories merged into another, `correct` those merged into a member
+    /// of their own group, `found` groups merged whole into one memory.
+    pub consolidation: DetectorScore,
     /// Planted fixes, and patterns that name the planted fix.
     pub fixes_planted: usize,
     /// Patterns whose `fixed_by` is the planted fix.
@@ -218,6 +224,28 @@ const FAILURES: &[&str] = &[
     "rate limit exceeded calling the {s} API after {n} requests",
 ];
 
+/// Notes worth writing down once, restated later: `{}` a service.
+const NOTES: &[&str] = &[
+    "The {} service reads its settings from the shared configuration bucket at startup",
+    "Requests to the {} endpoint are retried three times with exponential backoff",
+    "The {} team reviews every schema change before it reaches production",
+    "Load tests for the {} service run every Friday against the staging cluster",
+    "Alerts for the {} service go to the on-call channel, not to email",
+    "The {} worker drains its queue before a deploy and resumes after the health check",
+];
+
+/// A restatement of `text`: other case, other punctuation, or a word
+/// before or after.
+fn restate(text: &str, r: &mut Rng) -> String {
+    match r.below(5) {
+        0 => format!("{}.", text.to_lowercase()),
+        1 => format!("Note: {text}."),
+        2 => format!("{text}!"),
+        3 => format!("{text}, as agreed."),
+        _ => format!("Reminder — {}", text.to_lowercase()),
+    }
+}
+
 fn fill(t: &str, s: &str, r: &mut Rng) -> String {
     let mut out = t.replace("{s}", s);
     while let Some(i) = out.find("{n}") {
@@ -240,6 +268,10 @@ struct Truth {
     fix_of: BTreeMap<(usize, usize, usize), String>,
     /// (scope, key, when the version was written, its content).
     as_of: Vec<(Scope, String, Timestamp, String)>,
+    /// Memory id → planted group of restated notes (project, note).
+    note_of: BTreeMap<String, (usize, usize)>,
+    /// Every planted group, with its members.
+    note_groups: BTreeMap<(usize, usize), Vec<String>>,
 }
 
 /// Writes `o.projects` histories into `engine`; returns the labels and the
@@ -278,6 +310,21 @@ fn generate(
             let n = if k < 2 { 2 + rng.below(3) } else { 1 };
             failures.push((t, s, (0..n).map(|_| rng.below(o.sessions)).collect()));
         }
+        // Two notes, each written once and restated in one or two later
+        // sessions; a third note differs from the first in its service.
+        let mut notes: Vec<(usize, usize, Vec<usize>)> = Vec::new();
+        while notes.len() < 2 {
+            let n = rng.below(NOTES.len());
+            if notes.iter().any(|(m, _, _)| *m == n) {
+                continue;
+            }
+            let thing = rng.below(THINGS.len());
+            let times = 2 + rng.below(2);
+            let sessions = (0..times).map(|_| rng.below(o.sessions)).collect();
+            notes.push((n, thing, sessions));
+        }
+        let twin_thing = (notes[0].1 + 1 + rng.below(THINGS.len() - 1)) % THINGS.len();
+        let twin_session = rng.below(o.sessions);
         let fact_thing = THINGS[rng.below(THINGS.len())];
         let change_at = 1 + rng.below(o.sessions.saturating_sub(1).max(1));
         for sess in 0..o.sessions {
@@ -329,6 +376,27 @@ fn generate(
                     batch.push((m, Some(Label::Failure(p, *t, *s))));
                 }
             }
+            for (k, (n, thing, sessions)) in notes.iter().enumerate() {
+                let text = NOTES[*n].replace("{}", THINGS[*thing]);
+                for (i, _) in sessions.iter().enumerate().filter(|(_, x)| **x == sess) {
+                    let said = if i == 0 {
+                        format!("{text}.")
+                    } else {
+                        restate(&text, rng)
+                    };
+                    let m = NewMemory::new(scope.clone(), said)
+                        .kind(Kind::Finding)
+                        .session(sid.clone());
+                    batch.push((m, Some(Label::Note(p, k))));
+                }
+            }
+            if sess == twin_session {
+                let text = NOTES[notes[0].0].replace("{}", THINGS[twin_thing]);
+                let m = NewMemory::new(scope.clone(), format!("{text}."))
+                    .kind(Kind::Finding)
+                    .session(sid.clone());
+                batch.push((m, None));
+            }
             let mut ids = Vec::new();
             let mut labels = Vec::new();
             let mut items = Vec::new();
@@ -349,6 +417,10 @@ fn generate(
                     }
                     Some(Label::Failure(p, t, s)) => {
                         truth.failure_of.insert(id, (p, t, s));
+                    }
+                    Some(Label::Note(p, k)) => {
+                        truth.note_of.insert(id.clone(), (p, k));
+                        truth.note_groups.entry((p, k)).or_default().push(id);
                     }
                     None => {}
                 }
@@ -399,6 +471,7 @@ fn generate(
 enum Label {
     Instruction(usize, usize),
     Failure(usize, usize, usize),
+    Note(usize, usize),
 }
 
 /// Generates labelled histories in `engine`, runs learning, and scores
@@ -506,10 +579,59 @@ pub fn learning(
         }
     }
     rep.as_of_accuracy = ratio(rep.as_of_correct, rep.as_of_checks);
+    rep.consolidation = consolidation(engine, &truth)?;
     if let (Some(big), true) = (timing_engine, o.memories > 0) {
         rep.timing = Some(timing(big, o, start)?);
     }
     Ok(rep)
+}
+
+/// Scores consolidation: every memory that lists merged ids, against the
+/// planted groups (a group written once, as happens when its sessions
+/// repeat, is not a group to find).
+fn consolidation(engine: &Engine, truth: &Truth) -> strata::Result<DetectorScore> {
+    let mut d = DetectorScore::default();
+    let groups: Vec<&Vec<String>> = truth
+        .note_groups
+        .values()
+        .filter(|ids| ids.len() > 1)
+        .collect();
+    d.planted = groups.len();
+    let mut list = strata::List::new(View::parse(&["project/**".to_string()])?);
+    list.filter = strata::Filter::parse(&serde_json::json!({"kind": "finding"}))?;
+    list.limit = usize::MAX;
+    let mut merged_into: BTreeMap<String, String> = BTreeMap::new();
+    for m in engine.list(&list)? {
+        let from = m
+            .payload
+            .as_ref()
+            .and_then(|p| p.pointer("/consolidated/from"))
+            .and_then(|v| v.as_array())
+            .cloned()
+            .unwrap_or_default();
+        for id in from.iter().filter_map(|v| v.as_str()) {
+            d.learned += 1;
+            let same =
+                truth.note_of.contains_key(id) && truth.note_of.get(id) == truth.note_of.get(&m.id);
+            if same {
+                d.correct += 1;
+            }
+            merged_into.insert(id.to_string(), m.id.clone());
+        }
+    }
+    for ids in groups {
+        let kept: BTreeSet<&String> = ids
+            .iter()
+            .map(|id| merged_into.get(id).unwrap_or(id))
+            .collect();
+        if kept.len() == 1 {
+            d.found += 1;
+        } else {
+            d.split += 1;
+        }
+    }
+    d.finish();
+    Ok(d)
 }
 
 /// Fills `engine` with about `o.memories` memories of the same generator,

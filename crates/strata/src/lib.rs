@@ -72,7 +72,7 @@ pub use context::{
 pub use tokens::{TOKENIZERS, TokenCounter};
 
 // Learning: what upkeep's detectors learn, and a person's say over it.
-pub use learn::{LearnConfig, LearnReport, Learned, LearnedStatus};
+pub use learn::{CONSOLIDATED, LearnConfig, LearnReport, Learned, LearnedStatus};
 
 // Agents and pipelines.
 pub use agent::{Agent, Depth, NodeRun, NodeSpec, Pipeline, WriteSpec};

@@ -262,7 +262,11 @@ fn run_learning(g: &Env, a: LearningArgs) -> Result<()> {
         "strata eval learning — {} labelled memories",
         rep.memories
     ))?;
-    for (name, d) in [("preference", &rep.preference), ("failure", &rep.failure)] {
+    for (name, d) in [
+        ("preference", &rep.preference),
+        ("failure", &rep.failure),
+        ("consolidate", &rep.consolidation),
+    ] {
         output::line(format!(
             "{name:<11} planted {:>4}  learned {:>4}  precision {:.3}  recall {:.3}  split {}",
             d.planted, d.learned, d.precision, d.recall, d.split

@@ -65,8 +65,8 @@ fn status(s: strata::LearnedStatus) -> &'static str {
 /// The line `upkeep` and `learned run` print for a learning run.
 pub fn report_line(r: &strata::LearnReport) -> Result<()> {
     output::line(format!(
-        "learned: examined {} · new {} · updated {} · removed {} · rejected evidence skipped {}",
-        r.examined, r.learned, r.updated, r.removed, r.rejected_skipped
+        "learned: examined {} · new {} · updated {} · removed {} · rejected evidence skipped {} · consolidated {}",
+        r.examined, r.learned, r.updated, r.removed, r.rejected_skipped, r.consolidated
     ))
 }
 

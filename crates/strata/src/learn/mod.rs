@@ -20,8 +20,11 @@
 //! it then needs no schema change in any store, travels whole through JSONL
 //! export and import, and is filterable (`payload.learned.detector`).
 
+mod consolidate;
 mod failure;
 mod preference;
+
+pub use consolidate::CONSOLIDATED;
 
 use std::collections::BTreeSet;
 
@@ -69,6 +72,15 @@ pub struct LearnConfig {
     /// table is another failure, however long the message; lower it to
     /// group messages that also carry varying words).
     pub failure_similarity: f64,
+    /// Whether upkeep merges near-duplicate memories of one scope and kind
+    /// (default true; the merged ones move to the archive, reason
+    /// `consolidated`, and `restore` brings them back).
+    pub consolidate: bool,
+    /// Share of their word shingles (three words in a row) two memories
+    /// must have in common to be merged (default 0.8: restatements that
+    /// differ in case, punctuation or a word at either end; one changed
+    /// word inside a ten-word memory already keeps them apart).
+    pub consolidate_similarity: f64,
 }
 
 impl Default for LearnConfig {
@@ -78,6 +90,8 @@ impl Default for LearnConfig {
             half_life_days: 90.0,
             min_failures: 2,
             failure_similarity: 1.0,
+            consolidate: true,
+            consolidate_similarity: 0.8,
         }
     }
 }
@@ -101,6 +115,13 @@ impl LearnConfig {
             return Err(Error::InvalidConfig(format!(
                 "learning.failure_similarity: {} must be in (0, 1]",
                 self.failure_similarity
+            )));
+        }
+        if !(self.consolidate_similarity >= 0.5 && self.consolidate_similarity <= 1.0) {
+            return Err(Error::InvalidConfig(format!(
+                "learning.consolidate_similarity: {} must be in [0.5, 1] (below half, \
+                 memories that say different things would merge)",
+                self.consolidate_similarity
             )));
         }
         Ok(())
@@ -169,6 +190,9 @@ pub struct LearnReport {
     pub removed: usize,
     /// Patterns not learned again: their evidence was rejected before.
     pub rejected_skipped: usize,
+    /// Near-duplicate memories merged into another (moved to the archive).
+    #[serde(default)]
+    pub consolidated: usize,
 }
 
 /// One piece of evidence: a memory's id, time and session.
@@ -276,6 +300,9 @@ impl Engine {
         for f in findings {
             self.apply(f, &cfg, &mut report)?;
         }
+        if cfg.consolidate {
+            report.consolidated = self.consolidate(&changed, &cfg, started)?;
+        }
         self.refresh(&cfg, &mut report)?;
         let seen: Vec<&str> = changed
             .iter()
@@ -284,6 +311,92 @@ impl Engine {
             .collect();
         self.set_watermark(started, &seen)?;
         Ok(report)
+    }
+
+    /// Merges near-duplicates of what changed (see `consolidate.rs`);
+    /// returns how many memories moved into another.
+    fn consolidate(&self, changed: &[Memory], cfg: &LearnConfig, now: Timestamp) -> Result<usize> {
+        let buckets: BTreeSet<(Scope, String)> = changed
+            .iter()
+            .filter(|m| consolidate::eligible(m))
+            .map(|m| (m.scope.clone(), m.kind.as_str().to_string()))
+            .collect();
+        let ids: BTreeSet<&str> = changed.iter().map(|m| m.id.as_str()).collect();
+        let mut moved = 0;
+        for (scope, kind) in buckets {
+            let f = Filter::parse(&json!({"kind": kind}))?;
+            let mut peers: Vec<Memory> = self
+                .store()
+                .query(&Query::view(View::scope(scope), now).filter(f))?
+                .into_iter()
+                .filter(consolidate::eligible)
+                .collect();
+            // A memory that another lists as merged but that is active was
+            // restored by a person: it stays apart.
+            let restored: BTreeSet<String> = peers.iter().flat_map(consolidated_from).collect();
+            peers.retain(|m| !restored.contains(&m.id));
+            for g in consolidate::groups(peers, &ids, cfg.consolidate_similarity) {
+                moved += self.merge(g, now)?;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Merges a group into its earliest memory, then archives the rest.
+    /// The kept memory changes first, listing what it took in: a crash
+    /// before the archive leaves the others active beside it (nothing is
+    /// lost; they count as restored and stay apart).
+    fn merge(&self, g: consolidate::Group, now: Timestamp) -> Result<usize> {
+        let consolidate::Group { keep, merged } = g;
+        let mut payload = keep.payload.clone().unwrap_or_else(|| json!({}));
+        let Some(obj) = payload.as_object_mut() else {
+            // A payload that is not an object has no room for provenance.
+            return Ok(0);
+        };
+        let mut from = consolidated_from(&keep);
+        for m in &merged {
+            for id in std::iter::once(m.id.clone()).chain(consolidated_from(m)) {
+                if !from.contains(&id) {
+                    from.push(id);
+                }
+            }
+        }
+        obj.insert(
+            "consolidated".into(),
+            json!({"from": from, "at": now.to_string()}),
+        );
+        let all = || std::iter::once(&keep).chain(merged.iter());
+        let longest = all()
+            .max_by(|a, b| {
+                a.content
+                    .len()
+                    .cmp(&b.content.len())
+                    .then(b.created_at.cmp(&a.created_at))
+            })
+            .map_or_else(|| keep.content.clone(), |m| m.content.clone());
+        let mut tags = keep.tags.clone();
+        for t in merged.iter().flat_map(|m| &m.tags) {
+            if !tags.contains(t) {
+                tags.push(t.clone());
+            }
+        }
+        let importance = all().map(|m| m.importance).fold(keep.importance, f64::max);
+        let patch = Patch {
+            content: (longest != keep.content).then_some(longest),
+            payload: Some(Some(payload)),
+            tags: Some(tags),
+            importance: Some(importance),
+            sensitive: Some(all().any(|m| m.sensitive)),
+            ..Patch::default()
+        };
+        match self.update(&keep.id, patch, keep.version) {
+            Ok(_) => {}
+            // Changed since it was read: the next run looks again.
+            Err(Error::VersionConflict { .. }) => return Ok(0),
+            Err(e) => return Err(e),
+        }
+        let ids: Vec<String> = merged.iter().map(|m| m.id.clone()).collect();
+        self.store().archive(&ids, CONSOLIDATED, now)
     }
 
     /// Every learned memory in `view`, highest confidence first.
@@ -577,6 +690,21 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// The ids a memory took in by consolidation (its payload's
+/// `consolidated.from`).
+fn consolidated_from(m: &Memory) -> Vec<String> {
+    m.payload
+        .as_ref()
+        .and_then(|p| p.pointer("/consolidated/from"))
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A patch replacing the `learned` record of `m`'s payload.

@@ -24,6 +24,8 @@ backends!(engine:
     confirmed_patterns_do_not_decay,
     a_learning_agent_sees_what_was_learned,
     a_profile_takes_or_leaves_learned_memories,
+    near_duplicates_merge_into_the_earliest_and_a_restored_one_stays_apart,
+    consolidation_can_be_turned_off,
 );
 
 /// A clock the test moves.
@@ -344,4 +346,111 @@ fn a_profile_takes_or_leaves_learned_memories(make: Make) {
         !learned.contains("thanks."),
         "only the learned statement: {learned}"
     );
+}
+
+fn note(e: &Engine, scope: &str, text: &str, importance: f64, tags: &[&str]) -> strata::Memory {
+    let mut n = NewMemory::new(Scope::parse(scope).unwrap(), text)
+        .kind(Kind::Finding)
+        .importance(importance);
+    for t in tags {
+        n = n.tag(*t);
+    }
+    e.remember(n).unwrap()
+}
+
+fn near_duplicates_merge_into_the_earliest_and_a_restored_one_stays_apart(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    let a = note(
+        &e,
+        "project/acme",
+        "The deploy script needs the VPN up.",
+        0.4,
+        &[],
+    );
+    later(&t, 1);
+    let b = note(
+        &e,
+        "project/acme",
+        "the deploy script needs the VPN up",
+        0.9,
+        &["ops"],
+    );
+    let c = note(
+        &e,
+        "project/beta",
+        "The deploy script needs the VPN up!",
+        0.5,
+        &[],
+    );
+    let d = note(
+        &e,
+        "project/acme",
+        "The deploy script needs the office VPN up.",
+        0.5,
+        &[],
+    );
+    let pinned = e
+        .remember(
+            NewMemory::new(acme(), "The deploy script needs the VPN up.")
+                .kind(Kind::Finding)
+                .pinned(true),
+        )
+        .unwrap();
+    let turn = said(&e, "s1", "The deploy script needs the VPN up.");
+    let r = e.upkeep().unwrap().learned.unwrap();
+    assert_eq!(r.consolidated, 1, "{r:?}");
+    let kept = e.get(&a.id).unwrap().unwrap();
+    assert_eq!(kept.importance, 0.9, "the highest importance");
+    assert_eq!(kept.tags, ["ops"]);
+    assert_eq!(
+        kept.payload.as_ref().unwrap()["consolidated"]["from"],
+        serde_json::json!([b.id])
+    );
+    assert!(e.get(&b.id).unwrap().is_none());
+    let gone = e
+        .get_archived(&b.id)
+        .unwrap()
+        .expect("archived, not deleted");
+    assert_eq!(gone.reason, strata::CONSOLIDATED);
+    assert_eq!(gone.memory.content, b.content);
+    for other in [&c, &d, &pinned, &turn] {
+        assert!(e.get(&other.id).unwrap().is_some(), "{}", other.content);
+    }
+    // A person who restores it keeps it apart.
+    assert_eq!(e.restore(std::slice::from_ref(&b.id)).unwrap(), 1);
+    later(&t, 1);
+    let again = note(
+        &e,
+        "project/acme",
+        "The deploy script needs the VPN up",
+        0.2,
+        &[],
+    );
+    let r = e.upkeep().unwrap().learned.unwrap();
+    assert_eq!(r.consolidated, 1, "{r:?}");
+    assert!(e.get(&b.id).unwrap().is_some(), "restored stays");
+    assert!(
+        e.get(&again.id).unwrap().is_none(),
+        "a new restatement merges"
+    );
+    let kept = e.get(&a.id).unwrap().unwrap();
+    assert_eq!(
+        kept.payload.as_ref().unwrap()["consolidated"]["from"],
+        serde_json::json!([b.id, again.id])
+    );
+}
+
+fn consolidation_can_be_turned_off(make: Make) {
+    let e = make(&|c| c.learning.consolidate = false);
+    let a = note(&e, "project/acme", "Backups run nightly at two.", 0.5, &[]);
+    let b = note(&e, "project/acme", "backups run nightly at two", 0.5, &[]);
+    assert_eq!(e.upkeep().unwrap().learned.unwrap().consolidated, 0);
+    assert!(e.get(&a.id).unwrap().is_some() && e.get(&b.id).unwrap().is_some());
+    let mut c = Config::default();
+    let err = c
+        .apply_toml("[learning]\nconsolidate_similarity = 0.2\n", None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("learning.consolidate_similarity"), "{err}");
 }
