@@ -10,7 +10,11 @@
 //! or with a word before or after), and distractors: talk that opens like
 //! an instruction ("don't worry", "always the same error"), questions,
 //! reported speech, the assistant's own instructions, and notes that
-//! differ from a restated one in a single word (another service). Every planted item is labelled, so the
+//! differ from a restated one in a single word (another service). Each
+//! project also has an area of confusion (a question, then "I still don't
+//! get it" at once or the concept named as unclear in a later session,
+//! sometimes the question again), beside a bare "Sorry, I don't
+//! understand." opening a session and a one-off confusion about a build. Every planted item is labelled, so the
 //! report gives each detector's precision and recall, the fixes named
 //! correctly, and `as_of` answers before and after each change.
 //!
@@ -77,8 +81,13 @@ pub struct LearningTiming {
     /// Seconds of the next run, after one more session in a tenth of the
     /// projects.
     pub incremental_secs: f64,
-    /// Memories the incremental run examined.
+    /// Memories the incremental run examined: those written since, and
+    /// those the full run's consolidation changed.
     pub incremental_examined: usize,
+    /// Memories written between the two runs.
+    pub added: usize,
+    /// Memories the full run merged into another.
+    pub full_consolidated: usize,
 }
 
 /// The report.
@@ -90,6 +99,8 @@ pub struct LearningReport {
     pub preference: DetectorScore,
     /// Repeated failures.
     pub failure: DetectorScore,
+    /// Areas of confusion.
+    pub confusion: DetectorScore,
     /// Consolidation: planted groups of restated notes; `learned` counts
     /// memories merged into another, `correct` those merged into a member
     /// of their own group, `found` groups merged whole into one memory.
@@ -224,6 +235,39 @@ const FAILURES: &[&str] = &[
     "rate limit exceeded calling the {s} API after {n} requests",
 ];
 
+/// Things a user can find hard to follow: `{}` a service.
+const CONCEPTS: &[&str] = &[
+    "the retry policy of the {} client",
+    "the cache invalidation in the {} service",
+    "the token refresh flow in {}",
+    "the sharding scheme of the {} database",
+    "the rate limiter in front of {}",
+    "the event ordering in the {} queue",
+    "the rollback procedure for {}",
+    "the permission model of the {} admin panel",
+];
+/// Questions about a concept.
+const ASK: &[&str] = &[
+    "How does {} work?",
+    "Can you walk me through {}?",
+    "What exactly is {} doing?",
+    "Why is {} set up this way?",
+];
+/// Said right after a question, in the same session.
+const LOST: &[&str] = &[
+    "Sorry, I still don't get it.",
+    "Hmm, I'm confused.",
+    "What do you mean?",
+    "I don't follow.",
+];
+/// Said in a later session, naming the concept.
+const STILL_LOST: &[&str] = &[
+    "I still don't understand {}.",
+    "I'm confused about {} again.",
+    "Honestly {} still doesn't make sense to me.",
+    "Sorry, {} is not clear to me yet.",
+];
+
 /// Notes worth writing down once, restated later: `{}` a service.
 const NOTES: &[&str] = &[
     "The {} service reads its settings from the shared configuration bucket at startup",
@@ -268,6 +312,10 @@ struct Truth {
     fix_of: BTreeMap<(usize, usize, usize), String>,
     /// (scope, key, when the version was written, its content).
     as_of: Vec<(Scope, String, Timestamp, String)>,
+    /// Memory id → planted area of confusion (its project).
+    confusion_of: BTreeMap<String, usize>,
+    /// Projects with a planted area of confusion.
+    confusions: BTreeSet<usize>,
     /// Memory id → planted group of restated notes (project, note).
     note_of: BTreeMap<String, (usize, usize)>,
     /// Every planted group, with its members.
@@ -324,6 +372,21 @@ fn generate(
             notes.push((n, thing, sessions));
         }
         let twin_thing = (notes[0].1 + 1 + rng.below(THINGS.len() - 1)) % THINGS.len();
+        // One area of confusion: asked in one session, said to be unclear
+        // then or in a later one, maybe asked again after; and, as
+        // distractors, a bare "I don't understand" opening a session and
+        // a one-off confusion about something else.
+        let concept = CONCEPTS[rng.below(CONCEPTS.len())].replace("{}", rng.pick(THINGS));
+        let asked_in = rng.below(o.sessions - 1);
+        let lost_at_once = rng.below(2) == 0;
+        let lost_later = if lost_at_once && rng.below(2) == 0 {
+            None
+        } else {
+            Some(asked_in + 1 + rng.below(o.sessions - asked_in - 1))
+        };
+        let asked_again = (rng.below(2) == 0).then(|| rng.below(o.sessions));
+        let bare_in = rng.below(o.sessions);
+        let one_off_in = rng.below(o.sessions);
         let twin_session = rng.below(o.sessions);
         let fact_thing = THINGS[rng.below(THINGS.len())];
         let change_at = 1 + rng.below(o.sessions.saturating_sub(1).max(1));
@@ -390,6 +453,33 @@ fn generate(
                     batch.push((m, Some(Label::Note(p, k))));
                 }
             }
+            if sess == asked_in {
+                let q = rng.pick(ASK).replace("{}", &concept);
+                batch.push((turn(q, Role::User), Some(Label::Confusion(p))));
+                if lost_at_once {
+                    let l = rng.pick(LOST).to_string();
+                    batch.push((turn(l, Role::User), Some(Label::Confusion(p))));
+                }
+            }
+            if Some(sess) == lost_later {
+                let l = rng.pick(STILL_LOST).replace("{}", &concept);
+                batch.push((turn(l, Role::User), Some(Label::Confusion(p))));
+            }
+            if Some(sess) == asked_again && sess != asked_in {
+                let q = rng.pick(ASK).replace("{}", &concept);
+                batch.push((turn(q, Role::User), Some(Label::Confusion(p))));
+            }
+            if sess == bare_in {
+                let l = "Sorry, I don't understand.".to_string();
+                batch.insert(0, (turn(l, Role::User), None));
+            }
+            if sess == one_off_in {
+                let l = format!(
+                    "I don't understand why the {} build is red today.",
+                    rng.pick(THINGS)
+                );
+                batch.push((turn(l, Role::User), None));
+            }
             if sess == twin_session {
                 let text = NOTES[notes[0].0].replace("{}", THINGS[twin_thing]);
                 let m = NewMemory::new(scope.clone(), format!("{text}."))
@@ -417,6 +507,10 @@ fn generate(
                     }
                     Some(Label::Failure(p, t, s)) => {
                         truth.failure_of.insert(id, (p, t, s));
+                    }
+                    Some(Label::Confusion(p)) => {
+                        truth.confusion_of.insert(id, p);
+                        truth.confusions.insert(p);
                     }
                     Some(Label::Note(p, k)) => {
                         truth.note_of.insert(id.clone(), (p, k));
@@ -472,6 +566,7 @@ enum Label {
     Instruction(usize, usize),
     Failure(usize, usize, usize),
     Note(usize, usize),
+    Confusion(usize),
 }
 
 /// Generates labelled histories in `engine`, runs learning, and scores
@@ -551,6 +646,30 @@ pub fn learning(
     fail.split = hits.values().filter(|n| **n > 1).count();
     fail.finish();
     rep.failure = fail;
+    // Areas of confusion.
+    let mut conf = DetectorScore {
+        planted: truth.confusions.len(),
+        ..DetectorScore::default()
+    };
+    let mut hits: BTreeMap<usize, usize> = BTreeMap::new();
+    for (_, l) in learned.iter().filter(|(_, l)| l.detector == "confusion") {
+        conf.learned += 1;
+        let owners: BTreeSet<Option<&usize>> = l
+            .evidence
+            .iter()
+            .map(|id| truth.confusion_of.get(id))
+            .collect();
+        if owners.len() == 1
+            && let Some(Some(p)) = owners.into_iter().next()
+        {
+            conf.correct += 1;
+            *hits.entry(*p).or_default() += 1;
+        }
+    }
+    conf.found = hits.len();
+    conf.split = hits.values().filter(|n| **n > 1).count();
+    conf.finish();
+    rep.confusion = conf;
     // Facts that change: just after each version was written, and just
     // before the next.
     let mut by_key: BTreeMap<(Scope, String), Vec<(Timestamp, String)>> = BTreeMap::new();
@@ -682,5 +801,7 @@ fn timing(
         full_examined: full.examined,
         incremental_secs: t.elapsed().as_secs_f64(),
         incremental_examined: inc.examined,
+        added,
+        full_consolidated: full.consolidated,
     })
 }

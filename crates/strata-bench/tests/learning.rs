@@ -23,7 +23,12 @@ fn detectors_find_planted_patterns() {
         seed: 7,
     };
     let r = learning(&labelled, Some(&timed), &o).unwrap();
-    for (name, d) in [("preference", &r.preference), ("failure", &r.failure)] {
+    for (name, d) in [
+        ("preference", &r.preference),
+        ("failure", &r.failure),
+        ("confusion", &r.confusion),
+        ("consolidation", &r.consolidation),
+    ] {
         assert!(d.planted > 10, "{name}: {d:?}");
         assert!(d.precision >= 0.9, "{name}: {d:?}");
         assert!(d.recall >= 0.8, "{name}: {d:?}");
@@ -35,9 +40,14 @@ fn detectors_find_planted_patterns() {
     assert!(r.as_of_checks >= 24 && r.as_of_accuracy >= 0.95, "{r:?}");
     let t = r.timing.unwrap();
     assert!(t.memories >= 2_500, "{t:?}");
-    assert_eq!(
-        t.full_examined + t.incremental_examined,
-        t.memories,
+    assert_eq!(t.full_examined + t.added, t.memories, "{t:?}");
+    // The incremental run examines what was written since, and the
+    // memories consolidation changed (one per merged group, at most one
+    // per merged memory).
+    assert!(t.full_consolidated > 0, "{t:?}");
+    assert!(
+        t.incremental_examined >= t.added
+            && t.incremental_examined <= t.added + t.full_consolidated,
         "{t:?}"
     );
     assert!(t.incremental_examined < t.memories / 5, "{t:?}");

@@ -265,6 +265,7 @@ fn run_learning(g: &Env, a: LearningArgs) -> Result<()> {
     for (name, d) in [
         ("preference", &rep.preference),
         ("failure", &rep.failure),
+        ("confusion", &rep.confusion),
         ("consolidate", &rep.consolidation),
     ] {
         output::line(format!(
@@ -282,8 +283,14 @@ fn run_learning(g: &Env, a: LearningArgs) -> Result<()> {
     ))?;
     if let Some(t) = &rep.timing {
         output::line(format!(
-            "upkeep      {} memories: full run {:.2} s ({} examined), incremental {:.2} s ({} examined)",
-            t.memories, t.full_secs, t.full_examined, t.incremental_secs, t.incremental_examined
+            "upkeep      {} memories: full run {:.2} s ({} examined, {} merged), incremental {:.2} s ({} examined: {} new, the rest changed by the merges)",
+            t.memories,
+            t.full_secs,
+            t.full_examined,
+            t.full_consolidated,
+            t.incremental_secs,
+            t.incremental_examined,
+            t.added
         ))?;
     }
     Ok(())

@@ -6,8 +6,9 @@
 //! `learned` field), its confidence, the watermark of what was already
 //! examined, and a person's say over what was learned (confirm, reject).
 //! The detectors live one per file: `preference` (stated preferences and
-//! standing instructions) and `failure` (repeated failures, with the fix
-//! when a later finding names one).
+//! standing instructions), `failure` (repeated failures, with the fix
+//! when a later finding names one) and `confusion` (topics the user said
+//! were unclear and came back to); `consolidate` merges near-duplicates.
 //!
 //! A detector never deletes or edits a memory it reads: only its own
 //! learned memories change. A learned memory is an ordinary memory (kind,
@@ -20,6 +21,7 @@
 //! it then needs no schema change in any store, travels whole through JSONL
 //! export and import, and is filterable (`payload.learned.detector`).
 
+mod confusion;
 mod consolidate;
 mod failure;
 mod preference;
@@ -252,6 +254,7 @@ fn days_between(a: Timestamp, b: Timestamp) -> f64 {
 fn per_evidence(detector: &str) -> f64 {
     match detector {
         preference::NAME => preference::PER_EVIDENCE,
+        confusion::NAME => confusion::PER_EVIDENCE,
         _ => failure::PER_EVIDENCE,
     }
 }
@@ -296,6 +299,25 @@ impl Engine {
                 .store()
                 .query(&Query::view(View::scope(scope), started).filter(reads.clone()))?;
             findings.extend(failure::detect(&here, &cfg));
+        }
+        // The confusion detector, likewise, reads the user's turns of the
+        // scopes where the user said something was unclear or asked.
+        let dirty: BTreeSet<Scope> = changed
+            .iter()
+            .filter(|m| {
+                users_word(m)
+                    && confusion::reads(&m.kind)
+                    && (confusion::signals(m) || m.content.trim_end().ends_with('?'))
+            })
+            .map(|m| m.scope.clone())
+            .collect();
+        let turns = Filter::parse(&json!({"kind": {"$in": ["conversation", "note"]},
+            "source": {"$nin": ["learned", "system"]}}))?;
+        for scope in dirty {
+            let here = self
+                .store()
+                .query(&Query::view(View::scope(scope.clone()), started).filter(turns.clone()))?;
+            findings.extend(confusion::detect(&scope, &here));
         }
         for f in findings {
             self.apply(f, &cfg, &mut report)?;
@@ -663,10 +685,10 @@ impl Engine {
         for m in all {
             let Some(l) = Learned::of(&m) else { continue };
             let alive = self.store().get_many(&l.evidence)?;
-            let minimum = if l.detector == failure::NAME {
-                cfg.min_failures
-            } else {
-                1
+            let minimum = match l.detector.as_str() {
+                failure::NAME => cfg.min_failures,
+                confusion::NAME => confusion::MIN_EVIDENCE,
+                _ => 1,
             };
             let failures = alive
                 .iter()

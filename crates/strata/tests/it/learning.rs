@@ -26,6 +26,7 @@ backends!(engine:
     a_profile_takes_or_leaves_learned_memories,
     near_duplicates_merge_into_the_earliest_and_a_restored_one_stays_apart,
     consolidation_can_be_turned_off,
+    a_topic_said_to_be_unclear_and_asked_again_is_learned_as_confusion,
 );
 
 /// A clock the test moves.
@@ -453,4 +454,61 @@ fn consolidation_can_be_turned_off(make: Make) {
         .unwrap_err()
         .to_string();
     assert!(err.contains("learning.consolidate_similarity"), "{err}");
+}
+
+fn a_topic_said_to_be_unclear_and_asked_again_is_learned_as_confusion(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    let q = said(
+        &e,
+        "s1",
+        "How does the token refresh flow in the gateway work?",
+    );
+    let lost = said(&e, "s1", "Sorry, I still don't get it.");
+    let timeout = "What does the search service return on a timeout?";
+    said(&e, "s1", timeout);
+    // Said with nothing asked before it in its session: about nothing known.
+    said(&e, "s2", "I don't understand.");
+    said(&e, "s2", timeout);
+    let r = e.learn().unwrap();
+    let v = learned(&e, "confusion");
+    assert_eq!(
+        r.learned,
+        1,
+        "{r:?} {:?}",
+        e.learned(&View::subtree(acme())).unwrap()
+    );
+    assert_eq!(
+        v.len(),
+        1,
+        "a question asked twice without a word of confusion is not one"
+    );
+    assert_eq!(v[0].1.evidence, [q.id.clone(), lost.id.clone()]);
+    assert_eq!(v[0].0.kind, Kind::Pattern);
+    assert!(
+        v[0].0.content.contains("token refresh flow"),
+        "{}",
+        v[0].0.content
+    );
+    let first = v[0].1.confidence;
+    // Asked again in another session: more evidence, more confidence.
+    later(&t, 2);
+    let again = said(
+        &e,
+        "s3",
+        "Can you walk me through the token refresh flow in the gateway?",
+    );
+    e.learn().unwrap();
+    let v = learned(&e, "confusion");
+    assert_eq!(v[0].1.evidence.last(), Some(&again.id));
+    assert!(v[0].1.confidence > first, "{} > {first}", v[0].1.confidence);
+    // Forgetting evidence below two pieces removes the area.
+    for id in [&lost.id, &again.id] {
+        e.forget(&Forget::Id(id.clone()), ForgetOptions::default())
+            .unwrap();
+    }
+    later(&t, 1);
+    let r = e.learn().unwrap();
+    assert_eq!(r.removed, 1, "{r:?}");
+    assert!(learned(&e, "confusion").is_empty());
 }
