@@ -28,6 +28,7 @@ mod filter;
 mod foreign;
 mod jsonl;
 mod learn;
+mod llm;
 mod model;
 mod rank;
 mod scope;

@@ -67,7 +67,25 @@ pub fn report_line(r: &strata::LearnReport) -> Result<()> {
     output::line(format!(
         "learned: examined {} · new {} · updated {} · removed {} · rejected evidence skipped {} · consolidated {}",
         r.examined, r.learned, r.updated, r.removed, r.rejected_skipped, r.consolidated
-    ))
+    ))?;
+    if let Some(l) = &r.llm {
+        output::line(format!(
+            "learned by the LLM: {} requests ({} failed) · {} memories sent, {} left out · {} findings, {} ignored · {} + {} tokens · cost {:.4}",
+            l.requests,
+            l.failed,
+            l.sent,
+            l.unsent,
+            l.findings,
+            l.ignored,
+            l.prompt_tokens,
+            l.completion_tokens,
+            l.cost
+        ))?;
+        for n in &l.notes {
+            output::line(format!("  {n}"))?;
+        }
+    }
+    Ok(())
 }
 
 pub fn run(g: &Global, c: LearnedCmd) -> Result<()> {

@@ -288,10 +288,7 @@ pub(crate) fn rebuild(
     Some((text, tokens))
 }
 
-#[cfg(feature = "llm")]
 mod llm {
-    use std::time::Duration;
-
     use super::*;
 
     pub fn summarize(
@@ -326,48 +323,7 @@ mod llm {
         } else {
             format!("The task: {query}\n\nMemories:\n{input}")
         };
-        let body = serde_json::json!({
-            "model": cfg.model,
-            "messages": [
-                {"role": "system", "content": system},
-                {"role": "user", "content": user},
-            ],
-            "max_tokens": room,
-            "temperature": 0,
-        });
-        let url = format!("{}/chat/completions", cfg.url.trim_end_matches('/'));
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_millis(cfg.timeout_ms)))
-            .http_status_as_error(false)
-            .build()
-            .into();
-        let mut req = agent.post(&url).header("content-type", "application/json");
-        if let Some(var) = &cfg.api_key_env {
-            let key = std::env::var(var).map_err(|_| format!("{var} is not set"))?;
-            req = req.header("authorization", &format!("Bearer {key}"));
-        }
-        let mut resp = req
-            .send(body.to_string().as_bytes())
-            .map_err(|e| format!("POST {url}: {e}"))?;
-        let status = resp.status().as_u16();
-        let text = resp
-            .body_mut()
-            .read_to_string()
-            .map_err(|e| format!("reading the reply of {url}: {e}"))?;
-        if status != 200 {
-            let snippet: String = text.chars().take(200).collect();
-            return Err(format!("{url} answered {status}: {snippet}"));
-        }
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format!("{url}: reply is not JSON: {e}"))?;
-        let content = v
-            .pointer("/choices/0/message/content")
-            .and_then(|c| c.as_str())
-            .ok_or_else(|| format!("{url}: reply has no choices[0].message.content"))?
-            .trim();
-        if content.is_empty() {
-            return Err(format!("{url}: empty summary"));
-        }
+        let content = crate::llm::chat(cfg, &system, &user, room)?.content;
         // Never trust the endpoint with the budget.
         let mut out = content.to_string();
         while counter.count(&out) + 1 > room {
@@ -393,21 +349,6 @@ mod llm {
             tokens,
             note: None,
         })
-    }
-}
-
-#[cfg(not(feature = "llm"))]
-mod llm {
-    use super::*;
-
-    pub fn summarize(
-        _: &SummarizerConfig,
-        _: &TokenCounter,
-        _: &[Memory],
-        _: &str,
-        _: u32,
-    ) -> Result<Summary, String> {
-        Err("strata was built without the `llm` feature".into())
     }
 }
 

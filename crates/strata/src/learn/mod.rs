@@ -24,9 +24,11 @@
 mod confusion;
 mod consolidate;
 mod failure;
+mod llm;
 mod preference;
 
 pub use consolidate::CONSOLIDATED;
+pub use llm::LlmRun;
 
 use std::collections::BTreeSet;
 
@@ -83,6 +85,18 @@ pub struct LearnConfig {
     /// differ in case, punctuation or a word at either end; one changed
     /// word inside a ten-word memory already keeps them apart).
     pub consolidate_similarity: f64,
+    /// Whether upkeep also sends what changed to the `[summarizer]` chat
+    /// endpoint for preferences and areas of confusion (default false: it
+    /// costs money and sends memories off the machine).
+    pub llm: bool,
+    /// Most tokens of memories one run sends (default 20,000).
+    pub llm_max_input_tokens: u32,
+    /// Memories a request (default 40).
+    pub llm_batch: usize,
+    /// Price of 1,000 prompt tokens, for the run's cost (default 0).
+    pub llm_cost_per_1k_input: f64,
+    /// Price of 1,000 completion tokens (default 0).
+    pub llm_cost_per_1k_output: f64,
 }
 
 impl Default for LearnConfig {
@@ -94,6 +108,11 @@ impl Default for LearnConfig {
             failure_similarity: 1.0,
             consolidate: true,
             consolidate_similarity: 0.8,
+            llm: false,
+            llm_max_input_tokens: 20_000,
+            llm_batch: 40,
+            llm_cost_per_1k_input: 0.0,
+            llm_cost_per_1k_output: 0.0,
         }
     }
 }
@@ -118,6 +137,22 @@ impl LearnConfig {
                 "learning.failure_similarity: {} must be in (0, 1]",
                 self.failure_similarity
             )));
+        }
+        if self.llm_batch == 0 || self.llm_batch > 500 {
+            return Err(Error::InvalidConfig(format!(
+                "learning.llm_batch: {} must be between 1 and 500",
+                self.llm_batch
+            )));
+        }
+        for (k, v) in [
+            ("llm_cost_per_1k_input", self.llm_cost_per_1k_input),
+            ("llm_cost_per_1k_output", self.llm_cost_per_1k_output),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(Error::InvalidConfig(format!(
+                    "learning.{k}: {v} must be a price, 0 or more"
+                )));
+            }
         }
         if !(self.consolidate_similarity >= 0.5 && self.consolidate_similarity <= 1.0) {
             return Err(Error::InvalidConfig(format!(
@@ -195,6 +230,9 @@ pub struct LearnReport {
     /// Near-duplicate memories merged into another (moved to the archive).
     #[serde(default)]
     pub consolidated: usize,
+    /// What the LLM detector did, when it is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmRun>,
 }
 
 /// One piece of evidence: a memory's id, time and session.
@@ -221,6 +259,7 @@ impl Evidence {
 }
 
 /// What a detector found: a learned memory to write or bring up to date.
+#[derive(Debug)]
 struct Finding {
     scope: Scope,
     detector: &'static str,
@@ -255,6 +294,7 @@ fn per_evidence(detector: &str) -> f64 {
     match detector {
         preference::NAME => preference::PER_EVIDENCE,
         confusion::NAME => confusion::PER_EVIDENCE,
+        llm::NAME => llm::PER_EVIDENCE,
         _ => failure::PER_EVIDENCE,
     }
 }
@@ -318,6 +358,15 @@ impl Engine {
                 .store()
                 .query(&Query::view(View::scope(scope.clone()), started).filter(turns.clone()))?;
             findings.extend(confusion::detect(&scope, &here));
+        }
+        if cfg.llm {
+            report.llm = Some(llm::detect(
+                self.cfg.summarizer.as_ref(),
+                self.token_counter(),
+                &cfg,
+                &changed,
+                &mut findings,
+            ));
         }
         for f in findings {
             self.apply(f, &cfg, &mut report)?;

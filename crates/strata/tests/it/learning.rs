@@ -512,3 +512,163 @@ fn a_topic_said_to_be_unclear_and_asked_again_is_learned_as_confusion(make: Make
     assert_eq!(r.removed, 1, "{r:?}");
     assert!(learned(&e, "confusion").is_empty());
 }
+
+/// A chat endpoint on 127.0.0.1 that answers each request with the next
+/// reply (status, body) sent to it, until the sender is dropped; returns
+/// its URL and, at the end, the request bodies it read.
+#[cfg(feature = "llm")]
+fn chat_endpoint(
+    replies: std::sync::mpsc::Receiver<(u16, String)>,
+) -> (String, std::thread::JoinHandle<Vec<String>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let h = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        while let Ok((status, body)) = replies.recv() {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut len = 0usize;
+            loop {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+            }
+            let mut buf = vec![0; len];
+            r.read_exact(&mut buf).unwrap();
+            seen.push(String::from_utf8(buf).unwrap());
+            write!(
+                s,
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+        }
+        seen
+    });
+    (url, h)
+}
+
+#[cfg(feature = "llm")]
+fn reply(content: &str, prompt: u64, completion: u64) -> (u16, String) {
+    let v = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion}});
+    (200, v.to_string())
+}
+
+#[cfg(feature = "llm")]
+fn llm_engine(url: &str) -> TestEngine {
+    TestEngine::sqlite(|c| {
+        c.summarizer = Some(strata::SummarizerConfig {
+            url: url.to_string(),
+            model: "tiny".into(),
+            api_key_env: None,
+            timeout_ms: 5_000,
+            max_input_tokens: 6_000,
+        });
+        c.learning.llm = true;
+        c.learning.llm_batch = 2;
+        c.learning.llm_cost_per_1k_input = 0.5;
+        c.learning.llm_cost_per_1k_output = 1.5;
+    })
+}
+
+#[cfg(feature = "llm")]
+#[test]
+fn the_llm_detector_adds_what_it_cites_and_ignores_what_it_makes_up() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (url, server) = chat_endpoint(rx);
+    let e = llm_engine(&url);
+    let a = said(&e, "s1", "Tabs please, in every Go file we touch.");
+    said(&e, "s1", "The build is green now.");
+    let c = said(&e, "s2", "Always run cargo fmt before committing.");
+    // First batch (a and the green build): one finding citing a and an
+    // id never sent, one citing only a made-up id, one of a kind not asked.
+    let first = serde_json::json!({"findings": [
+        {"kind": "preference", "subject": "tabs in Go files", "content": "The user wants tabs in Go files.",
+         "evidence": [a.id, "0193f2a1-0000-7000-8000-000000000000"]},
+        {"kind": "preference", "subject": "spaces", "content": "Made up.", "evidence": ["nope"]},
+        {"kind": "mood", "subject": "happy", "content": "The user is happy.", "evidence": [a.id]}
+    ]});
+    tx.send(reply(&format!("```json\n{first}\n```"), 100, 40))
+        .unwrap();
+    // Second batch: not the JSON asked for.
+    tx.send(reply("Sure! The user likes formatting.", 50, 10))
+        .unwrap();
+    drop(tx);
+    let r = e.learn().unwrap();
+    let run = r.llm.clone().expect("the LLM part ran");
+    assert_eq!(
+        (run.requests, run.failed, run.sent, run.unsent),
+        (2, 0, 3, 0),
+        "{run:?}"
+    );
+    assert_eq!((run.findings, run.ignored), (1, 3), "{run:?}");
+    assert_eq!((run.prompt_tokens, run.completion_tokens), (150, 50));
+    assert!(
+        (run.cost - (0.150 * 0.5 + 0.050 * 1.5)).abs() < 1e-9,
+        "{run:?}"
+    );
+    assert!(
+        run.notes.iter().any(|n| n.contains("not the JSON")),
+        "{run:?}"
+    );
+    let by_llm = learned(&e, "llm");
+    assert_eq!(by_llm.len(), 1);
+    assert_eq!(by_llm[0].1.evidence, std::slice::from_ref(&a.id));
+    assert_eq!(by_llm[0].0.kind, Kind::Preference);
+    assert_eq!(by_llm[0].0.content, "The user wants tabs in Go files.");
+    // The offline detectors ran as ever.
+    let offline = learned(&e, "preference");
+    assert_eq!(offline.len(), 1);
+    assert_eq!(offline[0].1.evidence, std::slice::from_ref(&c.id));
+    let seen = server.join().unwrap();
+    assert!(
+        seen[0].contains(&a.id) && seen[0].contains("\"model\":\"tiny\""),
+        "{}",
+        seen[0]
+    );
+    assert!(seen[1].contains(&c.id), "{}", seen[1]);
+}
+
+#[cfg(feature = "llm")]
+#[test]
+fn a_failed_or_unset_endpoint_leaves_the_offline_detectors_standing() {
+    // Nothing listens on the endpoint.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let e = llm_engine(&format!("http://127.0.0.1:{port}/v1"));
+    let c = said(&e, "s1", "Always run cargo fmt before committing.");
+    said(&e, "s1", "The build is green now.");
+    said(&e, "s1", "And the docs too.");
+    let r = e.learn().unwrap();
+    let run = r.llm.clone().unwrap();
+    assert_eq!(
+        (run.requests, run.failed, run.sent, run.unsent),
+        (1, 1, 2, 1),
+        "{run:?}"
+    );
+    assert!(run.notes[0].contains("request 1 failed"), "{run:?}");
+    assert_eq!(learned(&e, "preference")[0].1.evidence, std::slice::from_ref(&c.id));
+    // No endpoint configured: nothing is sent, and the run says why.
+    let e = TestEngine::sqlite(|c| {
+        c.learning.llm = true;
+    });
+    said(&e, "s1", "Always run cargo fmt before committing.");
+    let run = e.learn().unwrap().llm.unwrap();
+    assert_eq!((run.requests, run.unsent), (0, 1));
+    assert!(run.notes[0].contains("no [summarizer]"), "{run:?}");
+    let mut cfg = Config::default();
+    let err = cfg
+        .apply_toml("[learning]\nllm_batch = 0\n", None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("learning.llm_batch"), "{err}");
+}
