@@ -656,7 +656,10 @@ fn a_failed_or_unset_endpoint_leaves_the_offline_detectors_standing() {
         "{run:?}"
     );
     assert!(run.notes[0].contains("request 1 failed"), "{run:?}");
-    assert_eq!(learned(&e, "preference")[0].1.evidence, std::slice::from_ref(&c.id));
+    assert_eq!(
+        learned(&e, "preference")[0].1.evidence,
+        std::slice::from_ref(&c.id)
+    );
     // No endpoint configured: nothing is sent, and the run says why.
     let e = TestEngine::sqlite(|c| {
         c.learning.llm = true;
