@@ -60,6 +60,11 @@ pub struct LocomoOptions {
     pub reuse: bool,
     /// Summary share of the context variant's "with summary" column.
     pub summary_share: f64,
+    /// Run learning (upkeep's detectors and consolidation) over the
+    /// stored conversations before the questions, so contexts hold what
+    /// was learned.
+    #[serde(default)]
+    pub learn: bool,
 }
 
 impl Default for LocomoOptions {
@@ -71,6 +76,7 @@ impl Default for LocomoOptions {
             max_questions: None,
             reuse: false,
             summary_share: 0.3,
+            learn: false,
         }
     }
 }
@@ -145,6 +151,9 @@ pub struct LocomoReport {
     pub overall_1_4: Metrics,
     /// The context variant, by budget.
     pub context: Vec<ContextMetrics>,
+    /// What learning did before the questions (with `learn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<strata::LearnReport>,
 }
 
 /// What a benchmark run cost.
@@ -398,6 +407,9 @@ pub fn locomo(
     engine.embed_all(&mut |_, _| {})?;
     rep.timing.embed_seconds = t.elapsed().as_secs_f64();
     rep.timing.embedder = engine.embed_status()?.model;
+    if opts.learn {
+        rep.learned = Some(engine.learn()?);
+    }
     let mut embed_latencies = Vec::new();
 
     let counter = engine.token_counter();

@@ -101,6 +101,10 @@ pub struct LocomoArgs {
     /// Summary share of the "with summary" context column.
     #[arg(long, default_value_t = 0.3)]
     pub summary_share: f64,
+    /// Run learning (detectors and consolidation) over the conversations
+    /// before the questions, as upkeep would
+    #[arg(long)]
+    pub learn: bool,
 }
 
 /// An engine over a fresh database in `--dir` (or a temporary directory),
@@ -207,6 +211,7 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         max_questions: a.questions,
         reuse: a.common.reuse,
         summary_share: a.summary_share,
+        learn: a.learn,
     };
     let (engine, tmp) = open(g, &a.common)?;
     if !g.json {
@@ -361,6 +366,12 @@ fn print_report(rep: &crate::eval::LocomoReport, opts: &crate::eval::LocomoOptio
         rep.unknown_evidence.len()
     ))?;
     output::line(&rep.timing)?;
+    if let Some(l) = &rep.learned {
+        output::line(format!(
+            "learned before the questions: {} examined, {} learned, {} consolidated",
+            l.examined, l.learned, l.consolidated
+        ))?;
+    }
     output::line(
         "categories as in LoCoMo: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial",
     )?;
