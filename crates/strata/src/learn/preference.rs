@@ -106,7 +106,34 @@ const NOT_INSTRUCTIONS: &[&str] = &[
 const NOT_IMPERATIVE: &[&str] = &[
     "the", "a", "an", "this", "that", "these", "those", "it", "its", "my", "our", "your", "his",
     "her", "their", "so", "too", "once", "like", "as", "such", "quite", "very", "in", "on", "at",
+    // A preposition, place or feeling word opens a fragment, not an
+    // instruction ("always by your side", "always there for you",
+    // "always good to hear from you").
+    "by", "for", "with", "about", "there", "here", "up", "good", "great", "fun", "happy", "glad",
+    "nice", "awesome", "amazing", "lovely", "cool",
+    // Irregular past forms: a remark about what happened ("never saw this
+    // coming", "never done it before").
+    "saw", "done", "went", "gone", "came", "made", "took", "taken", "gave", "given", "wrote",
+    "written", "ate", "eaten", "told", "found", "left", "met",
 ];
+
+/// Verbs in base form that end like a participle: the exceptions to "an
+/// instruction does not open with an -ing or -ed form".
+const BASE_ING_ED: &[&str] = &[
+    "bring", "sing", "ring", "swing", "sting", "spring", "string", "cling", "fling", "sling",
+    "wring", "embed", "shred", "wed", "bed",
+];
+
+/// Whether `word` is an -ing or -ed form (not a base-form verb): "always
+/// running around", "never needed that" are remarks; an imperative opens
+/// with a base form ("always run …").
+fn participle(word: &str) -> bool {
+    if BASE_ING_ED.contains(&word) {
+        return false;
+    }
+    (word.len() > 4 && word.ends_with("ing"))
+        || (word.len() > 3 && word.ends_with("ed") && !word.ends_with("eed"))
+}
 
 /// Courtesy words left out of a subject: "… before committing, please" is
 /// the instruction without them.
@@ -166,7 +193,8 @@ fn statement(raw: &str) -> Option<Statement> {
     })?;
     let first = object.split_whitespace().next()?;
     let first = first.trim_matches(|c: char| !c.is_alphanumeric());
-    if NOT_INSTRUCTIONS.contains(&first) || (stance != "prefer" && NOT_IMPERATIVE.contains(&first))
+    if NOT_INSTRUCTIONS.contains(&first)
+        || (stance != "prefer" && (NOT_IMPERATIVE.contains(&first) || participle(first)))
     {
         return None;
     }
@@ -305,8 +333,22 @@ mod tests {
             "It never happened before.",
             "We don't know yet.",
             "Don't.",
+            "Always by your side.",
+            "Always there for the team.",
+            "Always good to hear from you!",
+            "Always running late on Mondays.",
+            "Never needed that flag before.",
+            "Never saw this coming.",
+            "Never done it before, but always hear it's good.",
         ] {
             assert_eq!(one(t), None, "{t}");
         }
+        // Base forms that end like a participle are still instructions.
+        assert_eq!(one("Always bring the runbook.").unwrap().0, "always");
+        assert_eq!(one("Never embed secrets in images.").unwrap().0, "never");
+        assert_eq!(
+            one("Always seed the random generator.").unwrap().0,
+            "always"
+        );
     }
 }
