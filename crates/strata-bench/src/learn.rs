@@ -101,6 +101,13 @@ pub struct LearningReport {
     pub failure: DetectorScore,
     /// Areas of confusion.
     pub confusion: DetectorScore,
+    /// Facts that change without a key: `planted` changes, `learned` fact
+    /// memories, `correct` those whose value now is the planted one.
+    pub fact: DetectorScore,
+    /// `as_of` checks of keyless changes (one before, one after each).
+    pub fact_as_of_checks: usize,
+    /// Of which answered with the value true then.
+    pub fact_as_of_correct: usize,
     /// Consolidation: planted groups of restated notes; `learned` counts
     /// memories merged into another, `correct` those merged into a member
     /// of their own group, `found` groups merged whole into one memory.
@@ -235,6 +242,55 @@ const FAILURES: &[&str] = &[
     "rate limit exceeded calling the {s} API after {n} requests",
 ];
 
+/// People, places and employers of facts that change without a key.
+const PEOPLE: &[&str] = &[
+    "Dana", "Chidi", "Priya", "Tomasz", "Aiko", "Mateo", "Ingrid", "Kwame",
+];
+const CITIES: &[&str] = &[
+    "Lisbon", "Porto", "Nairobi", "Osaka", "Denver", "Tallinn", "Montreal", "Valencia",
+];
+const EMPLOYERS: &[&str] = &[
+    "Northwind",
+    "Globex",
+    "Initech",
+    "Umbrella Labs",
+    "Stark Freight",
+    "Hooli",
+];
+/// A first statement (`{p}` the person, `{v}` the value), by attribute.
+const STATED: [&[&str]; 2] = [
+    &[
+        "By the way, {p} lives in {v}.",
+        "{p} is based in {v}.",
+        "FYI {p} lives in {v} now.",
+    ],
+    &[
+        "{p} works at {v}.",
+        "{p} works for {v}, on the data team.",
+        "Oh, {p} joined {v}.",
+    ],
+];
+/// The change.
+const CHANGED: [&[&str]; 2] = [
+    &[
+        "{p} moved to {v} last month.",
+        "Big news: {p} relocated to {v}.",
+        "{p} has moved to {v}.",
+    ],
+    &[
+        "{p} joined {v} in the spring.",
+        "{p} now works at {v}.",
+        "{p} started at {v} this week.",
+    ],
+];
+/// Talk about the same person that states nothing.
+const NOT_STATED: &[&str] = &[
+    "{p} might move to {v} next year.",
+    "Does {p} still work with {v}?",
+    "{p} wants to visit {v} soon.",
+    "If {p} moves to {v} we should visit.",
+];
+
 /// Things a user can find hard to follow: `{}` a service.
 const CONCEPTS: &[&str] = &[
     "the retry policy of the {} client",
@@ -298,6 +354,9 @@ fn fill(t: &str, s: &str, r: &mut Rng) -> String {
     out
 }
 
+/// A planted keyless fact: (project, person, attribute).
+type FactKey = (usize, String, &'static str);
+
 /// What was planted, for scoring.
 #[derive(Default)]
 struct Truth {
@@ -312,6 +371,9 @@ struct Truth {
     fix_of: BTreeMap<(usize, usize, usize), String>,
     /// (scope, key, when the version was written, its content).
     as_of: Vec<(Scope, String, Timestamp, String)>,
+    /// (project, person, attribute) → the planted statements, oldest
+    /// first: (time, value).
+    facts: BTreeMap<FactKey, Vec<(Timestamp, String)>>,
     /// Memory id → planted area of confusion (its project).
     confusion_of: BTreeMap<String, usize>,
     /// Projects with a planted area of confusion.
@@ -386,6 +448,15 @@ fn generate(
         };
         let asked_again = (rng.below(2) == 0).then(|| rng.below(o.sessions));
         let bare_in = rng.below(o.sessions);
+        // A fact about a person that changes later, without a key.
+        let person = PEOPLE[p % PEOPLE.len()];
+        let attr = rng.below(2);
+        let values: &[&str] = if attr == 0 { CITIES } else { EMPLOYERS };
+        let first_value = rng.below(values.len());
+        let second_value = (first_value + 1 + rng.below(values.len() - 1)) % values.len();
+        let stated_in = rng.below(o.sessions / 2);
+        let changed_in = o.sessions / 2 + rng.below(o.sessions - o.sessions / 2);
+        let talk_in = rng.below(o.sessions);
         let one_off_in = rng.below(o.sessions);
         let twin_session = rng.below(o.sessions);
         let fact_thing = THINGS[rng.below(THINGS.len())];
@@ -469,6 +540,25 @@ fn generate(
                 let q = rng.pick(ASK).replace("{}", &concept);
                 batch.push((turn(q, Role::User), Some(Label::Confusion(p))));
             }
+            let fill_fact = |t: &str, v: &str| t.replace("{p}", person).replace("{v}", v);
+            if sess == stated_in {
+                let t = rng.pick(STATED[attr]);
+                let text = fill_fact(t, values[first_value]);
+                batch.push((turn(text, Role::User), Some(Label::Fact(attr, first_value))));
+            }
+            if sess == changed_in {
+                let t = rng.pick(CHANGED[attr]);
+                let text = fill_fact(t, values[second_value]);
+                batch.push((
+                    turn(text, Role::User),
+                    Some(Label::Fact(attr, second_value)),
+                ));
+            }
+            if sess == talk_in {
+                let other = values[rng.below(values.len())];
+                let text = fill_fact(rng.pick(NOT_STATED), other);
+                batch.push((turn(text, Role::User), None));
+            }
             if sess == bare_in {
                 let l = "Sorry, I don't understand.".to_string();
                 batch.insert(0, (turn(l, Role::User), None));
@@ -493,6 +583,18 @@ fn generate(
             for (m, l) in batch {
                 at += SignedDuration::from_mins(1);
                 items.push(m.created_at(at));
+                if let Some(Label::Fact(attr, v)) = &l {
+                    let (name, values) = if *attr == 0 {
+                        ("location", CITIES)
+                    } else {
+                        ("employer", EMPLOYERS)
+                    };
+                    truth
+                        .facts
+                        .entry((p, person.to_lowercase(), name))
+                        .or_default()
+                        .push((at, values[*v].to_string()));
+                }
                 labels.push(l);
             }
             for m in engine.remember_batch(items, strata::Confirm::No)? {
@@ -508,6 +610,7 @@ fn generate(
                     Some(Label::Failure(p, t, s)) => {
                         truth.failure_of.insert(id, (p, t, s));
                     }
+                    Some(Label::Fact(..)) => {}
                     Some(Label::Confusion(p)) => {
                         truth.confusion_of.insert(id, p);
                         truth.confusions.insert(p);
@@ -567,6 +670,8 @@ enum Label {
     Failure(usize, usize, usize),
     Note(usize, usize),
     Confusion(usize),
+    /// A statement of a fact: (attribute, value index).
+    Fact(usize, usize),
 }
 
 /// Generates labelled histories in `engine`, runs learning, and scores
@@ -699,10 +804,80 @@ pub fn learning(
     }
     rep.as_of_accuracy = ratio(rep.as_of_correct, rep.as_of_checks);
     rep.consolidation = consolidation(engine, &truth)?;
+    facts(engine, &truth, &learned, &mut rep)?;
     if let (Some(big), true) = (timing_engine, o.memories > 0) {
         rep.timing = Some(timing(big, o, start)?);
     }
     Ok(rep)
+}
+
+/// Scores facts that change without a key: the learned fact memories,
+/// and `as_of` answers just before and just after each change.
+fn facts(
+    engine: &Engine,
+    truth: &Truth,
+    learned: &[(strata::Memory, strata::Learned)],
+    rep: &mut LearningReport,
+) -> strata::Result<()> {
+    let mut d = DetectorScore {
+        planted: truth.facts.len(),
+        ..DetectorScore::default()
+    };
+    let mut found = BTreeSet::new();
+    for (m, _) in learned.iter().filter(|(_, l)| l.detector == "fact") {
+        d.learned += 1;
+        let key = |k: &str| {
+            m.payload
+                .as_ref()
+                .and_then(|p| p.pointer(&format!("/fact/{k}")))
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let p: Option<usize> = m
+            .scope
+            .as_str()
+            .strip_prefix("project/p")
+            .and_then(|n| n.parse().ok());
+        let planted = p.and_then(|p| {
+            truth.facts.iter().find(|((q, who, attr), _)| {
+                *q == p && *who == key("subject") && *attr == key("attribute")
+            })
+        });
+        if let Some((k, said)) = planted
+            && said.last().map(|(_, v)| v.as_str()) == Some(key("value").as_str())
+        {
+            d.correct += 1;
+            found.insert(k.clone());
+        }
+    }
+    d.found = found.len();
+    d.finish();
+    rep.fact = d;
+    for ((p, who, attr), said) in &truth.facts {
+        let scope = Scope::parse(&format!("project/p{p}"))?;
+        for (i, (at, value)) in said.iter().enumerate() {
+            let probe = match said.get(i + 1) {
+                Some((next, _)) => *next - SignedDuration::from_mins(1),
+                None => *at + SignedDuration::from_hours(24),
+            };
+            let mut r = Recall::new(format!("{who} {attr}"), View::scope(scope.clone()));
+            r.as_of = Some(probe);
+            r.min_relevance = Some(0.0);
+            r.touch = false;
+            r.filter = strata::Filter::parse(&serde_json::json!({
+                "payload.fact.subject": who, "payload.fact.attribute": attr}))?;
+            let got = engine.recall(&r)?;
+            rep.fact_as_of_checks += 1;
+            if got
+                .first()
+                .is_some_and(|h| h.memory.content.ends_with(value.as_str()))
+            {
+                rep.fact_as_of_correct += 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Scores consolidation: every memory that lists merged ids, against the

@@ -271,6 +271,7 @@ fn run_learning(g: &Env, a: LearningArgs) -> Result<()> {
         ("preference", &rep.preference),
         ("failure", &rep.failure),
         ("confusion", &rep.confusion),
+        ("fact", &rep.fact),
         ("consolidate", &rep.consolidation),
     ] {
         output::line(format!(
@@ -283,8 +284,12 @@ fn run_learning(g: &Env, a: LearningArgs) -> Result<()> {
         rep.fixes_named, rep.fixes_planted
     ))?;
     output::line(format!(
-        "as_of       {} of {} correct ({:.3})",
-        rep.as_of_correct, rep.as_of_checks, rep.as_of_accuracy
+        "as_of       {} of {} correct ({:.3}); without a key {} of {}",
+        rep.as_of_correct,
+        rep.as_of_checks,
+        rep.as_of_accuracy,
+        rep.fact_as_of_correct,
+        rep.fact_as_of_checks
     ))?;
     if let Some(t) = &rep.timing {
         output::line(format!(

@@ -227,6 +227,7 @@ pub(super) fn detect(scope: &Scope, memories: &[Memory]) -> Vec<Finding> {
                 detail: serde_json::json!({NAME: {"topic": words}}),
                 evidence: a.evidence,
                 whole: true,
+                at: None,
             }
         })
         .collect()

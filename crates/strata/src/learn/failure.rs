@@ -177,6 +177,7 @@ pub(super) fn detect(memories: &[Memory], cfg: &LearnConfig) -> Vec<Finding> {
             }}),
             evidence,
             whole: true,
+            at: None,
         });
     }
     out

@@ -239,6 +239,7 @@ fn finding(f: &Value, batch: &[&Memory]) -> Result<Finding, String> {
         detail: serde_json::json!({NAME: {"kind": what}}),
         evidence,
         whole: false,
+        at: None,
     })
 }
 

@@ -23,6 +23,7 @@
 
 mod confusion;
 mod consolidate;
+mod fact;
 mod failure;
 mod llm;
 mod preference;
@@ -274,6 +275,9 @@ struct Finding {
     /// Whether `evidence` is the whole pattern (replaces what the learned
     /// memory lists) or new evidence (added to it).
     whole: bool,
+    /// When what it states became true (the statement's time), for the
+    /// learned memory's version; `None`: now.
+    at: Option<Timestamp>,
 }
 
 /// Confidence from `independent` pieces of evidence, each giving
@@ -295,6 +299,7 @@ fn per_evidence(detector: &str) -> f64 {
         preference::NAME => preference::PER_EVIDENCE,
         confusion::NAME => confusion::PER_EVIDENCE,
         llm::NAME => llm::PER_EVIDENCE,
+        fact::NAME => fact::PER_EVIDENCE,
         _ => failure::PER_EVIDENCE,
     }
 }
@@ -324,6 +329,7 @@ impl Engine {
             ..LearnReport::default()
         };
         let mut findings = preference::detect(&changed);
+        findings.extend(fact::detect(&changed));
         // The failure detector looks at whole scopes (a repeat needs the
         // earlier failures), but only at scopes where something it reads
         // changed.
@@ -654,7 +660,7 @@ impl Engine {
                 obj.insert(k.clone(), v.clone());
             }
         }
-        let n = NewMemory::new(f.scope.clone(), f.content)
+        let mut n = NewMemory::new(f.scope.clone(), f.content)
             .kind(f.kind)
             .key(key)
             .importance(f.importance)
@@ -662,6 +668,10 @@ impl Engine {
             .tag("learned")
             .tag(format!("detector:{}", f.detector))
             .payload(payload);
+        if let Some(t) = f.at {
+            // The version's time is when it became true.
+            n = n.created_at(t);
+        }
         self.remember_with(n, Confirm::Yes)?;
         if existing.is_some() {
             report.updated += 1;

@@ -258,6 +258,7 @@ pub(super) fn detect(memories: &[Memory]) -> Vec<Finding> {
                     detail,
                     evidence: vec![Evidence::of(m)],
                     whole: false,
+                    at: None,
                 }),
             }
         }

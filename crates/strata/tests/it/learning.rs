@@ -27,6 +27,7 @@ backends!(engine:
     near_duplicates_merge_into_the_earliest_and_a_restored_one_stays_apart,
     consolidation_can_be_turned_off,
     a_topic_said_to_be_unclear_and_asked_again_is_learned_as_confusion,
+    a_fact_that_changes_without_a_key_is_answered_as_of,
 );
 
 /// A clock the test moves.
@@ -511,6 +512,56 @@ fn a_topic_said_to_be_unclear_and_asked_again_is_learned_as_confusion(make: Make
     let r = e.learn().unwrap();
     assert_eq!(r.removed, 1, "{r:?}");
     assert!(learned(&e, "confusion").is_empty());
+}
+
+fn a_fact_that_changes_without_a_key_is_answered_as_of(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    let paris = said(&e, "s1", "By the way, Ana lives in Paris.");
+    let day_paris = e.get(&paris.id).unwrap().unwrap().created_at;
+    later(&t, 10);
+    said(&e, "s2", "Ana might move to Lisbon one day.");
+    said(&e, "s2", "Does Ana live in Madrid?");
+    later(&t, 10);
+    let berlin = said(&e, "s3", "Ana moved to Berlin last week");
+    let day_berlin = e.get(&berlin.id).unwrap().unwrap().created_at;
+    // One run sees both statements: two versions, in order.
+    e.learn().unwrap();
+    let v = learned(&e, "fact");
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].0.content, "Ana lives in Berlin");
+    assert_eq!(v[0].1.evidence, std::slice::from_ref(&berlin.id));
+    let ask = |at: Timestamp| {
+        let mut r = strata::Recall::new("where does Ana live", View::subtree(acme()));
+        r.as_of = Some(at);
+        r.min_relevance = Some(0.0);
+        r.filter =
+            strata::Filter::parse(&serde_json::json!({"payload.fact.subject": "ana"})).unwrap();
+        e.recall(&r).unwrap()
+    };
+    let before = ask(day_berlin - SignedDuration::from_hours(24));
+    assert_eq!(before[0].memory.content, "Ana lives in Paris");
+    assert_eq!(before[0].valid_to, Some(day_berlin));
+    let after = ask(day_berlin + SignedDuration::from_hours(1));
+    assert_eq!(after[0].memory.content, "Ana lives in Berlin");
+    assert!(
+        ask(day_paris - SignedDuration::from_hours(1)).is_empty(),
+        "not yet known"
+    );
+    // Said again: more evidence, the same value.
+    later(&t, 1);
+    let again = said(&e, "s4", "Ana is based in Berlin now.");
+    e.learn().unwrap();
+    let v = learned(&e, "fact");
+    assert_eq!(v[0].1.evidence, [berlin.id.clone(), again.id.clone()]);
+    assert_eq!(v[0].0.content, "Ana lives in Berlin");
+    let history: Vec<String> = e
+        .history(&v[0].0.id)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(history, ["Ana lives in Paris", "Ana lives in Berlin"]);
 }
 
 /// A chat endpoint on 127.0.0.1 that answers each request with the next
