@@ -57,6 +57,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/learned/{id}", get(learned_show))
         .route("/v1/learned/{id}/confirm", post(learned_confirm))
         .route("/v1/learned/{id}/reject", post(learned_reject))
+        .route("/v1/learned/run", post(learned_run))
         .route("/metrics", get(metrics))
         .nest_service("/mcp", crate::mcp::http_service(shared.clone()))
         .layer(middleware::from_fn_with_state(shared.clone(), guard));
@@ -87,7 +88,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
         remember, remember_batch, get_memory, update, delete, recall, list, forget, promote,
         restore, complete_task, context, export, import, stats, scopes, sessions, create_session,
         session, archive_session, healthz, metrics, learned_list, learned_show, learned_confirm,
-        learned_reject, import_from
+        learned_reject, learned_run, import_from
     ),
     components(schemas(
         RememberBody, BatchBody, PatchBody, RecallBody, ListBody, ForgetBody, PromoteBody,
@@ -96,7 +97,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
         RestoreAnswer, HealthAnswer, strata::Memory, strata::Recalled, strata::ForgetReport,
         strata::TaskReport, strata::Session, strata::Manifest, strata::ScopeCount,
         strata::ImportCounts, LearnedListBody, LearnedListAnswer, LearnedAnswer, strata::Learned,
-        strata::LearnedStatus, ImportFromBody, NoteFileBody, strata::ForeignReport, strata::Skipped
+        strata::LearnedStatus, strata::LearnReport, strata::LlmRun, ImportFromBody, NoteFileBody, strata::ForeignReport, strata::Skipped
     )),
     modifiers(&Bearer)
 )]
@@ -958,6 +959,14 @@ async fn learned_show(State(st): St, g: G, Path(id): Path<String>) -> Result<Res
 async fn learned_confirm(State(st): St, g: G, Path(id): Path<String>) -> Result<Response> {
     let m = run(&st, g.0, move |c| c.learned_confirm(&id)).await?;
     Ok(ok(StatusCode::OK, m))
+}
+
+/// Run learning now, as upkeep does (an admin token: it reads and writes every scope).
+#[utoipa::path(post, path = "/v1/learned/run",
+    responses((status = 200, description = "What the run examined, learned, updated, removed and consolidated", body = strata::LearnReport), (status = "4XX", body = ErrorBody)))]
+async fn learned_run(State(st): St, g: G) -> Result<Response> {
+    let r = run(&st, g.0, move |c| c.learned_run()).await?;
+    Ok(ok(StatusCode::OK, r))
 }
 
 /// Reject a learned memory: it moves to the archive and its evidence does not teach it again.

@@ -44,7 +44,7 @@ pub struct LearnedListAnswer {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LearnedArgs {
-    /// `list` (the default), `show`, `confirm` or `reject`.
+    /// `list` (the default), `show`, `confirm`, `reject` or `run` (an admin token).
     #[serde(default)]
     pub action: Option<String>,
     /// The learned memory, for show, confirm and reject.
@@ -139,6 +139,18 @@ impl Ctx<'_> {
         let id = self.resolve(id)?;
         self.visible(&id)?;
         Ok(id)
+    }
+
+    /// Runs learning now, as upkeep does: every detector over what
+    /// changed since the last run, in every scope. It reads and writes
+    /// every scope, so it takes an admin token (or no authentication).
+    pub fn learned_run(&self) -> Result<strata::LearnReport> {
+        if !self.grant.is_admin() {
+            return Err(ApiError::forbidden(
+                "running learning reads and writes every scope: it needs an admin token",
+            ));
+        }
+        Ok(self.engine.learn()?)
     }
 
     fn writable(&self) -> Result<()> {

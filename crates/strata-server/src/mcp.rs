@@ -395,7 +395,7 @@ impl StrataMcp {
     }
 
     #[tool(
-        description = "What strata learned from earlier memories (stated preferences and standing instructions, repeated failures with their fixes, areas of confusion), and your say over it. `action`: `list` (default; `view` defaults to the configured project, session and global), `show` (one learned memory and its evidence), `confirm` or `reject` (a rejected pattern is not learned again from the same evidence); `id` for the last three. Lines are `- <id> <detector> <confidence> <status> (<n> evidence): <content>`."
+        description = "What strata learned from earlier memories (stated preferences and standing instructions, repeated failures with their fixes, areas of confusion), and your say over it. `action`: `list` (default; `view` defaults to the configured project, session and global), `show` (one learned memory and its evidence), `confirm` or `reject` (a rejected pattern is not learned again from the same evidence); `id` for those three; `run` (an admin token) runs learning now, as upkeep does. Lines are `- <id> <detector> <confidence> <status> (<n> evidence): <content>`."
     )]
     async fn learned(
         &self,
@@ -434,9 +434,10 @@ impl StrataMcp {
                         c.short_id(&m.id).unwrap_or(m.id)
                     )))
                 }
+                "run" => json(c.learned_run()?),
                 other => Err(ApiError::invalid(
                     "action",
-                    format!("`{other}` is not one of list, show, confirm, reject"),
+                    format!("`{other}` is not one of list, show, confirm, reject, run"),
                 )),
             }
         })

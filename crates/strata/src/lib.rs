@@ -73,7 +73,7 @@ pub use context::{
 pub use tokens::{TOKENIZERS, TokenCounter};
 
 // Learning: what upkeep's detectors learn, and a person's say over it.
-pub use learn::{CONSOLIDATED, LearnConfig, LearnReport, Learned, LearnedStatus};
+pub use learn::{CONSOLIDATED, LearnConfig, LearnReport, Learned, LearnedStatus, LlmRun};
 
 // Agents and pipelines.
 pub use agent::{Agent, Depth, NodeRun, NodeSpec, Pipeline, WriteSpec};

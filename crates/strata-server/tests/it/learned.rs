@@ -184,3 +184,61 @@ fn recall_as_of_over_http() {
     let e = s.expect(400, "POST", "/v1/recall", t, body(json!("last week")));
     assert_error(&e, "invalid", "as_of");
 }
+
+#[test]
+fn only_an_admin_runs_learning_over_http_and_mcp() {
+    let (rw, a) = token("rw", &["project/acme"], Access::ReadWrite);
+    let (admin, b) = token("ops", &["project/acme"], Access::Admin);
+    let s = Server::start(ServerConfig {
+        tokens: vec![a, b],
+        ..Default::default()
+    });
+    s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        Some(&rw),
+        json!({"content": "Always squash commits before merging.", "scope": "project/acme",
+               "kind": "conversation", "role": "user"}),
+    );
+    let before = s.snapshot();
+    let (status, v) = s.call("POST", "/v1/learned/run", Some(&rw), None);
+    assert_eq!(status, 403, "{v}");
+    assert_error(&v, "forbidden", "admin");
+    assert_eq!(s.snapshot(), before, "a refused run learns nothing");
+    let r = s.expect(200, "POST", "/v1/learned/run", Some(&admin), Value::Null);
+    assert_eq!(
+        (&r["examined"], &r["learned"]),
+        (&json!(1), &json!(1)),
+        "{r}"
+    );
+    let again = s.expect(200, "POST", "/v1/learned/run", Some(&admin), Value::Null);
+    assert_eq!(again["examined"], 0, "incremental: {again}");
+    // The same over MCP: the `learned` tool's `run` action.
+    let call = |token: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "learned", "arguments": {"action": "run"}}});
+        let (status, text) = s.raw(
+            "POST",
+            "/mcp",
+            Some(token),
+            Some(body.to_string().into_bytes()),
+            &[("accept", "application/json, text/event-stream")],
+        );
+        assert_eq!(status, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        (
+            v["result"]["isError"] == json!(true),
+            v["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        )
+    };
+    let (err, text) = call(&rw);
+    assert!(err && text.contains("admin"), "{text}");
+    let (err, text) = call(&admin);
+    assert!(!err, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["examined"], 0, "{v}");
+}

@@ -34,6 +34,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/learned/{id}"),
     ("post", "/v1/learned/{id}/confirm"),
     ("post", "/v1/learned/{id}/reject"),
+    ("post", "/v1/learned/run"),
     ("get", "/healthz"),
     ("get", "/metrics"),
 ];
