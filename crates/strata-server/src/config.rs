@@ -42,6 +42,15 @@ pub struct ServerConfig {
     /// Off by default; `strata serve --access-log` turns it on too.
     #[serde(default)]
     pub access_log: bool,
+    /// Seconds between the server's upkeep runs (expiry, eviction,
+    /// learning, …; under a lease, so several servers on one database run
+    /// it once); 0 never runs it. Default 3600.
+    #[serde(default = "default_upkeep_every_secs")]
+    pub upkeep_every_secs: u64,
+}
+
+fn default_upkeep_every_secs() -> u64 {
+    3600
 }
 
 impl Default for ServerConfig {
@@ -53,6 +62,7 @@ impl Default for ServerConfig {
             allowed_hosts: default_allowed_hosts(),
             mcp: McpDefaults::default(),
             access_log: false,
+            upkeep_every_secs: default_upkeep_every_secs(),
         }
     }
 }
@@ -191,6 +201,12 @@ impl ServerConfig {
     /// Checks every value; errors name the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
         crate::auth::Tokens::from_config(&self.tokens)?;
+        if self.upkeep_every_secs > 366 * 86_400 {
+            return Err(ConfigError(format!(
+                "server.upkeep_every_secs: {} is more than a year; 0 turns the timer off",
+                self.upkeep_every_secs
+            )));
+        }
         let l = &self.limits;
         for (name, v) in [
             ("max_body_bytes", l.max_body_bytes),

@@ -29,6 +29,7 @@ mod metrics;
 pub mod ops;
 mod reload;
 mod ui;
+mod upkeep;
 mod usage;
 
 use std::future::Future;
@@ -87,6 +88,8 @@ pub struct Shared {
     /// Gives new memories their vectors in the background (idle without
     /// an embedder); stops when the server does.
     pub embed_worker: strata::EmbedWorker,
+    /// Runs upkeep every `upkeep_every_secs` (none when 0).
+    pub upkeep_worker: upkeep::UpkeepWorker,
     /// The web inspector's sessions and one-time login codes.
     pub inspector: Inspector,
 }
@@ -117,6 +120,11 @@ impl Shared {
         Ok(Arc::new(Shared {
             inline_recall: engine.recall_never_waits(),
             embed_worker: strata::EmbedWorker::spawn(engine.clone()),
+            upkeep_worker: upkeep::UpkeepWorker::spawn(
+                engine.clone(),
+                (cfg.upkeep_every_secs > 0)
+                    .then(|| std::time::Duration::from_secs(cfg.upkeep_every_secs)),
+            ),
             engine,
             tokens: match auth {
                 AuthMode::Tokens => Some(TokenTable::new(Tokens::from_config(&cfg.tokens)?)),

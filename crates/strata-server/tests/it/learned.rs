@@ -242,3 +242,43 @@ fn only_an_admin_runs_learning_over_http_and_mcp() {
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["examined"], 0, "{v}");
 }
+
+#[test]
+fn the_server_runs_upkeep_on_its_timer() {
+    let (admin, a) = token("ops", &["project/acme"], Access::Admin);
+    let s = Server::start(ServerConfig {
+        tokens: vec![a],
+        upkeep_every_secs: 1,
+        ..Default::default()
+    });
+    s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        Some(&admin),
+        json!({"content": "Always tag releases with the date.", "scope": "project/acme",
+               "kind": "conversation", "role": "user"}),
+    );
+    let start = std::time::Instant::now();
+    loop {
+        let v = s.expect(
+            200,
+            "POST",
+            "/v1/learned/list",
+            Some(&admin),
+            json!({"view": ["project/acme"]}),
+        );
+        if v["learned"].as_array().is_some_and(|l| l.len() == 1) {
+            break;
+        }
+        assert!(start.elapsed().as_secs() < 20, "upkeep never ran: {v}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // A bound the timer cannot take is refused, naming the key.
+    let cfg = ServerConfig {
+        upkeep_every_secs: 400 * 86_400,
+        ..Default::default()
+    };
+    let err = cfg.validate().unwrap_err().to_string();
+    assert!(err.contains("server.upkeep_every_secs"), "{err}");
+}
