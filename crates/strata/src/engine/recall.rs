@@ -198,9 +198,12 @@ impl Engine {
         // (one normalisation of relevance across both).
         let mut archived: BTreeMap<String, (Memory, ArchiveMark)> = BTreeMap::new();
         if req.include_archived {
-            let found: Vec<(Memory, ArchiveMark)> = self
+            let mut found = self
                 .store
-                .query_archived(&Query::view(req.view.clone(), now).filter(filter.clone()))?
+                .query_archived(&Query::view(req.view.clone(), now).filter(filter.clone()))?;
+            // The cold tier's index opens only segments that can match.
+            found.extend(self.cold_search(Some(&req.view), &filter, &terms)?);
+            let found: Vec<(Memory, ArchiveMark)> = found
                 .into_iter()
                 .map(|a| {
                     (
@@ -400,14 +403,14 @@ impl Engine {
         }
     }
 
-    /// Archived memories in a view, newest first.
+    /// Archived memories in a view (store and cold tier), newest first.
     pub fn list_archived(
         &self,
         view: &View,
         filter: &Filter,
         limit: usize,
     ) -> Result<Vec<Archived>> {
-        self.store.query_archived(
+        self.archived_everywhere(
             &Query::view(view.clone(), self.now())
                 .filter(filter.clone())
                 .limit(limit),
