@@ -299,6 +299,10 @@ impl ColdDir {
     }
 
     fn read_header(path: &Path, f: &mut File) -> Result<(u32, u32, u64, u32)> {
+        Self::read_header_from(path, f)
+    }
+
+    fn read_header_from(path: &Path, f: &mut impl Read) -> Result<(u32, u32, u64, u32)> {
         let mut h = [0u8; HEADER];
         f.read_exact(&mut h)
             .map_err(|e| corrupt(path, format!("header unreadable ({e})")))?;
@@ -335,14 +339,7 @@ impl ColdDir {
         let mut zi = vec![0u8; ilen as usize];
         f.read_exact(&mut zi)
             .map_err(|e| corrupt(path, format!("index unreadable ({e})")))?;
-        if crc32fast::hash(&zi) != icrc {
-            return Err(corrupt(path, "index checksum mismatch"));
-        }
-        let raw = zstd::stream::decode_all(&zi[..])
-            .map_err(|e| corrupt(path, format!("index does not decompress ({e})")))?;
-        let idx: SegmentIndex = serde_json::from_slice(&raw)
-            .map_err(|e| corrupt(path, format!("index unreadable ({e})")))?;
-        let idx = Arc::new(idx);
+        let idx = Arc::new(Self::decode_index(path, &zi, icrc)?);
         self.cache
             .lock()
             .unwrap()
@@ -350,14 +347,14 @@ impl ColdDir {
         Ok(idx)
     }
 
-    /// A segment's decompressed data, checked.
-    fn data(&self, path: &Path) -> Result<Vec<u8>> {
-        let mut f = File::open(path).map_err(io(format!("opening {}", path.display())))?;
-        let flen = f
-            .metadata()
-            .map_err(io(format!("reading {}", path.display())))?
-            .len();
-        let (ilen, _, dlen, dcrc) = Self::read_header(path, &mut f)?;
+    /// A segment's index and decompressed data, from one read of the file
+    /// (a segment replaced meanwhile by another process's rewrite is read
+    /// whole, old or new, never half of each), both checked.
+    fn load(&self, path: &Path) -> Result<(Arc<SegmentIndex>, Vec<u8>)> {
+        let bytes = fs::read(path).map_err(io(format!("reading {}", path.display())))?;
+        let flen = bytes.len() as u64;
+        let mut head = &bytes[..];
+        let (ilen, icrc, dlen, dcrc) = Self::read_header_from(path, &mut head)?;
         if HEADER as u64 + ilen as u64 + dlen != flen {
             return Err(corrupt(
                 path,
@@ -367,21 +364,43 @@ impl ColdDir {
                 ),
             ));
         }
-        let mut rest = Vec::with_capacity((ilen as u64 + dlen) as usize);
-        f.read_to_end(&mut rest)
-            .map_err(|e| corrupt(path, format!("data unreadable ({e})")))?;
-        let zd = &rest[ilen as usize..];
+        let zi = &bytes[HEADER..HEADER + ilen as usize];
+        let zd = &bytes[HEADER + ilen as usize..];
+        let cached = match self.cache.lock().unwrap().get(path) {
+            Some((len, idx)) if *len == flen => Some(idx.clone()),
+            _ => None,
+        };
+        let idx = match cached {
+            Some(idx) => idx,
+            None => {
+                let idx = Arc::new(Self::decode_index(path, zi, icrc)?);
+                self.cache
+                    .lock()
+                    .unwrap()
+                    .insert(path.to_path_buf(), (flen, idx.clone()));
+                idx
+            }
+        };
         if crc32fast::hash(zd) != dcrc {
             return Err(corrupt(path, "data checksum mismatch"));
         }
-        zstd::stream::decode_all(zd)
-            .map_err(|e| corrupt(path, format!("data does not decompress ({e})")))
+        let data = zstd::stream::decode_all(zd)
+            .map_err(|e| corrupt(path, format!("data does not decompress ({e})")))?;
+        Ok((idx, data))
+    }
+
+    fn decode_index(path: &Path, zi: &[u8], icrc: u32) -> Result<SegmentIndex> {
+        if crc32fast::hash(zi) != icrc {
+            return Err(corrupt(path, "index checksum mismatch"));
+        }
+        let raw = zstd::stream::decode_all(zi)
+            .map_err(|e| corrupt(path, format!("index does not decompress ({e})")))?;
+        serde_json::from_slice(&raw).map_err(|e| corrupt(path, format!("index unreadable ({e})")))
     }
 
     /// Every record of a segment, in order.
     pub fn read_all(&self, path: &Path) -> Result<Vec<ColdRecord>> {
-        let idx = self.index(path)?;
-        let data = self.data(path)?;
+        let (idx, data) = self.load(path)?;
         (0..idx.entries.len())
             .map(|i| Self::record(path, &idx, &data, i))
             .collect()
@@ -414,6 +433,27 @@ impl ColdDir {
         filter: &Filter,
         terms: &[String],
     ) -> Result<Vec<(ColdRecord, Segment)>> {
+        // A segment renamed or emptied by another process between the
+        // listing and the read is not an error: list again.
+        let mut tries = 0;
+        loop {
+            match self.search_once(view, filter, terms) {
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && tries < 3 =>
+                {
+                    tries += 1;
+                }
+                out => return out,
+            }
+        }
+    }
+
+    fn search_once(
+        &self,
+        view: Option<&View>,
+        filter: &Filter,
+        terms: &[String],
+    ) -> Result<Vec<(ColdRecord, Segment)>> {
         let stems: Vec<String> = terms.iter().map(|t| text::stem(t)).collect();
         let mut out = Vec::new();
         for seg in self.segments()? {
@@ -441,7 +481,14 @@ impl ColdDir {
             if cands.is_empty() {
                 continue;
             }
-            let data = self.data(&seg.path)?;
+            let (fresh, data) = self.load(&seg.path)?;
+            if !Arc::ptr_eq(&fresh, &idx) {
+                // Rewritten since its index was read: search it afresh.
+                return Err(Error::io(
+                    "cold segment changed",
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ));
+            }
             for i in cands {
                 let r = Self::record(&seg.path, &idx, &data, i)?;
                 if filter.matches(&r.memory) {
@@ -456,9 +503,11 @@ impl ColdDir {
     pub fn find(&self, id: &str) -> Result<Option<(ColdRecord, Segment)>> {
         for seg in self.segments()? {
             let idx = self.index(&seg.path)?;
-            if let Some(i) = idx.entries.iter().position(|e| e.id == id) {
-                let data = self.data(&seg.path)?;
-                return Ok(Some((Self::record(&seg.path, &idx, &data, i)?, seg)));
+            if idx.entries.iter().any(|e| e.id == id) {
+                let (idx, data) = self.load(&seg.path)?;
+                if let Some(i) = idx.entries.iter().position(|e| e.id == id) {
+                    return Ok(Some((Self::record(&seg.path, &idx, &data, i)?, seg)));
+                }
             }
         }
         Ok(None)

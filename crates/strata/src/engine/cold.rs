@@ -45,7 +45,7 @@ impl Engine {
             }
             if start.elapsed() > COLD_WAIT {
                 return Err(Error::Unavailable {
-                    backend: "cold tier".into(),
+                    backend: "cold tier",
                     source: "another process is moving memories to or from the cold tier".into(),
                 });
             }
