@@ -21,7 +21,7 @@
 //!
 //! ```text
 //! magic "STRCOLD1" | index_len u32 | index_crc u32 | data_len u64 | data_crc u32
-//! | index: zstd(JSON SegmentIndex) | data: zstd(JSON lines of ColdRecord)
+//! | index: zstd(JSON index columns) | data: zstd(JSON lines of ColdRecord)
 //! ```
 //!
 //! All integers little-endian; each crc is CRC-32 (IEEE) of the compressed
@@ -45,7 +45,7 @@ use crate::{Error, Result, text};
 
 const MAGIC: &[u8; 8] = b"STRCOLD1";
 const HEADER: usize = 8 + 4 + 4 + 8 + 4;
-const ZSTD_LEVEL: i32 = 3;
+const ZSTD_LEVEL: i32 = 7;
 
 /// One cold memory: the memory as archived, when and why, and its history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,8 +83,91 @@ pub struct SegmentIndex {
     pub scopes: BTreeSet<String>,
     /// Earliest and latest `created_at` (milliseconds).
     pub time_range: (i64, i64),
-    /// Stem → indices into `entries` of the records whose content has it.
+    /// Stem → indices into `entries` of the records whose content has it,
+    /// ascending (stored as gaps, which compress to a few bits).
     pub terms: BTreeMap<String, Vec<u32>>,
+}
+
+/// A [`SegmentIndex`] as stored: entries as parallel columns (ids, the
+/// position of each one's scope in `scopes`, line lengths; offsets are the
+/// running sum), postings as gaps. Columns compress far better than
+/// records.
+#[derive(Serialize, Deserialize)]
+struct StoredIndex {
+    ids: Vec<String>,
+    scopes: Vec<String>,
+    scope_of: Vec<u32>,
+    lens: Vec<u32>,
+    time_range: (i64, i64),
+    terms: BTreeMap<String, Vec<u32>>,
+}
+
+impl StoredIndex {
+    fn of(idx: &SegmentIndex) -> StoredIndex {
+        let scopes: Vec<String> = idx.scopes.iter().cloned().collect();
+        let pos: HashMap<&str, u32> = scopes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.as_str(), i as u32))
+            .collect();
+        let mut terms = idx.terms.clone();
+        for list in terms.values_mut() {
+            for i in (1..list.len()).rev() {
+                list[i] -= list[i - 1];
+            }
+        }
+        StoredIndex {
+            ids: idx.entries.iter().map(|e| e.id.clone()).collect(),
+            scope_of: idx.entries.iter().map(|e| pos[e.scope.as_str()]).collect(),
+            lens: idx.entries.iter().map(|e| e.len).collect(),
+            scopes,
+            time_range: idx.time_range,
+            terms,
+        }
+    }
+
+    fn resolve(self, path: &Path) -> Result<SegmentIndex> {
+        let n = self.ids.len();
+        if self.scope_of.len() != n || self.lens.len() != n {
+            return Err(corrupt(path, "index: columns of different lengths"));
+        }
+        let mut entries = Vec::with_capacity(n);
+        let mut offset = 0u64;
+        for ((id, s), len) in self.ids.into_iter().zip(self.scope_of).zip(self.lens) {
+            let scope = self
+                .scopes
+                .get(s as usize)
+                .ok_or_else(|| corrupt(path, format!("index: entry `{id}` names scope {s}")))?
+                .clone();
+            entries.push(Entry {
+                id,
+                scope,
+                offset,
+                len,
+            });
+            offset += u64::from(len) + 1;
+        }
+        let mut terms = self.terms;
+        for (term, list) in terms.iter_mut() {
+            let mut at = 0u64;
+            for (k, gap) in list.iter_mut().enumerate() {
+                at += u64::from(*gap);
+                if at >= n as u64 || (k > 0 && *gap == 0) {
+                    return Err(corrupt(
+                        path,
+                        format!("index: the postings of `{term}` point past its {n} entries"),
+                    ));
+                }
+                *gap = at as u32;
+            }
+        }
+        Ok(SegmentIndex {
+            entries,
+            scopes: self.scopes.into_iter().collect(),
+            time_range: self.time_range,
+            terms,
+        })
+    }
 }
 
 /// Counts and bytes of the cold tier.
@@ -216,7 +299,7 @@ impl ColdDir {
             data.extend_from_slice(&line);
             data.push(b'\n');
         }
-        let ijson = serde_json::to_vec(&idx).map_err(|e| Error::Corrupt {
+        let ijson = serde_json::to_vec(&StoredIndex::of(&idx)).map_err(|e| Error::Corrupt {
             what: "cold segment index".into(),
             source: e.into(),
         })?;
@@ -395,7 +478,9 @@ impl ColdDir {
         }
         let raw = zstd::stream::decode_all(zi)
             .map_err(|e| corrupt(path, format!("index does not decompress ({e})")))?;
-        serde_json::from_slice(&raw).map_err(|e| corrupt(path, format!("index unreadable ({e})")))
+        let stored: StoredIndex = serde_json::from_slice(&raw)
+            .map_err(|e| corrupt(path, format!("index unreadable ({e})")))?;
+        stored.resolve(path)
     }
 
     /// Every record of a segment, in order.
