@@ -46,6 +46,9 @@ use crate::{Error, Result, text};
 const MAGIC: &[u8; 8] = b"STRCOLD1";
 const HEADER: usize = 8 + 4 + 4 + 8 + 4;
 const ZSTD_LEVEL: i32 = 7;
+/// Records per compressed block of a segment's data: a search decompresses
+/// only the blocks holding the records it returns.
+const BLOCK_RECORDS: usize = 256;
 
 /// One cold memory: the memory as archived, when and why, and its history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -68,10 +71,12 @@ pub struct Entry {
     pub id: String,
     /// Its scope.
     pub scope: String,
-    /// Byte offset of its JSON line in the decompressed data.
+    /// Byte offset of its JSON line in its decompressed block.
     pub offset: u64,
     /// Length of the line (without the newline).
     pub len: u32,
+    /// The memory's token count (BM25's document length).
+    pub tokens: u32,
 }
 
 /// What a search reads without opening a segment's data.
@@ -83,6 +88,9 @@ pub struct SegmentIndex {
     pub scopes: BTreeSet<String>,
     /// Earliest and latest `created_at` (milliseconds).
     pub time_range: (i64, i64),
+    /// Byte offsets of the data's compressed blocks (each
+    /// `BLOCK_RECORDS` records, one zstd frame), then the data's length.
+    pub blocks: Vec<u64>,
     /// Stem → indices into `entries` of the records whose content has it,
     /// ascending (stored as gaps, which compress to a few bits).
     pub terms: BTreeMap<String, Vec<u32>>,
@@ -98,7 +106,9 @@ struct StoredIndex {
     scopes: Vec<String>,
     scope_of: Vec<u32>,
     lens: Vec<u32>,
+    tokens: Vec<u32>,
     time_range: (i64, i64),
+    blocks: Vec<u64>,
     terms: BTreeMap<String, Vec<u32>>,
 }
 
@@ -120,20 +130,35 @@ impl StoredIndex {
             ids: idx.entries.iter().map(|e| e.id.clone()).collect(),
             scope_of: idx.entries.iter().map(|e| pos[e.scope.as_str()]).collect(),
             lens: idx.entries.iter().map(|e| e.len).collect(),
+            tokens: idx.entries.iter().map(|e| e.tokens).collect(),
             scopes,
             time_range: idx.time_range,
+            blocks: idx.blocks.clone(),
             terms,
         }
     }
 
     fn resolve(self, path: &Path) -> Result<SegmentIndex> {
         let n = self.ids.len();
-        if self.scope_of.len() != n || self.lens.len() != n {
+        if self.scope_of.len() != n || self.lens.len() != n || self.tokens.len() != n {
             return Err(corrupt(path, "index: columns of different lengths"));
+        }
+        if self.blocks.len() != n.div_ceil(BLOCK_RECORDS) + 1 {
+            return Err(corrupt(path, "index: wrong number of blocks"));
         }
         let mut entries = Vec::with_capacity(n);
         let mut offset = 0u64;
-        for ((id, s), len) in self.ids.into_iter().zip(self.scope_of).zip(self.lens) {
+        for (k, (((id, s), len), tokens)) in self
+            .ids
+            .into_iter()
+            .zip(self.scope_of)
+            .zip(self.lens)
+            .zip(self.tokens)
+            .enumerate()
+        {
+            if k % BLOCK_RECORDS == 0 {
+                offset = 0;
+            }
             let scope = self
                 .scopes
                 .get(s as usize)
@@ -144,6 +169,7 @@ impl StoredIndex {
                 scope,
                 offset,
                 len,
+                tokens,
             });
             offset += u64::from(len) + 1;
         }
@@ -165,9 +191,17 @@ impl StoredIndex {
             entries,
             scopes: self.scopes.into_iter().collect(),
             time_range: self.time_range,
+            blocks: self.blocks,
             terms,
         })
     }
+}
+
+/// A segment's compressed data (checked), and the blocks decompressed so
+/// far.
+struct Blocks {
+    zd: Vec<u8>,
+    raw: HashMap<usize, Vec<u8>>,
 }
 
 /// Counts and bytes of the cold tier.
@@ -270,11 +304,17 @@ impl ColdDir {
     /// Encodes records as one segment file's bytes.
     pub fn encode(records: &[ColdRecord]) -> Result<Vec<u8>> {
         let mut data = Vec::new();
+        let mut zd = Vec::new();
         let mut idx = SegmentIndex {
             time_range: (i64::MAX, i64::MIN),
             ..SegmentIndex::default()
         };
         for (i, r) in records.iter().enumerate() {
+            if i % BLOCK_RECORDS == 0 && i > 0 {
+                idx.blocks.push(zd.len() as u64);
+                zd.extend(zstd::bulk::compress(&data, ZSTD_LEVEL).map_err(io("compressing"))?);
+                data.clear();
+            }
             let mut r = r.clone();
             r.memory.embedding = None;
             for h in &mut r.history {
@@ -295,16 +335,21 @@ impl ColdDir {
                 scope: r.memory.scope.to_string(),
                 offset: data.len() as u64,
                 len: line.len() as u32,
+                tokens: r.memory.tokens,
             });
             data.extend_from_slice(&line);
             data.push(b'\n');
         }
+        if !records.is_empty() {
+            idx.blocks.push(zd.len() as u64);
+            zd.extend(zstd::bulk::compress(&data, ZSTD_LEVEL).map_err(io("compressing"))?);
+        }
+        idx.blocks.push(zd.len() as u64);
         let ijson = serde_json::to_vec(&StoredIndex::of(&idx)).map_err(|e| Error::Corrupt {
             what: "cold segment index".into(),
             source: e.into(),
         })?;
         let zi = zstd::bulk::compress(&ijson, ZSTD_LEVEL).map_err(io("compressing"))?;
-        let zd = zstd::bulk::compress(&data, ZSTD_LEVEL).map_err(io("compressing"))?;
         let mut out = Vec::with_capacity(HEADER + zi.len() + zd.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&(zi.len() as u32).to_le_bytes());
@@ -433,7 +478,7 @@ impl ColdDir {
     /// A segment's index and decompressed data, from one read of the file
     /// (a segment replaced meanwhile by another process's rewrite is read
     /// whole, old or new, never half of each), both checked.
-    fn load(&self, path: &Path) -> Result<(Arc<SegmentIndex>, Vec<u8>)> {
+    fn load(&self, path: &Path) -> Result<(Arc<SegmentIndex>, Blocks)> {
         let bytes = fs::read(path).map_err(io(format!("reading {}", path.display())))?;
         let flen = bytes.len() as u64;
         let mut head = &bytes[..];
@@ -467,9 +512,13 @@ impl ColdDir {
         if crc32fast::hash(zd) != dcrc {
             return Err(corrupt(path, "data checksum mismatch"));
         }
-        let data = zstd::stream::decode_all(zd)
-            .map_err(|e| corrupt(path, format!("data does not decompress ({e})")))?;
-        Ok((idx, data))
+        Ok((
+            idx,
+            Blocks {
+                zd: zd.to_vec(),
+                raw: HashMap::new(),
+            },
+        ))
     }
 
     fn decode_index(path: &Path, zi: &[u8], icrc: u32) -> Result<SegmentIndex> {
@@ -485,14 +534,27 @@ impl ColdDir {
 
     /// Every record of a segment, in order.
     pub fn read_all(&self, path: &Path) -> Result<Vec<ColdRecord>> {
-        let (idx, data) = self.load(path)?;
+        let (idx, mut data) = self.load(path)?;
         (0..idx.entries.len())
-            .map(|i| Self::record(path, &idx, &data, i))
+            .map(|i| Self::record(path, &idx, &mut data, i))
             .collect()
     }
 
-    fn record(path: &Path, idx: &SegmentIndex, data: &[u8], i: usize) -> Result<ColdRecord> {
+    fn record(path: &Path, idx: &SegmentIndex, data: &mut Blocks, i: usize) -> Result<ColdRecord> {
         let e = &idx.entries[i];
+        let b = i / BLOCK_RECORDS;
+        if !data.raw.contains_key(&b) {
+            let (from, to) = match (idx.blocks.get(b), idx.blocks.get(b + 1)) {
+                (Some(&f), Some(&t)) if f <= t && t as usize <= data.zd.len() => {
+                    (f as usize, t as usize)
+                }
+                _ => return Err(corrupt(path, format!("block {b} lies outside the data"))),
+            };
+            let raw = zstd::stream::decode_all(&data.zd[from..to])
+                .map_err(|e| corrupt(path, format!("block {b} does not decompress ({e})")))?;
+            data.raw.insert(b, raw);
+        }
+        let data = &data.raw[&b];
         let (a, b) = (e.offset as usize, e.offset as usize + e.len as usize);
         let line = data
             .get(a..b)
@@ -566,7 +628,7 @@ impl ColdDir {
             if cands.is_empty() {
                 continue;
             }
-            let (fresh, data) = self.load(&seg.path)?;
+            let (fresh, mut data) = self.load(&seg.path)?;
             if !Arc::ptr_eq(&fresh, &idx) {
                 // Rewritten since its index was read: search it afresh.
                 return Err(Error::io(
@@ -575,7 +637,7 @@ impl ColdDir {
                 ));
             }
             for i in cands {
-                let r = Self::record(&seg.path, &idx, &data, i)?;
+                let r = Self::record(&seg.path, &idx, &mut data, i)?;
                 if filter.matches(&r.memory) {
                     out.push((r, seg.clone()));
                 }
@@ -584,14 +646,140 @@ impl ColdDir {
         Ok(out)
     }
 
+    /// The `limit` records in `view` that best match `terms` by BM25, with
+    /// the statistics of the cold memories in the view, scored from the
+    /// indexes alone; only the segments holding the best are decompressed.
+    /// Best first (ties by id, descending).
+    pub fn search_top(
+        &self,
+        view: &View,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(ColdRecord, Segment, f64)>> {
+        let mut tries = 0;
+        loop {
+            match self.search_top_once(view, terms, limit) {
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound && tries < 3 =>
+                {
+                    tries += 1;
+                }
+                out => return out,
+            }
+        }
+    }
+
+    fn search_top_once(
+        &self,
+        view: &View,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(ColdRecord, Segment, f64)>> {
+        let stems: Vec<String> = terms.iter().map(|t| text::stem(t)).collect();
+        // Pass 1, indexes only: each in-view candidate's matched terms.
+        struct Cand {
+            seg: usize,
+            entry: u32,
+            matched: Vec<usize>,
+        }
+        let segs = self.segments()?;
+        let mut idxs = Vec::with_capacity(segs.len());
+        let mut cands: Vec<Cand> = Vec::new();
+        let mut df = vec![0usize; stems.len()];
+        let (mut n_docs, mut len_sum, mut n_matched) = (0usize, 0f64, 0usize);
+        for (si, seg) in segs.iter().enumerate() {
+            let idx = self.index(&seg.path)?;
+            let scope_in: HashMap<&str, bool> = idx
+                .scopes
+                .iter()
+                .map(|s| {
+                    let yes = Scope::parse(s).is_ok_and(|s| view.contains(&s));
+                    (s.as_str(), yes)
+                })
+                .collect();
+            if !scope_in.values().any(|&y| y) {
+                idxs.push(idx);
+                continue;
+            }
+            let all_in = scope_in.values().all(|&y| y);
+            let in_view = |e: &Entry| all_in || scope_in.get(e.scope.as_str()) == Some(&true);
+            n_docs += if all_in {
+                idx.entries.len()
+            } else {
+                idx.entries.iter().filter(|e| in_view(e)).count()
+            };
+            let mut here: HashMap<u32, Vec<usize>> = HashMap::new();
+            for (t, stem) in stems.iter().enumerate() {
+                for &i in idx.terms.get(stem).map(Vec::as_slice).unwrap_or(&[]) {
+                    if in_view(&idx.entries[i as usize]) {
+                        df[t] += 1;
+                        here.entry(i).or_default().push(t);
+                    }
+                }
+            }
+            for (entry, matched) in here {
+                len_sum += f64::from(idx.entries[entry as usize].tokens);
+                n_matched += 1;
+                cands.push(Cand {
+                    seg: si,
+                    entry,
+                    matched,
+                });
+            }
+            idxs.push(idx);
+        }
+        let bm = text::Bm25::new(n_docs, &df);
+        let avglen = len_sum / (n_matched.max(1) as f64);
+        let mut scored: Vec<(Cand, f64)> = cands
+            .into_iter()
+            .map(|c| {
+                let len = f64::from(idxs[c.seg].entries[c.entry as usize].tokens);
+                let score = bm.score(c.matched.iter().copied(), len, avglen);
+                (c, score)
+            })
+            .collect();
+        scored.sort_by(|a, b| {
+            b.1.total_cmp(&a.1).then_with(|| {
+                let id = |c: &Cand| &idxs[c.seg].entries[c.entry as usize].id;
+                id(&b.0).cmp(id(&a.0))
+            })
+        });
+        scored.truncate(limit);
+        // Pass 2: read the segments holding the best.
+        let mut by_seg: BTreeMap<usize, Vec<(u32, f64)>> = BTreeMap::new();
+        for (c, score) in &scored {
+            by_seg.entry(c.seg).or_default().push((c.entry, *score));
+        }
+        let mut out = Vec::with_capacity(scored.len());
+        for (si, wanted) in by_seg {
+            let seg = &segs[si];
+            let (fresh, mut data) = self.load(&seg.path)?;
+            if !Arc::ptr_eq(&fresh, &idxs[si]) {
+                return Err(Error::io(
+                    "cold segment changed",
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                ));
+            }
+            for (entry, score) in wanted {
+                let r = Self::record(&seg.path, &fresh, &mut data, entry as usize)?;
+                out.push((r, seg.clone(), score));
+            }
+        }
+        out.sort_by(|a, b| {
+            b.2.total_cmp(&a.2)
+                .then_with(|| b.0.memory.id.cmp(&a.0.memory.id))
+        });
+        Ok(out)
+    }
+
     /// The segment holding `id`, if any (reads indexes only).
     pub fn find(&self, id: &str) -> Result<Option<(ColdRecord, Segment)>> {
         for seg in self.segments()? {
             let idx = self.index(&seg.path)?;
             if idx.entries.iter().any(|e| e.id == id) {
-                let (idx, data) = self.load(&seg.path)?;
+                let (idx, mut data) = self.load(&seg.path)?;
                 if let Some(i) = idx.entries.iter().position(|e| e.id == id) {
-                    return Ok(Some((Self::record(&seg.path, &idx, &data, i)?, seg)));
+                    return Ok(Some((Self::record(&seg.path, &idx, &mut data, i)?, seg)));
                 }
             }
         }
@@ -702,6 +890,53 @@ mod tests {
         assert_eq!(ids(Some(&view("project/x")), &["deploy"]), ["a1"]);
         assert!(ids(Some(&view("project/z")), &[]).is_empty());
         assert!(ids(None, &["kubernetes"]).is_empty());
+    }
+
+    #[test]
+    fn records_span_several_blocks() {
+        let d = tempfile::tempdir().unwrap();
+        let c = ColdDir::open(d.path()).unwrap();
+        let rs: Vec<ColdRecord> = (0..600)
+            .map(|i| {
+                rec(
+                    &format!("m{i:03}"),
+                    "project/x",
+                    &format!("note number w{i}"),
+                )
+            })
+            .collect();
+        let p = c.write_pending(&rs).unwrap();
+        assert_eq!(c.index(&p).unwrap().blocks.len(), 4, "3 blocks and the end");
+        assert_eq!(c.read_all(&p).unwrap(), rs);
+        let top = c
+            .search_top(&view("project/x"), &["w577".to_string()], 5)
+            .unwrap();
+        assert_eq!(top.len(), 1);
+        assert_eq!(top[0].0.memory.id, "m577");
+        assert_eq!(c.find("m300").unwrap().unwrap().0, rs[300]);
+    }
+
+    #[test]
+    fn search_top_ranks_by_bm25_from_the_index() {
+        let d = tempfile::tempdir().unwrap();
+        let c = ColdDir::open(d.path()).unwrap();
+        c.write_pending(&[
+            rec("a1", "project/x", "deploy"),
+            rec("a2", "project/x", "deploy deploy rollback"),
+            rec("a3", "project/x", "unrelated words"),
+            rec("a4", "project/y", "deploy rollback"),
+        ])
+        .unwrap();
+        let terms = vec!["rollback".to_string(), "deploy".to_string()];
+        let top = c.search_top(&view("project/x"), &terms, 10).unwrap();
+        let ids: Vec<&str> = top.iter().map(|(r, _, _)| r.memory.id.as_str()).collect();
+        // Both terms beat one; the other project is out of the view.
+        assert_eq!(ids, ["a2", "a1"]);
+        assert!(top[0].2 > top[1].2 && top[1].2 > 0.0);
+        assert_eq!(
+            c.search_top(&view("project/x"), &terms, 1).unwrap().len(),
+            1
+        );
     }
 
     #[test]

@@ -129,6 +129,35 @@ impl Engine {
         Ok(out)
     }
 
+    /// The `limit` cold memories in `view` that best match `terms` (BM25
+    /// with the cold tier's own statistics, from the segment indexes), as
+    /// archived memories with their scores, best first.
+    pub(super) fn cold_search_top(
+        &self,
+        view: &View,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Archived, f64)>> {
+        let Some(c) = &self.cold else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (r, seg, score) in c.search_top(view, terms, limit)? {
+            if seg.state == SegState::Pending && self.warm_has(&r.memory.id)? {
+                continue;
+            }
+            out.push((
+                Archived {
+                    memory: r.memory,
+                    archived_at: r.archived_at,
+                    reason: r.reason,
+                },
+                score,
+            ));
+        }
+        Ok(out)
+    }
+
     /// Archived memories `q` selects, in the store and the cold tier,
     /// newest archived first, at most `q.limit`.
     pub(crate) fn archived_everywhere(&self, q: &Query) -> Result<Vec<Archived>> {
