@@ -48,7 +48,7 @@ const HEADER: usize = 8 + 4 + 4 + 8 + 4;
 const ZSTD_LEVEL: i32 = 7;
 /// Records per compressed block of a segment's data: a search decompresses
 /// only the blocks holding the records it returns.
-const BLOCK_RECORDS: usize = 256;
+const BLOCK_RECORDS: usize = 512;
 
 /// One cold memory: the memory as archived, when and why, and its history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,10 +88,6 @@ pub struct SegmentIndex {
     pub scopes: BTreeSet<String>,
     /// Earliest and latest `created_at` (milliseconds).
     pub time_range: (i64, i64),
-    /// The zstd dictionary every block is compressed with: the segment's
-    /// first record line (field names, scope and kind spellings repeat in
-    /// every record; a block of 256 records alone cannot learn them).
-    pub dict: String,
     /// Byte offsets of the data's compressed blocks (each
     /// `BLOCK_RECORDS` records, one zstd frame), then the data's length.
     pub blocks: Vec<u64>,
@@ -113,7 +109,6 @@ struct StoredIndex {
     tokens: Vec<u32>,
     time_range: (i64, i64),
     blocks: Vec<u64>,
-    dict: String,
     terms: BTreeMap<String, Vec<u32>>,
 }
 
@@ -139,7 +134,6 @@ impl StoredIndex {
             scopes,
             time_range: idx.time_range,
             blocks: idx.blocks.clone(),
-            dict: idx.dict.clone(),
             terms,
         }
     }
@@ -198,22 +192,17 @@ impl StoredIndex {
             scopes: self.scopes.into_iter().collect(),
             time_range: self.time_range,
             blocks: self.blocks,
-            dict: self.dict,
             terms,
         })
     }
 }
 
-fn compress_block(raw: &[u8], dict: &str) -> Result<Vec<u8>> {
-    zstd::bulk::Compressor::with_dictionary(ZSTD_LEVEL, dict.as_bytes())
-        .and_then(|mut c| c.compress(raw))
-        .map_err(io("compressing"))
+fn compress_block(raw: &[u8]) -> Result<Vec<u8>> {
+    zstd::bulk::compress(raw, ZSTD_LEVEL).map_err(io("compressing"))
 }
 
-fn decompress_block(z: &[u8], dict: &str) -> std::io::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    zstd::stream::read::Decoder::with_dictionary(z, dict.as_bytes())?.read_to_end(&mut out)?;
-    Ok(out)
+fn decompress_block(z: &[u8]) -> std::io::Result<Vec<u8>> {
+    zstd::stream::decode_all(z)
 }
 
 /// A segment's compressed data (checked), and the blocks decompressed so
@@ -331,7 +320,7 @@ impl ColdDir {
         for (i, r) in records.iter().enumerate() {
             if i % BLOCK_RECORDS == 0 && i > 0 {
                 idx.blocks.push(zd.len() as u64);
-                zd.extend(compress_block(&data, &idx.dict)?);
+                zd.extend(compress_block(&data)?);
                 data.clear();
             }
             let mut r = r.clone();
@@ -343,9 +332,6 @@ impl ColdDir {
                 what: format!("cold record {}", r.memory.id),
                 source: e.into(),
             })?;
-            if i == 0 {
-                idx.dict = String::from_utf8_lossy(&line).into_owned();
-            }
             let t = r.memory.created_at.as_millisecond();
             idx.time_range = (idx.time_range.0.min(t), idx.time_range.1.max(t));
             idx.scopes.insert(r.memory.scope.to_string());
@@ -364,7 +350,7 @@ impl ColdDir {
         }
         if !records.is_empty() {
             idx.blocks.push(zd.len() as u64);
-            zd.extend(compress_block(&data, &idx.dict)?);
+            zd.extend(compress_block(&data)?);
         }
         idx.blocks.push(zd.len() as u64);
         let ijson = serde_json::to_vec(&StoredIndex::of(&idx)).map_err(|e| Error::Corrupt {
@@ -570,7 +556,7 @@ impl ColdDir {
             let block = zd
                 .get(w[0] as usize..w[1] as usize)
                 .ok_or_else(|| corrupt(path, "truncated"))?;
-            out.extend(decompress_block(block, &idx.dict).map_err(io("decompressing"))?);
+            out.extend(decompress_block(block).map_err(io("decompressing"))?);
         }
         Ok(out)
     }
@@ -593,7 +579,7 @@ impl ColdDir {
                 }
                 _ => return Err(corrupt(path, format!("block {b} lies outside the data"))),
             };
-            let raw = decompress_block(&data.zd[from..to], &idx.dict)
+            let raw = decompress_block(&data.zd[from..to])
                 .map_err(|e| corrupt(path, format!("block {b} does not decompress ({e})")))?;
             data.raw.insert(b, raw);
         }
@@ -939,10 +925,10 @@ mod tests {
     fn records_span_several_blocks() {
         let d = tempfile::tempdir().unwrap();
         let c = ColdDir::open(d.path()).unwrap();
-        let rs: Vec<ColdRecord> = (0..600)
+        let rs: Vec<ColdRecord> = (0..1200)
             .map(|i| {
                 rec(
-                    &format!("m{i:03}"),
+                    &format!("m{i:04}"),
                     "project/x",
                     &format!("note number w{i}"),
                 )
@@ -952,11 +938,11 @@ mod tests {
         assert_eq!(c.index(&p).unwrap().blocks.len(), 4, "3 blocks and the end");
         assert_eq!(c.read_all(&p).unwrap(), rs);
         let top = c
-            .search_top(&view("project/x"), &["w577".to_string()], 5)
+            .search_top(&view("project/x"), &["w1077".to_string()], 5)
             .unwrap();
         assert_eq!(top.len(), 1);
-        assert_eq!(top[0].0.memory.id, "m577");
-        assert_eq!(c.find("m300").unwrap().unwrap().0, rs[300]);
+        assert_eq!(top[0].0.memory.id, "m1077");
+        assert_eq!(c.find("m0700").unwrap().unwrap().0, rs[700]);
     }
 
     #[test]
