@@ -129,18 +129,38 @@ fn kill_nine_during_demotion_leaves_each_memory_in_one_tier() {
     let (e, cfg) = cold_env();
     let mut all: HashSet<String> = HashSet::new();
     let mut interrupted = 0;
+    let dir = e.db().with_extension("db.cold");
+    let seen = |ext: &str| {
+        std::fs::read_dir(&dir).is_ok_and(|d| {
+            d.flatten()
+                .any(|f| f.file_name().to_string_lossy().ends_with(ext))
+        })
+    };
     for round in 0..20usize {
-        all.extend(import_archived(&e, &cfg, round * 1500, 1500));
+        all.extend(import_archived(&e, &cfg, round * 3000, 3000));
         let mut child = strata(&e, &cfg)
             .args(["upkeep"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Kill at a different point of the move each round.
-        std::thread::sleep(std::time::Duration::from_millis(
-            20 + (round as u64 * 53) % 400,
-        ));
+        // Kill at a step of the move, watched on the directory: while the
+        // segment is being written (`.tmp`), once it is durable
+        // (`.pending`, before or during the delete), or a little later.
+        let (ext, after) = match round % 4 {
+            0 => (".tmp", 0),
+            1 => (".pending", 0),
+            2 => (".pending", 1),
+            _ => (".pending", 3),
+        };
+        let start = std::time::Instant::now();
+        while !seen(ext)
+            && child.try_wait().unwrap().is_none()
+            && start.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(after));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         // The killed process's `upkeep` and `cold` leases would run out in
