@@ -815,6 +815,19 @@ impl ColdDir {
         Ok(None)
     }
 
+    /// Which of `ids` some segment holds (one pass over the indexes).
+    pub fn holding(&self, ids: &BTreeSet<&str>) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for seg in self.segments()? {
+            for e in &self.index(&seg.path)?.entries {
+                if ids.contains(e.id.as_str()) {
+                    out.push(e.id.clone());
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Ids (with scope) starting with `prefix`, at most `limit`.
     pub fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();

@@ -329,6 +329,7 @@ impl Engine {
             fence: fence.clone(),
             session_max_bytes: self.cfg.session_max_bytes,
         };
+        self.thaw_for_import(&items)?;
         self.store().import(&items, &rules)
     }
 }

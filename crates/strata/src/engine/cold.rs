@@ -282,6 +282,23 @@ impl Engine {
         })
     }
 
+    /// Before an import: brings back to the store's archive every cold
+    /// memory whose id the import names, so the store's rules for an id
+    /// it holds (error, skip, replace, a fresh id outside the caller's
+    /// fence) apply as to any archived memory, and no id ends up in both
+    /// tiers.
+    pub(crate) fn thaw_for_import(&self, items: &[ImportItem]) -> Result<()> {
+        let Some(c) = &self.cold else {
+            return Ok(());
+        };
+        let ids: BTreeSet<&str> = items.iter().map(|i| i.memory.id.as_str()).collect();
+        let held = c.holding(&ids)?;
+        if !held.is_empty() {
+            self.unfreeze(&held)?;
+        }
+        Ok(())
+    }
+
     /// Deletes memories from their segments (each rewritten without them,
     /// the old file replaced, so their text is in no file afterwards).
     pub(super) fn forget_cold(&self, ids: &[String]) -> Result<usize> {

@@ -13,7 +13,38 @@ use crate::harness::{MakeEngine, TestEngine, scope, view};
 backends!(engine:
     demotion_moves_to_cold_and_restore_brings_back,
     forget_reaches_cold_segments,
+    importing_a_cold_id_keeps_one_copy,
 );
+
+fn importing_a_cold_id_keeps_one_copy(make: MakeEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = make(&cold_on(dir.path()));
+    let m = e
+        .remember(NewMemory::new(scope("project/a"), "exported then demoted"))
+        .unwrap();
+    let mut line = Vec::new();
+    e.export(&strata::Export::default(), &mut line, &mut |_| {})
+        .unwrap();
+    let start = Timestamp::now();
+    e.set_clock(move || start + SignedDuration::from_hours(24 * 40));
+    assert_eq!(e.upkeep().unwrap().moved_to_cold, 1);
+    let text = String::from_utf8(line).unwrap();
+    let err = e
+        .import(&mut text.as_bytes(), strata::OnConflict::Error, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&m.id), "{err}");
+    let r = e
+        .import(&mut text.as_bytes(), strata::OnConflict::Skip, &mut |_| {})
+        .unwrap();
+    assert_eq!(r.skipped, 1);
+    let st = e.stats().unwrap();
+    assert_eq!(
+        st.storage_tiers["warm"].memories + st.storage_tiers["cold"].memories,
+        1,
+        "{st:?}"
+    );
+}
 
 fn cold_on(dir: &std::path::Path) -> impl Fn(&mut Config) + '_ {
     move |c: &mut Config| {
