@@ -57,13 +57,19 @@ pub struct BenchArgs {
     pub insert_rounds: usize,
     /// Benchmarks to run (comma-separated): insert, remember, writers,
     /// recall, cold, context, vectors, http (recall over HTTP against in process, and a
-    /// mixed 90 % recall / 10 % remember workload; not in the default set).
+    /// mixed 90 % recall / 10 % remember workload; not in the default set),
+    /// tiers (the cold tier: demotion rate, bytes, cold search; not in the
+    /// default set).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "insert,remember,writers,recall,cold,context,vectors"
     )]
     pub only: Vec<String>,
+    /// Archived memories of the `tiers` benchmark (demotion to the cold
+    /// tier, cold bytes against SQLite bytes, cold search).
+    #[arg(long, default_value_t = 100_000)]
+    pub tier_memories: usize,
     /// Directory for the benchmark databases (default: a temporary one).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -133,12 +139,31 @@ struct Report {
     context: Option<ContextBench>,
     #[serde(skip_serializing_if = "Option::is_none")]
     vectors: Option<VectorBench>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tiers: Option<TiersBench>,
     #[cfg(feature = "http")]
     #[serde(skip_serializing_if = "Option::is_none")]
     http: Option<http::HttpBench>,
     #[cfg(feature = "postgres")]
     #[serde(skip_serializing_if = "Option::is_none")]
     postgres: Option<postgres::PgBench>,
+}
+
+/// The cold tier: archived memories demoted out of SQLite into segments.
+#[derive(Debug, Serialize)]
+struct TiersBench {
+    /// Archived memories demoted.
+    memories: usize,
+    /// Memories moved to cold segments per second (upkeep's demotion).
+    demote_per_sec: f64,
+    /// The SQLite file (checkpointed) holding them, before demotion.
+    sqlite_bytes: u64,
+    /// The segment files holding them after.
+    cold_bytes: u64,
+    /// `cold_bytes / sqlite_bytes`.
+    cold_ratio: f64,
+    /// Archived recall (one word, every project) over the cold memories.
+    cold_search: Latency,
 }
 
 #[derive(Debug, Serialize)]
@@ -465,6 +490,68 @@ fn dataset(g: &mut Gen, n: usize, scopes: usize) -> Vec<strata::NewMemory> {
         .collect()
 }
 
+/// Demotes `tier_memories` archived memories to the cold tier and searches
+/// them there.
+fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Result<TiersBench> {
+    let path = dir.join("tiers.db");
+    let cold = dir.join("tiers.cold");
+    let _ = std::fs::remove_dir_all(&cold);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let mut cfg = bench_config(&path);
+    cfg.max_items = 0;
+    cfg.learning.enabled = false;
+    cfg.cold = strata::ColdConfig {
+        enabled: true,
+        dir: Some(cold),
+        demote_after_days: 0,
+    };
+    let engine = strata::Engine::open(cfg)?;
+    let n = a.tier_memories;
+    say(format!("tiers: writing and archiving {n} memories…"));
+    let data = dataset(g, n, a.scopes);
+    for chunk in data.chunks(10_000) {
+        let stored = engine.remember_batch(chunk.to_vec(), strata::Confirm::No)?;
+        let ids: Vec<String> = stored.into_iter().map(|m| m.id).collect();
+        engine
+            .store()
+            .archive(&ids, "evicted", jiff::Timestamp::now())?;
+    }
+    strata::SqliteStore::open(&path, Default::default())?.checkpoint()?;
+    let sqlite_bytes = std::fs::metadata(&path)?.len();
+    say(format!("tiers: demoting {n} archived memories to cold…"));
+    let t = Instant::now();
+    let r = engine.upkeep()?;
+    let secs = t.elapsed().as_secs_f64();
+    anyhow::ensure!(
+        r.moved_to_cold == n,
+        "tiers: upkeep moved {} of {n} memories",
+        r.moved_to_cold
+    );
+    let cold_bytes = engine.stats()?.storage_tiers["cold"].bytes;
+    say(format!("tiers: timing {} cold searches…", a.queries));
+    let view = strata::View::subtree(strata::Scope::parse("project")?);
+    let mut lat = Vec::with_capacity(a.queries);
+    for _ in 0..a.queries {
+        let mut req = strata::Recall::new(g.query(), view.clone());
+        req.include_archived = true;
+        req.touch = false;
+        let t = Instant::now();
+        let hits = engine.recall(&req)?;
+        lat.push(t.elapsed());
+        std::hint::black_box(hits);
+    }
+    Ok(TiersBench {
+        memories: n,
+        demote_per_sec: n as f64 / secs,
+        sqlite_bytes,
+        cold_bytes,
+        cold_ratio: cold_bytes as f64 / sqlite_bytes as f64,
+        cold_search: latency(lat),
+    })
+}
+
 fn bench_config(path: &Path) -> strata::Config {
     let mut cfg = strata::Config::sqlite(path);
     cfg.max_items = 1_000_000;
@@ -533,12 +620,12 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
     for o in &a.only {
         if ![
             "insert", "remember", "writers", "recall", "cold", "context", "vectors", "http",
-            "postgres",
+            "postgres", "tiers",
         ]
         .contains(&o.as_str())
         {
             return usage(format!(
-                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http, postgres"
+                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http, postgres, tiers"
             ));
         }
         if o == "http" && !cfg!(feature = "http") {
@@ -731,6 +818,10 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
         rep.vectors = Some(vector_bench(&a, &db, &mut datagen, &say)?);
     }
 
+    if a.only.iter().any(|o| o == "tiers") {
+        rep.tiers = Some(tiers_bench(&a, &dir, &mut datagen, &say)?);
+    }
+
     #[cfg(feature = "http")]
     if a.only.iter().any(|o| o == "http") {
         rep.http = Some(http::run(&a, &db, &mut datagen, &say)?);
@@ -795,6 +886,17 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
     }
     if let Some(l) = &rep.cold_start {
         output::line(lat_line("cold `strata recall`", l))?;
+    }
+    if let Some(t) = &rep.tiers {
+        output::line(format!(
+            "cold tier          {} memories: demotion {:>9.0}/s   cold {} bytes / SQLite {} bytes = {:.1} %",
+            t.memories,
+            t.demote_per_sec,
+            t.cold_bytes,
+            t.sqlite_bytes,
+            t.cold_ratio * 100.0
+        ))?;
+        output::line(lat_line("cold search", &t.cold_search))?;
     }
     if let Some(l) = &rep.cold_start_model {
         output::line(lat_line("cold recall+model", l))?;

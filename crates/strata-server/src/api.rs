@@ -148,8 +148,10 @@ pub struct RecallBody {
     /// Record the access on returned memories (default true).
     #[serde(default)]
     pub touch: Option<bool>,
-    /// Search the archive too.
-    #[serde(default)]
+    /// Search the archive too: archived memories in the store and, with
+    /// the cold tier on, those in cold segments (`include_cold` is another
+    /// name for it).
+    #[serde(default, alias = "include_cold")]
     pub archived: bool,
     /// Relevance floor, 0–1 (default `ranking.min_relevance`, 0.3): with a
     /// query, only memories whose text match (bm25 over the best) or vector

@@ -111,6 +111,60 @@ pub struct Config {
     pub embedder: EmbedderConfig,
     /// The detectors upkeep runs.
     pub learning: LearnConfig,
+    /// The cold tier (segment files for archived and demoted memories).
+    pub cold: ColdConfig,
+}
+
+/// `[cold]`: where archived memories go when they leave the store.
+///
+/// Off by default. When on, upkeep moves every archived memory (evicted,
+/// expired, completed tasks, archived sessions) and every unpinned memory
+/// not touched for `demote_after_days` out of the store into compressed
+/// segment files in `dir` (default: beside a SQLite file, `<db>.cold/`;
+/// required for PostgreSQL and in-memory stores).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ColdConfig {
+    /// Whether upkeep moves memories to the cold tier.
+    pub enabled: bool,
+    /// The segment directory.
+    pub dir: Option<PathBuf>,
+    /// Active, unpinned memories whose last update or read is older than
+    /// this many days are demoted (0: never by age).
+    pub demote_after_days: u64,
+}
+
+impl Default for ColdConfig {
+    fn default() -> ColdConfig {
+        ColdConfig {
+            enabled: false,
+            dir: None,
+            demote_after_days: 30,
+        }
+    }
+}
+
+impl ColdConfig {
+    /// The segment directory for `store`, when the tier is on.
+    pub fn resolve_dir(&self, store: &StoreConfig) -> Result<Option<PathBuf>, Error> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        if let Some(d) = &self.dir {
+            return Ok(Some(d.clone()));
+        }
+        match store {
+            StoreConfig::Sqlite { path, .. } => {
+                let mut p = path.clone().into_os_string();
+                p.push(".cold");
+                Ok(Some(PathBuf::from(p)))
+            }
+            _ => Err(Error::InvalidConfig(format!(
+                "cold.dir: required with the store `{}` (only a SQLite file has a default)",
+                store.describe()
+            ))),
+        }
+    }
 }
 
 impl Default for Config {
@@ -130,6 +184,7 @@ impl Default for Config {
             summarizer: None,
             embedder: EmbedderConfig::default(),
             learning: LearnConfig::default(),
+            cold: ColdConfig::default(),
         }
     }
 }
@@ -216,6 +271,8 @@ pub struct FileConfig {
     pub embedder: Option<EmbedderConfig>,
     /// `[learning]`
     pub learning: Option<LearnConfig>,
+    /// `[cold]`
+    pub cold: Option<ColdConfig>,
 }
 
 /// The seeds' `memory:` section of `memory.yaml`: store bounds and the
@@ -464,6 +521,9 @@ impl Config {
         if let Some(l) = file.learning {
             self.learning = l;
         }
+        if let Some(c) = file.cold {
+            self.cold = c;
+        }
         let mut default_head_tail = None;
         if let Some(seed) = seed {
             if let Some(n) = seed
@@ -536,6 +596,13 @@ impl Config {
         }
         self.embedder.validate()?;
         self.learning.validate()?;
+        if self.cold.demote_after_days > 365 * 1000 {
+            return Err(Error::InvalidConfig(format!(
+                "cold.demote_after_days: {} is over 365000",
+                self.cold.demote_after_days
+            )));
+        }
+        self.cold.resolve_dir(&self.store)?;
         self.ranking.validate()
     }
 }

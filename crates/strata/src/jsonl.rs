@@ -190,9 +190,9 @@ impl Engine {
             .collect();
         let mut rep = ExportReport::default();
         if !req.include_archived {
-            rep.archived_skipped = self.store().query_archived(&q)?.len();
+            rep.archived_skipped = self.archived_everywhere(&q)?.len();
         } else {
-            lines.extend(self.store().query_archived(&q)?.into_iter().map(|a| {
+            lines.extend(self.archived_everywhere(&q)?.into_iter().map(|a| {
                 (
                     a.memory,
                     Some(ArchiveMark {
@@ -213,7 +213,7 @@ impl Engine {
                 rep.sensitive_skipped += 1;
                 continue;
             }
-            let mut history = self.store().history(&m.id)?;
+            let mut history = self.history(&m.id)?;
             if !req.include_history {
                 rep.history_skipped += history.len();
                 history.clear();
@@ -329,6 +329,7 @@ impl Engine {
             fence: fence.clone(),
             session_max_bytes: self.cfg.session_max_bytes,
         };
+        self.thaw_for_import(&items)?;
         self.store().import(&items, &rules)
     }
 }

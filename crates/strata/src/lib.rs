@@ -19,6 +19,7 @@
 //! ```
 
 mod agent;
+mod cold;
 mod config;
 mod context;
 mod embed;
@@ -50,7 +51,8 @@ pub use model::{
 pub use scope::{Fence, Scope, Tier, View, ViewEntry};
 
 // The engine and its operations, each with its request and report.
-pub use config::{Config, FileConfig, StoreConfig, default_db_path};
+pub use cold::{ColdDir, ColdRecord, ColdStats};
+pub use config::{ColdConfig, Config, FileConfig, StoreConfig, default_db_path};
 pub use engine::{
     ArchiveMark, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions, ForgetReport,
     List, ListOrder, Manifest, Patch, Promotion, QueryVector, Recall, Recalled, TaskReport,
@@ -91,7 +93,7 @@ pub use embed::{
 pub use store::{
     Access, Archived, ContextLog, Durability, ImportCounts, ImportItem, ImportRules, MemoryStore,
     OnConflict, Order, PendingVector, Put, Query, Rows, SCHEMA_VERSION, ScopeCount, Session,
-    Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch, VectorSearch,
+    Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch, TierFigures, VectorSearch,
 };
 #[cfg(feature = "postgres")]
 pub use store::{PG_SCHEMA_VERSION, PostgresStore};

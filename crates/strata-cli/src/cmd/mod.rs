@@ -133,6 +133,12 @@ pub fn run(cli: Cli) -> Result<()> {
                 s.file_bytes
             ))?;
             output::line(output::counts("by tier", &s.by_tier))?;
+            for (tier, f) in &s.storage_tiers {
+                output::line(format!(
+                    "{tier}: {} memories, {} bytes",
+                    f.memories, f.bytes
+                ))?;
+            }
             output::line(output::counts("by kind", &s.by_kind))?;
             output::line(embed::status_line(&e.embed_status()?))
         }
@@ -146,8 +152,8 @@ pub fn run(cli: Cli) -> Result<()> {
                 return output::line("skipped: another process is running upkeep on this store");
             }
             output::line(format!(
-                "expired {} · evicted {} (moved to the archive)",
-                r.expired, r.evicted
+                "expired {} · evicted {} (moved to the archive) · demoted {} · moved to cold {}",
+                r.expired, r.evicted, r.demoted, r.moved_to_cold
             ))?;
             match &r.learned {
                 Some(l) => learned::report_line(l),

@@ -28,8 +28,8 @@ pub struct RecallArgs {
     /// Do not record the access on returned memories.
     #[arg(long)]
     pub no_touch: bool,
-    /// Search the archive too.
-    #[arg(long)]
+    /// Search the archive too (with the cold tier on, cold segments too).
+    #[arg(long, alias = "include-cold")]
     pub archived: bool,
     /// Relevance floor, 0–1 (default `ranking.min_relevance`, 0.3): with a
     /// query, only memories whose text match or vector similarity reaches

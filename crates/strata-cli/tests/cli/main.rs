@@ -5,6 +5,7 @@
 mod util;
 
 mod bad_input;
+mod cold;
 mod commands;
 mod concurrency;
 mod context;

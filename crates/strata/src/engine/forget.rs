@@ -1,5 +1,5 @@
 //! Forgetting: a selection deleted everywhere (row, index, archive,
-//! history, vectors).
+//! history, vectors, cold segments).
 
 use super::*;
 
@@ -119,8 +119,7 @@ impl Engine {
         };
         let mut selected: Vec<Memory> = self.store.query(&query)?;
         selected.extend(
-            self.store
-                .query_archived(&query)?
+            self.archived_everywhere(&query)?
                 .into_iter()
                 .map(|a| a.memory),
         );
@@ -151,7 +150,7 @@ impl Engine {
         let deleted = if opts.dry_run {
             ids.len()
         } else {
-            self.store.delete(&ids)?
+            self.forget_everywhere(&ids)?
         };
         if let (Some(s), false) = (session, opts.dry_run)
             && pinned_kept == 0
@@ -183,7 +182,7 @@ impl Engine {
         let deleted = if opts.dry_run {
             ids.len()
         } else {
-            self.store.delete(&ids)?
+            self.forget_everywhere(&ids)?
         };
         Ok(ForgetReport {
             deleted,

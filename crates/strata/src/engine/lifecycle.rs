@@ -46,6 +46,13 @@ pub struct UpkeepReport {
     pub expired: usize,
     /// Memories evicted to the archive over `max_items`.
     pub evicted: usize,
+    /// Active memories idle for `cold.demote_after_days`, archived (reason
+    /// `demoted`) on their way to the cold tier.
+    #[serde(default)]
+    pub demoted: usize,
+    /// Archived memories moved out of the store into cold segments.
+    #[serde(default)]
+    pub moved_to_cold: usize,
     /// Another process was running upkeep on this store: this one did
     /// nothing.
     #[serde(default)]
@@ -127,8 +134,10 @@ impl Engine {
         self.store.archive(&ids, "evicted", now)
     }
 
-    /// Moves archived memories back into active memory.
+    /// Moves archived memories back into active memory; a cold memory
+    /// comes back from its segment (id, version and history kept).
     pub fn restore(&self, ids: &[String]) -> Result<usize> {
+        self.unfreeze(ids)?;
         self.store.restore(ids)
     }
 
@@ -240,8 +249,10 @@ impl Engine {
         })
     }
 
-    /// Expires TTLs, enforces project bounds across the store, then runs
-    /// the detectors ([`Engine::learn`]) unless `[learning]` is off — under
+    /// Expires TTLs, enforces project bounds across the store, runs the
+    /// detectors ([`Engine::learn`]) unless `[learning]` is off, then, with
+    /// the cold tier on, demotes idle memories and moves archived ones to
+    /// cold segments — under
     /// the store's `upkeep` lease: while another process runs upkeep on the
     /// same store, this one does nothing and says so (`skipped`).
     pub fn upkeep(&self) -> Result<UpkeepReport> {
@@ -278,9 +289,12 @@ impl Engine {
         } else {
             None
         };
+        let (demoted, moved_to_cold) = self.demote(now)?;
         Ok(UpkeepReport {
             expired,
             evicted,
+            demoted,
+            moved_to_cold,
             skipped: false,
             learned,
         })

@@ -41,6 +41,7 @@ const MIN_ID_PREFIX: usize = 8;
 const PREFIX_SCAN: usize = 64;
 
 mod access;
+mod cold;
 mod forget;
 mod lifecycle;
 mod recall;
@@ -82,6 +83,8 @@ pub struct Engine {
     access: Arc<access::AccessLog>,
     /// Who this engine is when it takes a lease: unique per engine.
     holder: String,
+    /// The cold tier, when `[cold]` is on.
+    cold: Option<crate::cold::ColdDir>,
 }
 
 impl Drop for Engine {
@@ -141,7 +144,11 @@ impl Engine {
             SAID.call_once(|| eprintln!("strata: {}", crate::embed::NO_LOCAL_EMBED));
         }
         let tokens = TokenCounter::new(&cfg.tokenizer)?;
-        Ok(Engine {
+        let cold = match cfg.cold.resolve_dir(&cfg.store)? {
+            Some(d) => Some(crate::cold::ColdDir::open(d)?),
+            None => None,
+        };
+        let engine = Engine {
             store: Arc::from(store),
             cfg,
             tokens,
@@ -152,7 +159,13 @@ impl Engine {
             query_cache: Default::default(),
             access: Default::default(),
             holder: format!("{}:{}", std::process::id(), uuid::Uuid::now_v7().simple()),
-        })
+            cold,
+        };
+        // A move a crashed process left half done is finished now, unless
+        // another process is moving memories (it holds the lease; the next
+        // open or upkeep recovers).
+        engine.recover_cold()?;
+        Ok(engine)
     }
 
     /// Runs `f` under the store's lease `name`, held for `ttl` and ended
@@ -220,11 +233,18 @@ impl Engine {
         self.store.get(id)
     }
 
-    /// An archived memory by id.
+    /// An archived memory by id, in the store or the cold tier.
     pub fn get_archived(&self, id: &str) -> Result<Option<Archived>> {
         let mut q = Query::everything(self.now());
         q.filter = Filter::parse(&json!({"id": id}))?;
-        Ok(self.store.query_archived(&q)?.into_iter().next())
+        if let Some(a) = self.store.query_archived(&q)?.into_iter().next() {
+            return Ok(Some(a));
+        }
+        Ok(self.cold_get(id)?.map(|r| Archived {
+            memory: r.memory,
+            archived_at: r.archived_at,
+            reason: r.reason,
+        }))
     }
 
     /// The shortest prefix of `id` that names it among the active and
@@ -266,9 +286,17 @@ impl Engine {
                 ),
             ));
         }
-        let found: Vec<String> = self
-            .store
-            .ids_with_prefix(prefix, PREFIX_SCAN)?
+        let mut found: Vec<(String, Scope)> = self.store.ids_with_prefix(prefix, PREFIX_SCAN)?;
+        if let Some(c) = &self.cold {
+            for (id, scope) in c.ids_with_prefix(prefix, PREFIX_SCAN)? {
+                if let Ok(scope) = Scope::parse(&scope)
+                    && !found.iter().any(|(f, _)| *f == id)
+                {
+                    found.push((id, scope));
+                }
+            }
+        }
+        let found: Vec<String> = found
             .into_iter()
             .filter(|(_, scope)| fence.contains(scope))
             .map(|(id, _)| id)
@@ -296,9 +324,16 @@ impl Engine {
         }
     }
 
-    /// Earlier versions of a memory, oldest first.
+    /// Earlier versions of a memory, oldest first (a cold memory's from
+    /// its segment).
     pub fn history(&self, id: &str) -> Result<Vec<Memory>> {
-        self.store.history(id)
+        let h = self.store.history(id)?;
+        if h.is_empty()
+            && let Some(r) = self.cold_get(id)?
+        {
+            return Ok(r.history);
+        }
+        Ok(h)
     }
 
     /// Scopes in use with their counts.
@@ -306,9 +341,27 @@ impl Engine {
         self.store.list_scopes()
     }
 
-    /// Store-wide figures.
+    /// Store-wide figures, with each storage tier's memories and bytes.
     pub fn stats(&self) -> Result<StoreStats> {
-        self.store.stats()
+        let mut s = self.store.stats()?;
+        s.storage_tiers.insert(
+            "warm".into(),
+            crate::store::TierFigures {
+                memories: s.memories + s.archived,
+                bytes: s.file_bytes,
+            },
+        );
+        if let Some(c) = &self.cold {
+            let cs = c.stats()?;
+            s.storage_tiers.insert(
+                "cold".into(),
+                crate::store::TierFigures {
+                    memories: cs.memories,
+                    bytes: cs.bytes,
+                },
+            );
+        }
+        Ok(s)
     }
 
     pub(crate) fn now_for_export(&self) -> Timestamp {

@@ -198,9 +198,20 @@ impl Engine {
         // (one normalisation of relevance across both).
         let mut archived: BTreeMap<String, (Memory, ArchiveMark)> = BTreeMap::new();
         if req.include_archived {
-            let found: Vec<(Memory, ArchiveMark)> = self
+            let mut found = self
                 .store
-                .query_archived(&Query::view(req.view.clone(), now).filter(filter.clone()))?
+                .query_archived(&Query::view(req.view.clone(), now).filter(filter.clone()))?;
+            // The cold tier: with query terms and no filter, the best
+            // `want` by BM25 from the segment indexes (scored with the cold
+            // tier's own statistics, as the archive's are its own), else
+            // every match, scored with the archive below.
+            let mut cold_top: Vec<(Archived, f64)> = Vec::new();
+            if !terms.is_empty() && filter.is_trivial() && want != usize::MAX {
+                cold_top = self.cold_search_top(&req.view, &terms, want)?;
+            } else {
+                found.extend(self.cold_search(Some(&req.view), &filter, &terms)?);
+            }
+            let found: Vec<(Memory, ArchiveMark)> = found
                 .into_iter()
                 .map(|a| {
                     (
@@ -224,6 +235,17 @@ impl Engine {
                     .map(Some)
                     .collect()
             };
+            let (found, scores): (Vec<(Memory, ArchiveMark)>, Vec<Option<f64>>) = found
+                .into_iter()
+                .zip(scores)
+                .chain(cold_top.into_iter().map(|(a, score)| {
+                    let mark = ArchiveMark {
+                        at: a.archived_at,
+                        reason: a.reason,
+                    };
+                    ((a.memory, mark), Some(score))
+                }))
+                .unzip();
             // The archive's bm25 comes from the archive's own statistics:
             // its text match (the floor's evidence) is against the archive's
             // best, not the active memories'.
@@ -400,14 +422,14 @@ impl Engine {
         }
     }
 
-    /// Archived memories in a view, newest first.
+    /// Archived memories in a view (store and cold tier), newest first.
     pub fn list_archived(
         &self,
         view: &View,
         filter: &Filter,
         limit: usize,
     ) -> Result<Vec<Archived>> {
-        self.store.query_archived(
+        self.archived_everywhere(
             &Query::view(view.clone(), self.now())
                 .filter(filter.clone())
                 .limit(limit),

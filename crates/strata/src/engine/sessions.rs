@@ -89,7 +89,7 @@ impl Engine {
             .filter(Filter::parse(&json!({"session": id}))?)
             .include_expired(true);
         let mut active = self.store.query(&q)?;
-        let mut archived = self.store.query_archived(&q)?;
+        let mut archived = self.archived_everywhere(&q)?;
         active.retain(|m| fence.contains(&m.scope));
         archived.retain(|a| fence.contains(&a.memory.scope));
         let mut by_kind = BTreeMap::new();

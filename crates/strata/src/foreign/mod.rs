@@ -425,6 +425,7 @@ impl Engine {
             fence: Fence::within(scopes.into_iter().collect::<Vec<_>>()),
             session_max_bytes: self.config().session_max_bytes,
         };
+        self.thaw_for_import(&items)?;
         self.store().import(&items, &rules)?;
         Ok(report)
     }

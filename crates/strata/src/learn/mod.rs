@@ -633,7 +633,7 @@ impl Engine {
             fresh.retain(|e| !rejected.contains(&e.id));
             if let Some(o) = &old {
                 let known: BTreeSet<String> = fresh.iter().map(|e| e.id.clone()).collect();
-                let kept = self.store().get_many(&o.evidence)?;
+                let kept = self.evidence_kept(&o.evidence)?;
                 fresh.extend(
                     kept.iter()
                         .filter(|m| !known.contains(&m.id))
@@ -720,12 +720,28 @@ impl Engine {
         }
     }
 
+    /// The memories of `ids` that still exist: active, archived or in the
+    /// cold tier. Only `forget` takes evidence away; archiving and
+    /// demotion move it.
+    fn evidence_kept(&self, ids: &[String]) -> Result<Vec<Memory>> {
+        let mut kept = self.store().get_many(ids)?;
+        if kept.len() < ids.len() {
+            let active: BTreeSet<String> = kept.iter().map(|m| m.id.clone()).collect();
+            for id in ids.iter().filter(|id| !active.contains(*id)) {
+                if let Some(a) = self.get_archived(id)? {
+                    kept.push(a.memory);
+                }
+            }
+        }
+        Ok(kept)
+    }
+
     /// Ids of the evidence of rejected learned memories under (scope, key).
     fn rejected_evidence(&self, scope: &Scope, key: &str) -> Result<BTreeSet<String>> {
         let f = Filter::parse(&json!({"key": key}))?;
+        // Rejected memories may have moved on to the cold tier.
         let archived = self
-            .store()
-            .query_archived(&Query::view(View::scope(scope.clone()), self.now()).filter(f))?;
+            .archived_everywhere(&Query::view(View::scope(scope.clone()), self.now()).filter(f))?;
         Ok(archived
             .into_iter()
             .filter(|a| a.reason == REJECTED)
@@ -743,7 +759,7 @@ impl Engine {
             .query(&Query::everything(self.now()).filter(f))?;
         for m in all {
             let Some(l) = Learned::of(&m) else { continue };
-            let alive = self.store().get_many(&l.evidence)?;
+            let alive = self.evidence_kept(&l.evidence)?;
             let minimum = match l.detector.as_str() {
                 failure::NAME => cfg.min_failures,
                 confusion::NAME => confusion::MIN_EVIDENCE,

@@ -267,6 +267,20 @@ pub struct StoreStats {
     pub file_bytes: u64,
     /// Schema version (0 for in-memory).
     pub schema_version: i64,
+    /// Memories and bytes per storage tier (`warm`: the store, active and
+    /// archived; `cold`: segment files, present when the cold tier is on).
+    /// Filled by the engine; a store leaves it empty.
+    #[serde(default)]
+    pub storage_tiers: std::collections::BTreeMap<String, TierFigures>,
+}
+
+/// Memories and bytes of one storage tier.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TierFigures {
+    /// Memories held.
+    pub memories: u64,
+    /// Bytes on disk (0 for an in-memory store).
+    pub bytes: u64,
 }
 
 /// A memory waiting for a vector: what the embedder reads.
@@ -345,6 +359,19 @@ pub trait Rows {
     /// Deletes memories everywhere (active, archive, history, text index);
     /// returns how many ids existed.
     fn delete(&self, ids: &[String]) -> Result<usize>;
+    /// Deletes memories that now live elsewhere (moved to the cold tier),
+    /// in one transaction, like [`Rows::delete`] but without the work that
+    /// leaves no trace of forgotten text in the file (SQLite's VACUUM):
+    /// the text is still kept, in a segment. Returns how many existed.
+    fn delete_moved(&self, ids: &[String]) -> Result<usize> {
+        self.delete(ids)
+    }
+    /// Removes what deleted memories may have left in the store's files
+    /// (SQLite: VACUUM when `vacuum_on_delete`); for a memory forgotten in
+    /// the cold tier whose rows [`Rows::delete_moved`] removed earlier.
+    fn scrub(&self) -> Result<()> {
+        Ok(())
+    }
     /// Active memories selected by `q`.
     fn query(&self, q: &Query) -> Result<Vec<Memory>>;
     /// Like [`Rows::query`], returning only what ranking reads.

@@ -28,6 +28,8 @@ backends!(engine:
     consolidation_can_be_turned_off,
     a_topic_said_to_be_unclear_and_asked_again_is_learned_as_confusion,
     a_fact_that_changes_without_a_key_is_answered_as_of,
+    a_rejected_pattern_stays_rejected_once_it_is_cold,
+    evidence_demoted_to_the_cold_tier_still_counts,
 );
 
 /// A clock the test moves.
@@ -562,6 +564,68 @@ fn a_fact_that_changes_without_a_key_is_answered_as_of(make: Make) {
         .map(|m| m.content)
         .collect();
     assert_eq!(history, ["Ana lives in Paris", "Ana lives in Berlin"]);
+}
+
+fn a_rejected_pattern_stays_rejected_once_it_is_cold(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().to_path_buf();
+    let mut e = make(&move |c| {
+        c.cold = strata::ColdConfig {
+            enabled: true,
+            dir: Some(cold.clone()),
+            demote_after_days: 30,
+        };
+    });
+    let t = clock(&mut e);
+    failed(&e, "s1", "timeout waiting for the payments sandbox");
+    failed(&e, "s2", "Timeout waiting for the payments sandbox");
+    e.upkeep().unwrap();
+    let id = learned(&e, "failure")[0].0.id.clone();
+    e.reject_learned(&id).unwrap();
+    // The next upkeep moves the rejected memory out of the store.
+    later(&t, 1);
+    let r = e.upkeep().unwrap();
+    assert!(r.moved_to_cold >= 1, "{r:?}");
+    assert_eq!(e.get_archived(&id).unwrap().unwrap().reason, "rejected");
+    later(&t, 1);
+    failed(&e, "s3", "out of memory in the image resizer");
+    let r = e.upkeep().unwrap().learned.unwrap();
+    assert_eq!(r.rejected_skipped, 1, "{r:?}");
+    assert!(learned(&e, "failure").is_empty());
+}
+
+fn evidence_demoted_to_the_cold_tier_still_counts(make: Make) {
+    let dir = tempfile::tempdir().unwrap();
+    let cold = dir.path().to_path_buf();
+    let mut e = make(&move |c| {
+        c.cold = strata::ColdConfig {
+            enabled: true,
+            dir: Some(cold.clone()),
+            demote_after_days: 30,
+        };
+        c.learning.half_life_days = 10_000.0;
+    });
+    let t = clock(&mut e);
+    let a = said(&e, "s1", "Always run cargo fmt before committing.");
+    e.upkeep().unwrap();
+    let (m, l) = learned(&e, "preference").remove(0);
+    assert_eq!(l.evidence, std::slice::from_ref(&a.id));
+    // A month and more without a touch: the turn goes cold, the learned
+    // memory (written later, read since) stays.
+    later(&t, 31);
+    let mut read = strata::Recall::new("cargo fmt", View::subtree(acme()));
+    read.filter = strata::Filter::parse(&serde_json::json!({"source": "learned"})).unwrap();
+    let hits = e.recall(&read).unwrap();
+    assert_eq!(hits[0].memory.id, m.id, "the recall touches it");
+    let r = e.upkeep().unwrap();
+    assert!(r.demoted >= 1 && r.moved_to_cold >= 1, "{r:?}");
+    assert!(e.get(&a.id).unwrap().is_none(), "the turn is cold");
+    later(&t, 1);
+    let r = e.upkeep().unwrap();
+    assert_eq!(r.learned.unwrap().removed, 0, "demotion is no forgetting");
+    let v = learned(&e, "preference");
+    assert_eq!(v.len(), 1, "the learned memory, read, stays warm");
+    assert_eq!(v[0].1.evidence, std::slice::from_ref(&a.id));
 }
 
 /// A chat endpoint on 127.0.0.1 that answers each request with the next

@@ -293,6 +293,38 @@ impl PostgresStore {
         out
     }
 
+    /// Deletes memories everywhere in one transaction; with `vacuum`
+    /// (and `vacuum_on_delete`) the tables are vacuumed after.
+    fn delete_inner(&self, ids: &[String], vacuum: bool) -> Result<usize> {
+        let n = self.write(|tx| {
+            let mut n = 0;
+            let mut models: Vec<String> = Vec::new();
+            for id in ids {
+                if let Some(r) = tx.query_opt(
+                    "SELECT embedding_model FROM memories WHERE id = $1 AND embedding_model IS NOT NULL",
+                    &[id],
+                )? {
+                    models.push(r.get(0));
+                }
+                n += delete_in(tx, id)? as usize;
+            }
+            // Copies of the vectors loaded elsewhere are now out of date.
+            models.sort();
+            models.dedup();
+            for m in &models {
+                tx.execute(
+                    "UPDATE vector_models SET epoch = nextval('vector_epochs') WHERE model = $1",
+                    &[m],
+                )?;
+            }
+            Ok(n)
+        })?;
+        if n > 0 && vacuum && self.opts.vacuum_on_delete {
+            self.vacuum();
+        }
+        Ok(n)
+    }
+
     /// `VACUUM`s the tables a delete touched; best effort (the delete is
     /// committed; a VACUUM that cannot run now is not a failed forget).
     fn vacuum(&self) {
@@ -569,33 +601,18 @@ impl Rows for PostgresStore {
     }
 
     fn delete(&self, ids: &[String]) -> Result<usize> {
-        let n = self.write(|tx| {
-            let mut n = 0;
-            let mut models: Vec<String> = Vec::new();
-            for id in ids {
-                if let Some(r) = tx.query_opt(
-                    "SELECT embedding_model FROM memories WHERE id = $1 AND embedding_model IS NOT NULL",
-                    &[id],
-                )? {
-                    models.push(r.get(0));
-                }
-                n += delete_in(tx, id)? as usize;
-            }
-            // Copies of the vectors loaded elsewhere are now out of date.
-            models.sort();
-            models.dedup();
-            for m in &models {
-                tx.execute(
-                    "UPDATE vector_models SET epoch = nextval('vector_epochs') WHERE model = $1",
-                    &[m],
-                )?;
-            }
-            Ok(n)
-        })?;
-        if n > 0 && self.opts.vacuum_on_delete {
+        self.delete_inner(ids, true)
+    }
+
+    fn delete_moved(&self, ids: &[String]) -> Result<usize> {
+        self.delete_inner(ids, false)
+    }
+
+    fn scrub(&self) -> Result<()> {
+        if self.opts.vacuum_on_delete {
             self.vacuum();
         }
-        Ok(n)
+        Ok(())
     }
 
     fn query(&self, q: &Query) -> Result<Vec<Memory>> {

@@ -167,6 +167,44 @@ impl fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
+    /// Deletes memories everywhere in one transaction; with `vacuum`
+    /// (and `vacuum_on_delete`) the file is rewritten after.
+    fn delete_inner(&self, ids: &[String], vacuum: bool) -> Result<usize> {
+        let mut vectors: Vec<(String, i64)> = Vec::new();
+        let n = self.write(|tx| {
+            let mut n = 0;
+            let mut st = tx.prepare_cached(
+                "SELECT embedding_model, rowid FROM memories WHERE id = ? AND embedding_model IS NOT NULL",
+            )?;
+            for id in ids {
+                if let Some(v) = st.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional()? {
+                    vectors.push(v);
+                }
+                n += delete_in(tx, id)? as usize;
+            }
+            // Copies of a vector index loaded elsewhere are now out of date.
+            let mut bump = tx.prepare_cached("UPDATE vector_models SET epoch = epoch + 1 WHERE model = ?")?;
+            for (model, _) in &vectors {
+                bump.execute([model])?;
+            }
+            Ok(n)
+        })?;
+        #[cfg(feature = "ann")]
+        self.forget_in_index(&vectors)?;
+        if n > 0 && vacuum && self.opts.vacuum_on_delete {
+            // secure_delete zeroes the cells and pages SQLite frees, and
+            // FTS5's secure-delete removes the terms from the index; but a
+            // page reused after an FTS5 segment merge can still carry old
+            // index bytes in its unused area (seen in `forget` tests after a
+            // superseded key and a few hundred writes). Rewriting the file
+            // is the one way to leave no trace.
+            // Best effort: the delete itself is committed; a VACUUM that
+            // cannot run now (disk full, a long writer) is not a failed forget.
+            let _ = self.conn().map(|c| c.execute_batch("VACUUM"));
+        }
+        Ok(n)
+    }
+
     /// Opens (creating if needed) the database at `path` and brings its
     /// schema up to date.
     pub fn open(path: impl AsRef<Path>, opts: SqliteOptions) -> Result<SqliteStore> {
@@ -505,39 +543,18 @@ impl Rows for SqliteStore {
     }
 
     fn delete(&self, ids: &[String]) -> Result<usize> {
-        let mut vectors: Vec<(String, i64)> = Vec::new();
-        let n = self.write(|tx| {
-            let mut n = 0;
-            let mut st = tx.prepare_cached(
-                "SELECT embedding_model, rowid FROM memories WHERE id = ? AND embedding_model IS NOT NULL",
-            )?;
-            for id in ids {
-                if let Some(v) = st.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional()? {
-                    vectors.push(v);
-                }
-                n += delete_in(tx, id)? as usize;
-            }
-            // Copies of a vector index loaded elsewhere are now out of date.
-            let mut bump = tx.prepare_cached("UPDATE vector_models SET epoch = epoch + 1 WHERE model = ?")?;
-            for (model, _) in &vectors {
-                bump.execute([model])?;
-            }
-            Ok(n)
-        })?;
-        #[cfg(feature = "ann")]
-        self.forget_in_index(&vectors)?;
-        if n > 0 && self.opts.vacuum_on_delete {
-            // secure_delete zeroes the cells and pages SQLite frees, and
-            // FTS5's secure-delete removes the terms from the index; but a
-            // page reused after an FTS5 segment merge can still carry old
-            // index bytes in its unused area (seen in `forget` tests after a
-            // superseded key and a few hundred writes). Rewriting the file
-            // is the one way to leave no trace.
-            // Best effort: the delete itself is committed; a VACUUM that
-            // cannot run now (disk full, a long writer) is not a failed forget.
-            let _ = self.conn().map(|c| c.execute_batch("VACUUM"));
+        self.delete_inner(ids, true)
+    }
+
+    fn delete_moved(&self, ids: &[String]) -> Result<usize> {
+        self.delete_inner(ids, false)
+    }
+
+    fn scrub(&self) -> Result<()> {
+        if self.opts.vacuum_on_delete {
+            self.conn()?.execute_batch("VACUUM")?;
         }
-        Ok(n)
+        Ok(())
     }
 
     fn query(&self, q: &Query) -> Result<Vec<Memory>> {

@@ -1,0 +1,300 @@
+//! The cold tier through the binary: upkeep moves archived memories into
+//! segments, `recall --archived` and `restore` reach them, `stats` shows
+//! both tiers, and kill -9 during a move leaves every memory in exactly
+//! one tier.
+
+use std::collections::HashSet;
+use std::process::{Command, Stdio};
+
+use crate::util::Env;
+
+/// A config with the cold tier on (beside the database) and no detectors.
+fn cold_env() -> (Env, std::path::PathBuf) {
+    let e = Env::new();
+    let cfg = e.path("strata.toml");
+    std::fs::write(
+        &cfg,
+        "[cold]\nenabled = true\n\n[learning]\nenabled = false\n",
+    )
+    .unwrap();
+    (e, cfg)
+}
+
+fn strata(e: &Env, cfg: &std::path::Path) -> Command {
+    let mut c = e.cmd();
+    c.env("STRATA_CONFIG", cfg);
+    c
+}
+
+fn ok(e: &Env, cfg: &std::path::Path, args: &[&str]) -> String {
+    let o = strata(e, cfg).args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "strata {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn json(e: &Env, cfg: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    serde_json::from_str(&ok(e, cfg, &a)).unwrap()
+}
+
+/// Imports `n` archived memories numbered from `from`; returns their ids.
+fn import_archived(e: &Env, cfg: &std::path::Path, from: usize, n: usize) -> Vec<String> {
+    let mut lines = String::new();
+    let mut ids = Vec::new();
+    for i in from..from + n {
+        let id = format!("0190{i:04x}-0000-7000-8000-{i:012x}");
+        lines.push_str(
+            &serde_json::json!({
+                "id": id,
+                "scope": "project/crash",
+                "kind": "note",
+                "content": format!("cold crash memory number {i} about deploys"),
+                "tags": [],
+                "importance": 0.5,
+                "source": "external",
+                "created_at": "2026-01-01T00:00:00Z",
+                "updated_at": "2026-01-01T00:00:00Z",
+                "access_count": 0,
+                "pinned": false,
+                "sensitive": false,
+                "tokens": 8,
+                "version": 1,
+                "archived": {"at": "2026-01-02T00:00:00Z", "reason": "evicted"},
+            })
+            .to_string(),
+        );
+        lines.push('\n');
+        ids.push(id);
+    }
+    let f = e.path("in.jsonl");
+    std::fs::write(&f, lines).unwrap();
+    ok(e, cfg, &["import", f.to_str().unwrap()]);
+    ids
+}
+
+fn tiers(e: &Env, cfg: &std::path::Path) -> (u64, u64) {
+    let s = json(e, cfg, &["stats"]);
+    let t = &s["storage_tiers"];
+    (
+        t["warm"]["memories"].as_u64().unwrap(),
+        t["cold"]["memories"].as_u64().unwrap_or(0),
+    )
+}
+
+#[test]
+fn upkeep_moves_archived_to_cold_and_recall_restore_reach_it() {
+    let (e, cfg) = cold_env();
+    let ids = import_archived(&e, &cfg, 0, 50);
+    let r = json(&e, &cfg, &["upkeep"]);
+    assert_eq!(r["moved_to_cold"], 50, "{r}");
+    assert_eq!(tiers(&e, &cfg), (0, 50));
+    assert!(e.db().with_extension("db.cold").is_dir());
+    let hits = json(
+        &e,
+        &cfg,
+        &[
+            "recall",
+            "number 7 deploys",
+            "--view",
+            "project/crash",
+            "--include-cold",
+        ],
+    );
+    let found = hits.to_string();
+    assert!(found.contains(&ids[7]), "{hits}");
+    let none = json(
+        &e,
+        &cfg,
+        &[
+            "recall",
+            "number 7 deploys",
+            "--view",
+            "project/other",
+            "--archived",
+        ],
+    );
+    assert!(!none.to_string().contains(&ids[7]), "{none}");
+    ok(&e, &cfg, &["restore", &ids[7]]);
+    assert_eq!(tiers(&e, &cfg), (1, 49));
+    assert!(ok(&e, &cfg, &["stats"]).contains("cold: 49 memories"));
+}
+
+#[test]
+fn kill_nine_during_demotion_leaves_each_memory_in_one_tier() {
+    let (e, cfg) = cold_env();
+    let mut all: HashSet<String> = HashSet::new();
+    let mut interrupted = 0;
+    let dir = e.db().with_extension("db.cold");
+    let seen = |ext: &str| {
+        std::fs::read_dir(&dir).is_ok_and(|d| {
+            d.flatten()
+                .any(|f| f.file_name().to_string_lossy().ends_with(ext))
+        })
+    };
+    for round in 0..20usize {
+        all.extend(import_archived(&e, &cfg, round * 3000, 3000));
+        let mut child = strata(&e, &cfg)
+            .args(["upkeep"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill at a step of the move, watched on the directory: while the
+        // segment is being written (`.tmp`), once it is durable
+        // (`.pending`, before or during the delete), or a little later.
+        let (ext, after) = match round % 4 {
+            0 => (".tmp", 0),
+            1 => (".pending", 0),
+            2 => (".pending", 1),
+            _ => (".pending", 3),
+        };
+        let start = std::time::Instant::now();
+        while !seen(ext)
+            && child.try_wait().unwrap().is_none()
+            && start.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(after));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        // The killed process's `upkeep` and `cold` leases would run out in
+        // minutes; the test skips the wait.
+        rusqlite::Connection::open(e.db())
+            .unwrap()
+            .execute("DELETE FROM leases", [])
+            .unwrap();
+        let pending = std::fs::read_dir(e.db().with_extension("db.cold"))
+            .map(|d| {
+                d.filter(|f| {
+                    let n = f.as_ref().unwrap().file_name();
+                    let n = n.to_string_lossy();
+                    n.ends_with(".pending") || n.ends_with(".tmp")
+                })
+                .count()
+            })
+            .unwrap_or(0);
+        interrupted += usize::from(pending > 0);
+        // Opening recovers; every memory is in exactly one tier.
+        let (warm, cold) = tiers(&e, &cfg);
+        assert_eq!(
+            warm + cold,
+            all.len() as u64,
+            "round {round}: warm {warm} + cold {cold}"
+        );
+    }
+    assert!(
+        interrupted > 0,
+        "no round was killed in the middle of a move"
+    );
+    let r = json(&e, &cfg, &["upkeep"]);
+    assert_eq!(r["skipped"], false, "{r}");
+    assert_eq!(tiers(&e, &cfg), (0, all.len() as u64));
+    let export = ok(&e, &cfg, &["export", "--view", "project/crash"]);
+    let lines: Vec<String> = export
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(lines.len(), all.len(), "no duplicates");
+    assert_eq!(lines.into_iter().collect::<HashSet<_>>(), all, "none lost");
+}
+
+/// Over HTTP: `include_cold` recall and restore reach cold memories, inside
+/// the token's scopes only.
+#[cfg(feature = "server")]
+#[test]
+fn http_recall_and_restore_reach_cold_within_the_token_scopes() {
+    use crate::server::{Serve, agent, post};
+    use serde_json::json;
+
+    let e = Env::new();
+    let out = e.json(&[
+        "token",
+        "new",
+        "--name",
+        "agent",
+        "--scope",
+        "project/crash",
+        "--access",
+        "read_write",
+    ]);
+    let cfg = e.path("strata.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "{}\n[cold]\nenabled = true\n\n[learning]\nenabled = false\n",
+            out["config"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let token = out["token"].as_str().unwrap().to_string();
+    let ids = import_archived(&e, &cfg, 0, 20);
+    // One memory outside the token's scope, also cold.
+    let f = e.path("other.jsonl");
+    let other = "0190ffff-0000-7000-8000-0000000000ff";
+    std::fs::write(
+        &f,
+        json!({"id": other, "scope": "project/secret", "kind": "note",
+               "content": "cold crash memory number 3 secret", "tags": [], "importance": 0.5,
+               "source": "external", "created_at": "2026-01-01T00:00:00Z",
+               "updated_at": "2026-01-01T00:00:00Z", "access_count": 0, "pinned": false,
+               "sensitive": false, "tokens": 7, "version": 1,
+               "archived": {"at": "2026-01-02T00:00:00Z", "reason": "evicted"}})
+        .to_string(),
+    )
+    .unwrap();
+    ok(&e, &cfg, &["import", f.to_str().unwrap()]);
+    assert_eq!(json(&e, &cfg, &["upkeep"])["moved_to_cold"], 21);
+    let s = Serve::start(&e, &[]);
+    let a = agent();
+    let (st, v) = post(
+        &a,
+        &format!("{}/v1/recall", s.base),
+        &token,
+        &json!({"query": "number 3", "view": ["project/crash"], "include_cold": true}),
+    )
+    .unwrap();
+    assert_eq!(st, 200, "{v}");
+    let got = v.to_string();
+    assert!(got.contains(&ids[3]), "{v}");
+    assert!(!got.contains(other), "outside the token's scopes: {v}");
+    let (st, _) = post(
+        &a,
+        &format!("{}/v1/recall", s.base),
+        &token,
+        &json!({"query": "number 3", "view": ["project/secret"], "include_cold": true}),
+    )
+    .unwrap();
+    assert_ne!(st, 200, "a view outside the token is refused");
+    let (st, v) = post(
+        &a,
+        &format!("{}/v1/restore", s.base),
+        &token,
+        &json!({"ids": [other]}),
+    )
+    .unwrap();
+    assert_ne!(
+        st, 200,
+        "a cold memory outside the token is not restored: {v}"
+    );
+    let (st, v) = post(
+        &a,
+        &format!("{}/v1/restore", s.base),
+        &token,
+        &json!({"ids": [ids[3]]}),
+    )
+    .unwrap();
+    assert_eq!(st, 200, "{v}");
+    drop(s);
+    assert_eq!(tiers(&e, &cfg), (1, 20));
+}

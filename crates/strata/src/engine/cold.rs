@@ -1,0 +1,346 @@
+//! Moves between the store (warm) and the cold tier's segment files, each
+//! one pairing a file step with one store transaction so that a crash
+//! anywhere leaves every memory in exactly one tier after recovery:
+//!
+//! - **demote**: write the segment as `.pending` (fsynced, renamed, the
+//!   directory fsynced) → delete the rows from the store (one
+//!   transaction) → rename the segment `.cold`.
+//! - **restore**: rename the segment `.pending` → put the memories back
+//!   into the store's archive (one transaction) and restore them there →
+//!   rewrite the segment without them → rename it `.cold`.
+//! - **forget**: rewrite each segment without the memories (the old file
+//!   replaced by rename) → delete them from the store.
+//! - **recover**: a `.pending` segment's memories that the store holds are
+//!   dropped from it (warm wins); then it is renamed `.cold`.
+//!
+//! Every step that changes segments runs under the store's `cold` lease,
+//! so processes sharing the store never interleave them.
+
+use super::*;
+use crate::cold::{ColdRecord, SegState};
+use crate::store::{ImportItem, ImportRules};
+
+/// How long one cold move holds the `cold` lease.
+const COLD_LEASE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Most memories in one segment.
+const SEGMENT_RECORDS: usize = 10_000;
+
+/// How long a forget or restore waits for another process's cold move.
+const COLD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Engine {
+    /// Whether the cold tier is on.
+    pub fn has_cold(&self) -> bool {
+        self.cold.is_some()
+    }
+
+    /// Runs `f` under the `cold` lease, waiting up to [`COLD_WAIT`] for
+    /// another process to end its move.
+    fn with_cold_lease<T>(&self, f: impl Fn() -> Result<T>) -> Result<T> {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(out) = self.under_lease("cold", COLD_LEASE, &f)? {
+                return Ok(out);
+            }
+            if start.elapsed() > COLD_WAIT {
+                return Err(Error::Unavailable {
+                    backend: "cold tier",
+                    source: "another process is moving memories to or from the cold tier".into(),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the store holds `id` (active or archived).
+    fn warm_has(&self, id: &str) -> Result<bool> {
+        Ok(self
+            .store
+            .ids_with_prefix(id, 1)?
+            .first()
+            .is_some_and(|(f, _)| f == id))
+    }
+
+    /// Finishes moves a crashed process left half done (see the module
+    /// header); returns how many pending segments it settled. Does nothing
+    /// while another process holds the `cold` lease.
+    pub(super) fn recover_cold(&self) -> Result<usize> {
+        let Some(c) = &self.cold else {
+            return Ok(0);
+        };
+        Ok(self
+            .under_lease("cold", COLD_LEASE, || self.recover_cold_held(c))?
+            .unwrap_or(0))
+    }
+
+    fn recover_cold_held(&self, c: &crate::cold::ColdDir) -> Result<usize> {
+        let pending = c.leftovers()?;
+        for p in &pending {
+            let mut warm = BTreeSet::new();
+            for e in &c.index(p)?.entries {
+                if self.warm_has(&e.id)? {
+                    warm.insert(e.id.clone());
+                }
+            }
+            c.rewrite_without(p, &|id| warm.contains(id))?;
+            if p.exists() {
+                c.commit(p)?;
+            }
+        }
+        Ok(pending.len())
+    }
+
+    /// A cold memory by id (none when the tier is off). A memory of a
+    /// pending segment that the store holds is the store's.
+    pub(crate) fn cold_get(&self, id: &str) -> Result<Option<ColdRecord>> {
+        let Some(c) = &self.cold else {
+            return Ok(None);
+        };
+        match c.find(id)? {
+            Some((_, seg)) if seg.state == SegState::Pending && self.warm_has(id)? => Ok(None),
+            Some((r, _)) => Ok(Some(r)),
+            None => Ok(None),
+        }
+    }
+
+    /// Cold memories in `view` (every scope for `None`) matching `filter`
+    /// and any of `terms` (all for none), as archived memories.
+    pub(super) fn cold_search(
+        &self,
+        view: Option<&View>,
+        filter: &Filter,
+        terms: &[String],
+    ) -> Result<Vec<Archived>> {
+        let Some(c) = &self.cold else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (r, seg) in c.search(view, filter, terms)? {
+            if seg.state == SegState::Pending && self.warm_has(&r.memory.id)? {
+                continue;
+            }
+            out.push(Archived {
+                memory: r.memory,
+                archived_at: r.archived_at,
+                reason: r.reason,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The `limit` cold memories in `view` that best match `terms` (BM25
+    /// with the cold tier's own statistics, from the segment indexes), as
+    /// archived memories with their scores, best first.
+    pub(super) fn cold_search_top(
+        &self,
+        view: &View,
+        terms: &[String],
+        limit: usize,
+    ) -> Result<Vec<(Archived, f64)>> {
+        let Some(c) = &self.cold else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (r, seg, score) in c.search_top(view, terms, limit)? {
+            if seg.state == SegState::Pending && self.warm_has(&r.memory.id)? {
+                continue;
+            }
+            out.push((
+                Archived {
+                    memory: r.memory,
+                    archived_at: r.archived_at,
+                    reason: r.reason,
+                },
+                score,
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Archived memories `q` selects, in the store and the cold tier,
+    /// newest archived first, at most `q.limit`.
+    pub(crate) fn archived_everywhere(&self, q: &Query) -> Result<Vec<Archived>> {
+        let mut all = self.store.query_archived(&Query {
+            limit: None,
+            offset: 0,
+            ..q.clone()
+        })?;
+        all.extend(self.cold_search(q.view.as_ref(), &q.filter, &[])?);
+        all.sort_by(|a, b| {
+            b.archived_at
+                .cmp(&a.archived_at)
+                .then_with(|| b.memory.id.cmp(&a.memory.id))
+        });
+        let all = all.into_iter().skip(q.offset);
+        Ok(match q.limit {
+            Some(n) => all.take(n).collect(),
+            None => all.collect(),
+        })
+    }
+
+    /// Demotes unpinned memories idle for `demote_after_days` to the
+    /// archive (reason `demoted`), then moves every unpinned archived
+    /// memory to the cold tier. Returns (demoted by age, moved to cold).
+    pub(super) fn demote(&self, now: Timestamp) -> Result<(usize, usize)> {
+        let Some(c) = &self.cold else {
+            return Ok((0, 0));
+        };
+        let days = self.cfg.cold.demote_after_days;
+        let mut by_age = 0;
+        if days > 0 {
+            // Reads recalls recorded but have not written yet count: a
+            // memory read a moment ago is not idle.
+            self.flush_accesses()?;
+            let cutoff = now.as_millisecond() - (days as i64) * 86_400_000;
+            let f = Filter::parse(&json!({"pinned": false, "updated_at": {"$lt": cutoff}}))?;
+            let idle: Vec<String> = self
+                .store
+                .query(&Query::everything(now).filter(f).include_expired(true))?
+                .into_iter()
+                .filter(|m| {
+                    m.last_accessed_at
+                        .is_none_or(|t| t.as_millisecond() < cutoff)
+                })
+                .map(|m| m.id)
+                .collect();
+            by_age = self.store.archive(&idle, "demoted", now)?;
+        }
+        let moved = self.with_cold_lease(|| {
+            self.recover_cold_held(c)?;
+            let unpinned = Filter::parse(&json!({"pinned": false}))?;
+            let archived = self
+                .store
+                .query_archived(&Query::everything(now).filter(unpinned))?;
+            let mut moved = 0;
+            for batch in archived.chunks(SEGMENT_RECORDS) {
+                let mut records = Vec::with_capacity(batch.len());
+                for a in batch {
+                    records.push(ColdRecord {
+                        history: self.store.history(&a.memory.id)?,
+                        memory: a.memory.clone(),
+                        archived_at: a.archived_at,
+                        reason: a.reason.clone(),
+                    });
+                }
+                let pending = c.write_pending(&records)?;
+                let ids: Vec<String> = batch.iter().map(|a| a.memory.id.clone()).collect();
+                self.store.delete_moved(&ids)?;
+                c.commit(&pending)?;
+                moved += ids.len();
+            }
+            Ok(moved)
+        })?;
+        Ok((by_age, moved))
+    }
+
+    /// Brings cold memories back into the store's archive (their ids,
+    /// versions and history kept) and takes them out of their segments;
+    /// returns the ids brought back.
+    pub(super) fn unfreeze(&self, ids: &[String]) -> Result<Vec<String>> {
+        let Some(c) = &self.cold else {
+            return Ok(Vec::new());
+        };
+        self.with_cold_lease(|| {
+            let mut by_seg: BTreeMap<std::path::PathBuf, Vec<ColdRecord>> = BTreeMap::new();
+            for id in ids {
+                if self.warm_has(id)? {
+                    continue;
+                }
+                if let Some((r, seg)) = c.find(id)? {
+                    by_seg.entry(seg.path).or_default().push(r);
+                }
+            }
+            let mut back = Vec::new();
+            for (path, records) in by_seg {
+                let pending = if path.extension().is_some_and(|x| x == "cold") {
+                    c.uncommit(&path)?
+                } else {
+                    path
+                };
+                let items: Vec<ImportItem> = records
+                    .iter()
+                    .map(|r| ImportItem {
+                        line: 0,
+                        memory: r.memory.clone(),
+                        archived: Some((r.archived_at, r.reason.clone())),
+                        history: r.history.clone(),
+                    })
+                    .collect();
+                self.store.import(
+                    &items,
+                    &ImportRules {
+                        session_max_bytes: self.cfg.session_max_bytes,
+                        ..ImportRules::default()
+                    },
+                )?;
+                let out: BTreeSet<&str> = records.iter().map(|r| r.memory.id.as_str()).collect();
+                c.rewrite_without(&pending, &|id| out.contains(id))?;
+                if pending.exists() {
+                    c.commit(&pending)?;
+                }
+                back.extend(out.into_iter().map(String::from));
+            }
+            Ok(back)
+        })
+    }
+
+    /// Before an import: brings back to the store's archive every cold
+    /// memory whose id the import names, so the store's rules for an id
+    /// it holds (error, skip, replace, a fresh id outside the caller's
+    /// fence) apply as to any archived memory, and no id ends up in both
+    /// tiers.
+    pub(crate) fn thaw_for_import(&self, items: &[ImportItem]) -> Result<()> {
+        let Some(c) = &self.cold else {
+            return Ok(());
+        };
+        let ids: BTreeSet<&str> = items.iter().map(|i| i.memory.id.as_str()).collect();
+        let held = c.holding(&ids)?;
+        if !held.is_empty() {
+            self.unfreeze(&held)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes memories from their segments (each rewritten without them,
+    /// the old file replaced, so their text is in no file afterwards).
+    pub(super) fn forget_cold(&self, ids: &[String]) -> Result<usize> {
+        let Some(c) = &self.cold else {
+            return Ok(0);
+        };
+        let doomed: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+        let mut n = 0;
+        for seg in c.segments()? {
+            if c.index(&seg.path)?
+                .entries
+                .iter()
+                .any(|e| doomed.contains(e.id.as_str()))
+            {
+                n += c.rewrite_without(&seg.path, &|id| doomed.contains(id))?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Runs `f` (which deletes from the store) after forgetting `ids` in
+    /// the cold tier, both under the `cold` lease, so a concurrent
+    /// demotion cannot carry a forgotten memory into a segment.
+    pub(super) fn forget_everywhere(&self, ids: &[String]) -> Result<usize> {
+        if self.cold.is_none() {
+            return self.store.delete(ids);
+        }
+        self.with_cold_lease(|| {
+            if let Some(c) = &self.cold {
+                self.recover_cold_held(c)?;
+            }
+            let cold = self.forget_cold(ids)?;
+            let warm = self.store.delete(ids)?;
+            if cold > 0 && warm == 0 {
+                // The rows left the store when they were demoted, without
+                // the rewrite a forget does: do it now.
+                self.store.scrub()?;
+            }
+            Ok(cold + warm)
+        })
+    }
+}

@@ -1,0 +1,340 @@
+//! The cold tier: demotion out of the store into segment files, reading
+//! cold memories (recall, list, history), restore, forget, recovery after
+//! a crash between the two steps of a move, and damaged segments.
+
+use jiff::{SignedDuration, Timestamp};
+use strata::{
+    ColdConfig, ColdDir, ColdRecord, Config, Filter, Forget, ForgetOptions, NewMemory, Patch,
+    Recall,
+};
+
+use crate::harness::{MakeEngine, TestEngine, scope, view};
+
+backends!(engine:
+    demotion_moves_to_cold_and_restore_brings_back,
+    forget_reaches_cold_segments,
+    importing_a_cold_id_keeps_one_copy,
+);
+
+fn importing_a_cold_id_keeps_one_copy(make: MakeEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = make(&cold_on(dir.path()));
+    let m = e
+        .remember(NewMemory::new(scope("project/a"), "exported then demoted"))
+        .unwrap();
+    let mut line = Vec::new();
+    e.export(&strata::Export::default(), &mut line, &mut |_| {})
+        .unwrap();
+    let start = Timestamp::now();
+    e.set_clock(move || start + SignedDuration::from_hours(24 * 40));
+    assert_eq!(e.upkeep().unwrap().moved_to_cold, 1);
+    let text = String::from_utf8(line).unwrap();
+    let err = e
+        .import(&mut text.as_bytes(), strata::OnConflict::Error, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&m.id), "{err}");
+    let r = e
+        .import(&mut text.as_bytes(), strata::OnConflict::Skip, &mut |_| {})
+        .unwrap();
+    assert_eq!(r.skipped, 1);
+    let st = e.stats().unwrap();
+    assert_eq!(
+        st.storage_tiers["warm"].memories + st.storage_tiers["cold"].memories,
+        1,
+        "{st:?}"
+    );
+}
+
+fn cold_on(dir: &std::path::Path) -> impl Fn(&mut Config) + '_ {
+    move |c: &mut Config| {
+        c.cold = ColdConfig {
+            enabled: true,
+            dir: Some(dir.to_path_buf()),
+            demote_after_days: 30,
+        };
+        c.max_items = 0;
+        c.learning.enabled = false;
+    }
+}
+
+fn archived_recall(e: &TestEngine, q: &str, v: &[&str]) -> Vec<String> {
+    let mut r = Recall::new(q, view(v));
+    r.include_archived = true;
+    e.recall(&r)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.memory.id)
+        .collect()
+}
+
+fn demotion_moves_to_cold_and_restore_brings_back(make: MakeEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = make(&cold_on(dir.path()));
+    let old = e
+        .remember(NewMemory::new(
+            scope("project/a"),
+            "the deploy runs on fridays",
+        ))
+        .unwrap();
+    let old = e
+        .update(
+            &old.id,
+            Patch {
+                content: Some("the deploy runs on thursdays".into()),
+                ..Patch::default()
+            },
+            1,
+        )
+        .unwrap();
+    let pinned = e
+        .remember(NewMemory::new(scope("project/a"), "pinned deploy rule").pinned(true))
+        .unwrap();
+    let other = e
+        .remember(NewMemory::new(scope("project/b"), "deploy of project b"))
+        .unwrap();
+    let start = Timestamp::now();
+    e.set_clock(move || start + SignedDuration::from_hours(24 * 40));
+    let r = e.upkeep().unwrap();
+    assert_eq!((r.demoted, r.moved_to_cold), (2, 2), "{r:?}");
+    let st = e.stats().unwrap();
+    assert_eq!(
+        (st.memories, st.archived),
+        (1, 0),
+        "only the pinned stays warm"
+    );
+    assert_eq!(st.storage_tiers["cold"].memories, 2);
+    assert!(st.storage_tiers["cold"].bytes > 0);
+    assert_eq!(st.storage_tiers["warm"].memories, 1);
+    assert!(e.get(&pinned.id).unwrap().is_some());
+
+    // Cold memories are found by archived recall, within the view only.
+    assert!(archived_recall(&e, "thursdays", &["project/a"]).contains(&old.id));
+    assert!(!archived_recall(&e, "deploy", &["project/a"]).contains(&other.id));
+    assert!(archived_recall(&e, "deploy", &["project/b"]).contains(&other.id));
+    let plain = e
+        .recall(&Recall::new("thursdays", view(&["project/a"])))
+        .unwrap();
+    assert!(plain.is_empty(), "cold memories only on request");
+    let listed = e
+        .list_archived(&view(&["project/a"]), &Filter::all(), 10)
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].reason, "demoted");
+    assert_eq!(e.get_archived(&old.id).unwrap().unwrap().memory.version, 2);
+    assert_eq!(e.history(&old.id).unwrap().len(), 1, "history goes along");
+
+    // Restore: same id, version and history, back in the store.
+    assert_eq!(e.restore(std::slice::from_ref(&old.id)).unwrap(), 1);
+    let back = e.get(&old.id).unwrap().unwrap();
+    assert_eq!(back.version, 2);
+    assert_eq!(back.content, "the deploy runs on thursdays");
+    assert_eq!(e.history(&old.id).unwrap().len(), 1);
+    let st = e.stats().unwrap();
+    assert_eq!(st.storage_tiers["cold"].memories, 1);
+    assert_eq!(st.memories, 2);
+    // Upkeep again: nothing idle under the new clock is moved twice.
+    let r = e.upkeep().unwrap();
+    assert_eq!(
+        r.moved_to_cold, 1,
+        "the restored memory is idle again: {r:?}"
+    );
+    assert_eq!(e.stats().unwrap().storage_tiers["cold"].memories, 2);
+}
+
+fn forget_reaches_cold_segments(make: MakeEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = make(&cold_on(dir.path()));
+    let m = e
+        .remember(NewMemory::new(
+            scope("project/a"),
+            "the zorbulax-cold code is 7",
+        ))
+        .unwrap();
+    let keep = e
+        .remember(NewMemory::new(scope("project/a"), "kept in cold"))
+        .unwrap();
+    let start = Timestamp::now();
+    e.set_clock(move || start + SignedDuration::from_hours(24 * 40));
+    assert_eq!(e.upkeep().unwrap().moved_to_cold, 2);
+    // A dry run reports the cold memory and deletes nothing.
+    let dry = e
+        .forget(
+            &Forget::Scope(scope("project/a")),
+            ForgetOptions {
+                dry_run: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(dry.deleted, 2);
+    let r = e
+        .forget(&Forget::Id(m.id.clone()), ForgetOptions::default())
+        .unwrap();
+    assert_eq!(r.deleted, 1);
+    assert!(e.get_archived(&m.id).unwrap().is_none());
+    assert!(e.get_archived(&keep.id).unwrap().is_some());
+    for f in walk(dir.path()) {
+        let plain = zstd_all(&f);
+        assert!(
+            !String::from_utf8_lossy(&plain).contains("zorbulax"),
+            "{} holds the forgotten text",
+            f.display()
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A file's bytes, a cold segment's decompressed (index and blocks), so a
+/// scan sees the plain text.
+fn zstd_all(path: &std::path::Path) -> Vec<u8> {
+    if path
+        .extension()
+        .is_some_and(|x| x == "cold" || x == "pending")
+    {
+        let c = ColdDir::open(path.parent().unwrap()).unwrap();
+        return c.plain_bytes(path).unwrap();
+    }
+    std::fs::read(path).unwrap()
+}
+
+#[test]
+fn forgotten_text_is_in_no_file_of_the_database_or_cold_dir() {
+    let mut e = TestEngine::sqlite(|c| {
+        c.cold.enabled = true;
+        c.max_items = 0;
+    });
+    let m = e
+        .remember(NewMemory::new(
+            scope("project/a"),
+            "qwxplanted-unique-string",
+        ))
+        .unwrap();
+    e.remember(NewMemory::new(scope("project/a"), "neighbour"))
+        .unwrap();
+    let start = Timestamp::now();
+    e.set_clock(move || start + SignedDuration::from_hours(24 * 40));
+    assert_eq!(e.upkeep().unwrap().moved_to_cold, 2);
+    let dir = e.db_path().parent().unwrap().to_path_buf();
+    let cold = dir.join("t.db.cold");
+    assert!(
+        walk(&cold)
+            .iter()
+            .any(|f| String::from_utf8_lossy(&zstd_all(f)).contains("qwxplanted")),
+        "the planted text is in a segment before forget"
+    );
+    e.forget(&Forget::Id(m.id.clone()), ForgetOptions::default())
+        .unwrap();
+    // As in `forget::forgotten_text_leaves_the_database_file`: the WAL is
+    // checkpointed into the file before it is scanned.
+    strata::SqliteStore::open(e.db_path(), Default::default())
+        .unwrap()
+        .checkpoint()
+        .unwrap();
+    for f in walk(&dir) {
+        let plain = zstd_all(&f);
+        assert!(
+            !String::from_utf8_lossy(&plain).contains("qwxplanted"),
+            "{} holds the forgotten text",
+            f.display()
+        );
+    }
+}
+
+fn record(m: strata::Memory) -> ColdRecord {
+    ColdRecord {
+        memory: m,
+        archived_at: Timestamp::now(),
+        reason: "demoted".into(),
+        history: vec![],
+    }
+}
+
+#[test]
+fn recovery_keeps_warm_and_finishes_the_move() {
+    // A crash after the segment was written and before the rows were
+    // deleted leaves a `.pending` segment whose memories are also warm;
+    // one after the delete leaves memories only in it. Reopening settles
+    // both: each memory in exactly one tier.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let cfg = || {
+        let mut c = Config::sqlite(&db);
+        c.embedder = strata::EmbedderConfig::none();
+        c.cold.enabled = true;
+        c
+    };
+    let e = strata::Engine::open(cfg()).unwrap();
+    let warm = e
+        .remember(NewMemory::new(scope("project/a"), "still warm"))
+        .unwrap();
+    let mut gone = warm.clone();
+    gone.scope = scope("project/a");
+    gone.id = uuid_like("0190aaaa");
+    gone.content = "only in the segment".into();
+    drop(e);
+    let cold = ColdDir::open(dir.path().join("t.db.cold")).unwrap();
+    cold.write_pending(&[record(warm.clone()), record(gone.clone())])
+        .unwrap();
+    std::fs::write(dir.path().join("t.db.cold/seg-x.tmp"), b"half written").unwrap();
+
+    let e = strata::Engine::open(cfg()).unwrap();
+    assert!(e.get(&warm.id).unwrap().is_some());
+    let st = e.stats().unwrap();
+    assert_eq!(st.storage_tiers["cold"].memories, 1, "{st:?}");
+    assert!(e.get_archived(&gone.id).unwrap().is_some());
+    assert!(e.get_archived(&warm.id).unwrap().is_none());
+    let names: Vec<String> = std::fs::read_dir(dir.path().join("t.db.cold"))
+        .unwrap()
+        .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| n.ends_with(".cold")), "{names:?}");
+}
+
+fn uuid_like(prefix: &str) -> String {
+    format!("{prefix}-0000-7000-8000-000000000001")
+}
+
+#[test]
+fn a_damaged_segment_is_named_not_skipped() {
+    let mut e = TestEngine::sqlite(|c| {
+        c.cold.enabled = true;
+        c.max_items = 0;
+    });
+    e.remember(NewMemory::new(scope("project/a"), "cold text"))
+        .unwrap();
+    let start = Timestamp::now();
+    e.set_clock(move || start + SignedDuration::from_hours(24 * 40));
+    assert_eq!(e.upkeep().unwrap().moved_to_cold, 1);
+    let seg = walk(&e.db_path().with_extension("db.cold"))[0].clone();
+    let bytes = std::fs::read(&seg).unwrap();
+    std::fs::write(&seg, &bytes[..bytes.len() - 10]).unwrap();
+    let mut r = Recall::new("cold", view(&["project/a"]));
+    r.include_archived = true;
+    let err = e.recall(&r).unwrap_err().to_string();
+    let name = seg.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(err.contains(&name) && err.contains("truncated"), "{err}");
+    // Warm recall keeps working.
+    assert!(e.recall(&Recall::new("cold", view(&["project/a"]))).is_ok());
+}
+
+#[test]
+fn cold_needs_a_dir_without_a_sqlite_file() {
+    let mut c = Config::in_memory();
+    c.cold.enabled = true;
+    let err = strata::Engine::open(c).unwrap_err().to_string();
+    assert!(err.contains("cold.dir"), "{err}");
+}
