@@ -326,8 +326,11 @@ fn the_first_hour_over_mcp() {
         .iter()
         .map(|h| h["content"].as_str().unwrap().len())
         .sum();
+    // A short id grows to the whole UUID (36 characters) when memories
+    // were written in the same millisecond, as these may be.
+    let hits = full["results"].as_array().unwrap().len() as f64;
     assert!(
-        r.len() as f64 <= 1.5 * carried as f64,
+        r.len() as f64 <= 1.5 * carried as f64 + 24.0 * hits,
         "recall: {} chars for {carried}:\n{r}",
         r.len()
     );
