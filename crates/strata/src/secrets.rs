@@ -230,12 +230,15 @@ fn url_passwords(b: &[u8], found: &mut Vec<Secret>) {
     }
 }
 
+/// Which bytes a token's random part may hold.
+type ByteClass = fn(u8) -> bool;
+
 /// Tokens whose prefix names their provider, and AWS access key ids.
 fn prefixed_tokens(b: &[u8], found: &mut Vec<Secret>) {
     // (prefix, shortest rest, what the rest may hold)
-    const ALNUM: fn(u8) -> bool = |c| c.is_ascii_alphanumeric();
-    const WORD: fn(u8) -> bool = word_byte;
-    const PREFIXES: &[(&str, usize, fn(u8) -> bool)] = &[
+    const ALNUM: ByteClass = |c| c.is_ascii_alphanumeric();
+    const WORD: ByteClass = word_byte;
+    const PREFIXES: &[(&str, usize, ByteClass)] = &[
         ("ghp_", 30, ALNUM),
         ("gho_", 30, ALNUM),
         ("ghu_", 30, ALNUM),
@@ -546,7 +549,7 @@ fn luhn(digits: &[u8]) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 fn is_card(digits: &[u8], seps: &[u8]) -> bool {
