@@ -1,6 +1,7 @@
 //! One module per verb.
 
 pub mod context;
+pub mod crypt;
 pub mod debug;
 pub mod embed;
 pub mod export;
@@ -89,6 +90,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Session(c) => session::run(g, c),
         Command::Learned(c) => learned::run(g, c),
         Command::Migrate(a) => migrate::run(g, a),
+        Command::Encrypt => crypt::run(g, crypt::Op::Encrypt, None),
+        Command::Decrypt => crypt::run(g, crypt::Op::Decrypt, None),
+        Command::Rekey(a) => crypt::run(g, crypt::Op::Rekey, Some(a)),
         Command::Import(a) => import::run(g, a),
         Command::Export(a) => export::run(g, a),
         Command::Scopes => {

@@ -52,6 +52,7 @@ use super::{
     VectorSearch,
 };
 use crate::Result;
+pub use cipher::{Conversion, StoreKey, convert};
 use crate::error::Error;
 use crate::model::{Embedding, Kind, Memory, Provenance};
 use crate::rank::Signals;
@@ -59,6 +60,7 @@ use crate::scope::{Scope, View};
 
 #[cfg(feature = "ann")]
 mod ann;
+mod cipher;
 mod filter_sql;
 mod fts;
 mod group;
@@ -131,6 +133,8 @@ pub struct SqliteOptions {
     /// Views holding at least this many memories search vectors through
     /// the HNSW index (feature `ann`) instead of scanning them.
     pub ann_min_view: usize,
+    /// The key of an encrypted file (feature `encryption`); `None`: plain.
+    pub key: Option<StoreKey>,
 }
 
 impl Default for SqliteOptions {
@@ -142,6 +146,7 @@ impl Default for SqliteOptions {
             mmap_bytes: 1 << 30,
             vacuum_on_delete: true,
             ann_min_view: 20_000,
+            key: None,
         }
     }
 }
@@ -213,7 +218,8 @@ impl SqliteStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         }
-        refuse_foreign(&path)?;
+        cipher::check_file(&path, opts.key.as_ref())?;
+        refuse_foreign(&path, opts.key.as_ref())?;
         let store = SqliteStore {
             path,
             opts,
@@ -245,6 +251,7 @@ impl SqliteStore {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let c = Connection::open_with_flags(&self.path, flags)?;
+        cipher::apply(&c, &self.path, self.opts.key.as_ref())?;
         c.busy_timeout(self.opts.busy_timeout)?;
         // journal_mode is persistent in the file; setting it on every
         // connection is a no-op after the first.
