@@ -21,6 +21,7 @@ mod bench;
 mod eval;
 mod learn;
 mod out;
+mod secrets;
 
 pub use bench::{BenchArgs, bench};
 pub use eval::cmd::{EvalCmd, eval};
@@ -30,3 +31,4 @@ pub use eval::{
 };
 pub use learn::{DetectorScore, LearningOptions, LearningReport, LearningTiming, learning};
 pub use out::UsageError;
+pub use secrets::{KindScore, NegativeScore, SecretsReport, secrets};

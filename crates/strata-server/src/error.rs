@@ -47,7 +47,7 @@ pub struct ErrorBody {
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
     /// `invalid`, `unauthorized`, `forbidden`, `not_found`, `conflict`,
-    /// `needs_confirmation`, `too_large`, `unsupported_media_type`,
+    /// `needs_confirmation`, `too_large`, `refused`, `unsupported_media_type`,
     /// `timeout`, `method_not_allowed`, `rate_limited`, `storage`,
     /// `unavailable`, `internal`: the same words as the CLI's `--json`
     /// errors and MCP tool errors.
@@ -211,6 +211,7 @@ impl From<strata::Error> for ApiError {
             C::NotFound => StatusCode::NOT_FOUND,
             C::Conflict | C::NeedsConfirmation => StatusCode::CONFLICT,
             C::LimitExceeded => StatusCode::PAYLOAD_TOO_LARGE,
+            C::Refused => StatusCode::UNPROCESSABLE_ENTITY,
             C::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -222,6 +223,7 @@ impl From<strata::Error> for ApiError {
             strata::Error::InvalidField { field, .. } => Some(field.clone()),
             strata::Error::InvalidFilter(_) => Some("filter".into()),
             strata::Error::ItemTooLarge { .. } => Some("content".into()),
+            strata::Error::Refused { field, .. } => Some(field.clone()),
             strata::Error::VersionConflict { .. } => Some("expected_version".into()),
             _ => None,
         };

@@ -16,6 +16,7 @@ use crate::embed::EmbedderConfig;
 use crate::error::Error;
 use crate::learn::LearnConfig;
 use crate::rank::RankConfig;
+use crate::secrets::SecretRule;
 use crate::store::{Durability, PostgresOptions, SqliteOptions, TlsMode, is_postgres_url};
 use crate::tokens::TokenCounter;
 
@@ -113,6 +114,9 @@ pub struct Config {
     pub learning: LearnConfig,
     /// The cold tier (segment files for archived and demoted memories).
     pub cold: ColdConfig,
+    /// What happens to secrets and personal data written into each scope
+    /// (none: stored as written).
+    pub secrets: Vec<SecretRule>,
 }
 
 /// `[cold]`: where archived memories go when they leave the store.
@@ -185,6 +189,7 @@ impl Default for Config {
             embedder: EmbedderConfig::default(),
             learning: LearnConfig::default(),
             cold: ColdConfig::default(),
+            secrets: Vec::new(),
         }
     }
 }
@@ -273,6 +278,8 @@ pub struct FileConfig {
     pub learning: Option<LearnConfig>,
     /// `[cold]`
     pub cold: Option<ColdConfig>,
+    /// `[[secrets]]`
+    pub secrets: Option<Vec<SecretRule>>,
 }
 
 /// The seeds' `memory:` section of `memory.yaml`: store bounds and the
@@ -524,6 +531,9 @@ impl Config {
         if let Some(c) = file.cold {
             self.cold = c;
         }
+        if let Some(r) = file.secrets {
+            self.secrets = r;
+        }
         let mut default_head_tail = None;
         if let Some(seed) = seed {
             if let Some(n) = seed
@@ -603,6 +613,7 @@ impl Config {
             )));
         }
         self.cold.resolve_dir(&self.store)?;
+        crate::secrets::validate_rules(&self.secrets)?;
         self.ranking.validate()
     }
 }

@@ -21,6 +21,9 @@ pub enum ErrorClass {
     NeedsConfirmation,
     /// A bound (session size, item size) would be exceeded.
     LimitExceeded,
+    /// The input is well formed but a rule refuses it (a secret in a
+    /// scope whose `[[secrets]]` rule says `refuse`).
+    Refused,
     /// The storage layer failed.
     Storage,
     /// The storage backend cannot be reached now (a database server that is
@@ -39,6 +42,7 @@ impl ErrorClass {
             ErrorClass::Conflict => "conflict",
             ErrorClass::NeedsConfirmation => "needs_confirmation",
             ErrorClass::LimitExceeded => "too_large",
+            ErrorClass::Refused => "refused",
             ErrorClass::Storage => "storage",
             ErrorClass::Unavailable => "unavailable",
         }
@@ -145,6 +149,26 @@ pub enum Error {
         "{0} needs confirmation: say yes to it (`--yes` on the command line, `\"confirm\": true` over HTTP and MCP)"
     )]
     NeedsConfirmation(String),
+    /// A detector found a secret or personal data that the `[[secrets]]`
+    /// rule for the memory's scope refuses; nothing was written.
+    #[error(
+        "{field}: bytes {start}..{end} look like {what} (detector `{detector}`); the [[secrets]] rule \
+         for `{rule}` refuses it: remove it, or write it where a rule redacts or flags it",
+        what = crate::secrets::describe(detector)
+    )]
+    Refused {
+        /// The field (`content`, `payload.env[1]`; prefixed by the item or
+        /// line for batches and imports).
+        field: String,
+        /// The detector's name.
+        detector: String,
+        /// First byte of the span in that field.
+        start: usize,
+        /// One past its last byte.
+        end: usize,
+        /// The scope of the rule that refused it (`*` for every scope).
+        rule: String,
+    },
     /// The database was written by a newer strata.
     #[error(
         "database schema version {found} is newer than this strata supports ({supported}); upgrade strata"
@@ -234,6 +258,7 @@ impl Error {
             | Error::DuplicateSession(_)
             | Error::SessionArchived(_) => ErrorClass::Conflict,
             Error::NeedsConfirmation(_) => ErrorClass::NeedsConfirmation,
+            Error::Refused { .. } => ErrorClass::Refused,
             Error::SessionFull { .. } | Error::ItemTooLarge { .. } => ErrorClass::LimitExceeded,
             Error::SchemaTooNew { .. }
             | Error::ForeignDatabase { .. }

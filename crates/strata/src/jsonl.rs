@@ -322,6 +322,13 @@ impl Engine {
                     });
                 }
             }
+            // Imported text meets the `[[secrets]]` rules as written text
+            // does, every version of it.
+            let at = format!("line {n}: ");
+            self.screen(&at, &mut item.memory)?;
+            for h in &mut item.history {
+                self.screen(&at, h)?;
+            }
             items.push(item);
         }
         let rules = ImportRules {

@@ -33,6 +33,7 @@ mod llm;
 mod model;
 mod rank;
 mod scope;
+mod secrets;
 mod store;
 mod sync;
 mod text;
@@ -49,6 +50,9 @@ pub use model::{
     Embedding, Kind, Memory, NewMemory, Provenance, Role, Source, checksum, parse_time, parse_ttl,
 };
 pub use scope::{Fence, Scope, Tier, View, ViewEntry};
+
+// Secrets and personal data on write.
+pub use secrets::{DETECTORS, Screened, Secret, SecretAction, SecretRule, redact, scan};
 
 // The engine and its operations, each with its request and report.
 pub use cold::{ColdDir, ColdRecord, ColdStats};

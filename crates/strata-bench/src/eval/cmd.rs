@@ -29,6 +29,26 @@ pub enum EvalCmd {
         after_help = "Examples:\n  strata eval learning\n  strata eval learning --projects 10 --memories 0"
     )]
     Learning(LearningArgs),
+    /// The write-path detectors of secrets and personal data: planted
+    /// secrets of every kind caught, and what they flag in text without
+    /// any (generated technical sentences, and LoCoMo's turns when given).
+    #[command(
+        after_help = "Examples:\n  strata eval secrets\n  strata eval secrets --locomo ../shared/data/locomo/locomo10.json"
+    )]
+    Secrets(SecretsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SecretsArgs {
+    /// Secrets planted per kind.
+    #[arg(long, default_value_t = 1000)]
+    pub per_kind: usize,
+    /// A LoCoMo file whose turns are the ordinary-conversation negatives.
+    #[arg(long)]
+    pub locomo: Option<PathBuf>,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]
@@ -196,6 +216,7 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         EvalCmd::Locomo(a) => a,
         EvalCmd::Retrieval(a) => return run_retrieval(g, a),
         EvalCmd::Learning(a) => return run_learning(g, a),
+        EvalCmd::Secrets(a) => return run_secrets(g, a),
     };
     if !(0.0..1.0).contains(&a.summary_share) {
         return usage(format!(
@@ -226,6 +247,72 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         return output::json(&rep);
     }
     print_report(&rep, &opts)
+}
+
+fn run_secrets(g: &Env, a: SecretsArgs) -> Result<()> {
+    if a.per_kind == 0 {
+        return usage("eval secrets: --per-kind must be positive");
+    }
+    let turns = match &a.locomo {
+        Some(f) => Some(crate::secrets::locomo_turns(&read_json(f)?)),
+        None => None,
+    };
+    if turns.as_ref().is_some_and(Vec::is_empty) {
+        return usage(
+            "--locomo: the file holds no turns (a JSON list of conversations with session_N lists of {text})",
+        );
+    }
+    let rep = crate::secrets::secrets(a.per_kind, a.seed, turns.as_deref());
+    if g.json {
+        return output::json(&rep);
+    }
+    output::line(format!(
+        "strata eval secrets — {} planted ({} per kind), seed {}",
+        rep.planted, a.per_kind, a.seed
+    ))?;
+    output::line(format!(
+        "{:<22} {:>8} {:>8} {:>8}",
+        "kind", "caught", "recall", "named"
+    ))?;
+    for k in &rep.kinds {
+        output::line(format!(
+            "{:<22} {:>8} {:>8.3} {:>8.3}",
+            k.kind,
+            k.caught,
+            k.caught as f64 / k.planted as f64,
+            k.named as f64 / k.planted as f64
+        ))?;
+        for m in &k.missed {
+            output::line(format!("    missed: {m:?}"))?;
+        }
+    }
+    output::line(format!(
+        "{:<22} {:>8} {:>8.4}",
+        "all", rep.caught, rep.recall
+    ))?;
+    for n in &rep.negatives {
+        let by: Vec<String> = n
+            .by_detector
+            .iter()
+            .map(|(d, c)| format!("{d} {c}"))
+            .collect();
+        output::line(format!(
+            "negatives: {} — {} of {} texts flagged ({:.2} %){}",
+            n.set,
+            n.flagged,
+            n.texts,
+            100.0 * n.rate,
+            if by.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", by.join(", "))
+            }
+        ))?;
+        for e in &n.examples {
+            output::line(format!("    {e}"))?;
+        }
+    }
+    output::line(format!("scan speed: {:.1} MB/s", rep.scan_mb_per_s))
 }
 
 fn run_learning(g: &Env, a: LearningArgs) -> Result<()> {

@@ -317,3 +317,54 @@ fn json_errors_are_machine_readable() {
     assert_eq!(v["error"]["code"], "not_found", "{v}");
     assert_eq!(v["error"]["class"], v["error"]["code"], "{v}");
 }
+
+/// `[[secrets]]` in strata.toml: the CLI's writes are screened like every
+/// other front end's; a refusal is exit 1 with code `refused`, nothing
+/// stored, and a rule naming no detector is refused at start.
+#[test]
+fn secrets_rules_hold_on_the_command_line() {
+    let e = Env::new();
+    write(
+        &e.path("strata.toml"),
+        "[[secrets]]\nscope = \"*\"\n\n[[secrets]]\nscope = \"project/pay\"\naction = \"refuse\"\n",
+    );
+    let key = "AKIAQX7RZ2M4K9WB3TFE";
+    let out = e.ok(&[
+        "remember",
+        &format!("deploy key {key}"),
+        "--scope",
+        "project/acme",
+        "--json",
+    ]);
+    let m: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(m["content"], "deploy key [REDACTED:aws_key]", "{m}");
+    let before = e.snapshot();
+    let err = e.fails(
+        &[
+            "remember",
+            &format!("vault {key}"),
+            "--scope",
+            "project/pay",
+            "--json",
+        ],
+        1,
+    );
+    let v: serde_json::Value = serde_json::from_str(err.trim()).unwrap();
+    assert_eq!(v["error"]["code"], "refused", "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("aws_key") && msg.contains("bytes 6..26") && !msg.contains(key),
+        "{msg}"
+    );
+    assert_eq!(e.snapshot(), before);
+
+    write(
+        &e.path("strata.toml"),
+        "[[secrets]]\nscope = \"*\"\ndetectors = { api_keys = \"off\" }\n",
+    );
+    let err = e.fails(&["list", "--view", "project/acme"], 1);
+    assert!(
+        err.contains("secrets[0].detectors.api_keys") && err.contains("aws_key"),
+        "{err}"
+    );
+}

@@ -15,6 +15,7 @@ mod mcp_http;
 mod openapi;
 mod probes;
 mod routes;
+mod secrets;
 mod tokens;
 mod transport;
 mod ui;

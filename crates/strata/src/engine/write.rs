@@ -49,6 +49,19 @@ pub(super) fn prefix_item(i: usize, e: Error) -> Error {
             field: format!("item {i}: content"),
             reason: format!("{size} bytes, over the limit of {limit} bytes (`max_item_bytes`)"),
         },
+        Error::Refused {
+            field,
+            detector,
+            start,
+            end,
+            rule,
+        } => Error::Refused {
+            field: format!("item {i}: {field}"),
+            detector,
+            start,
+            end,
+            rule,
+        },
         other => other,
     }
 }
@@ -119,7 +132,7 @@ impl Engine {
         let checksum = model::checksum(&new.content, new.payload.as_ref());
         let tokens = self.tokens.count(&new.content);
         let created_at = new.created_at.map_or(now, model::ms);
-        Ok(Memory {
+        let mut m = Memory {
             id: uuid::Uuid::now_v7().to_string(),
             scope,
             kind,
@@ -143,7 +156,27 @@ impl Engine {
             version: 1,
             embedding: None,
             provenance: new.provenance,
-        })
+        };
+        self.screen("", &mut m)?;
+        Ok(m)
+    }
+
+    /// Applies the `[[secrets]]` rule covering `m`'s scope, if any: spans
+    /// redacted (token count and checksum follow the new text), the memory
+    /// marked sensitive, or [`Error::Refused`] with `at` before the field.
+    pub(crate) fn screen(&self, at: &str, m: &mut Memory) -> Result<()> {
+        let Some(rule) = crate::secrets::rule_for(&self.cfg.secrets, &m.scope) else {
+            return Ok(());
+        };
+        let s = crate::secrets::screen(rule, at, &mut m.content, &mut m.payload)?;
+        if !s.flagged.is_empty() {
+            m.sensitive = true;
+        }
+        if s.changed() {
+            m.tokens = self.tokens.count(&m.content);
+            m.checksum = model::checksum(&m.content, m.payload.as_ref());
+        }
+        Ok(())
     }
 
     pub(super) fn check_confirm(&self, m: &NewMemory, confirm: Confirm) -> Result<()> {
@@ -388,13 +421,11 @@ impl Engine {
             });
         }
         let now = self.now();
+        let old_content = (patch.content.is_some()).then(|| m.content.clone());
+        let screen = patch.content.is_some() || patch.payload.is_some();
         if let Some(c) = patch.content {
             model::validate_content(&c)?;
             m.tokens = self.tokens.count(&c);
-            if c != m.content {
-                // The old vector describes the old text.
-                m.embedding = None;
-            }
             m.content = c;
         }
         if let Some(p) = patch.payload {
@@ -435,6 +466,15 @@ impl Engine {
         }
         if let Some(e) = patch.expires_at {
             m.expires_at = e;
+        }
+        if screen {
+            // New text meets the rules as a new memory does; a patch that
+            // changes neither content nor payload may clear `sensitive`.
+            self.screen("", &mut m)?;
+        }
+        if old_content.is_some_and(|old| old != m.content) {
+            // The old vector describes the old text.
+            m.embedding = None;
         }
         m.checksum = model::checksum(&m.content, m.payload.as_ref());
         m.updated_at = now;

@@ -24,5 +24,6 @@ mod model;
 mod postgres;
 mod ranking;
 mod schema;
+mod secrets;
 mod sync;
 mod vectors;
