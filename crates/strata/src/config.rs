@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::audit::AuditConfig;
 use crate::context::{FileProfile, FileProfiles, Profile, SummarizerConfig};
 use crate::embed::EmbedderConfig;
 use crate::error::Error;
@@ -113,6 +114,8 @@ pub struct Config {
     pub learning: LearnConfig,
     /// The cold tier (segment files for archived and demoted memories).
     pub cold: ColdConfig,
+    /// The audit trail.
+    pub audit: AuditConfig,
 }
 
 /// `[cold]`: where archived memories go when they leave the store.
@@ -185,6 +188,7 @@ impl Default for Config {
             embedder: EmbedderConfig::default(),
             learning: LearnConfig::default(),
             cold: ColdConfig::default(),
+            audit: AuditConfig::default(),
         }
     }
 }
@@ -273,6 +277,8 @@ pub struct FileConfig {
     pub learning: Option<LearnConfig>,
     /// `[cold]`
     pub cold: Option<ColdConfig>,
+    /// `[audit]`
+    pub audit: Option<AuditConfig>,
 }
 
 /// The seeds' `memory:` section of `memory.yaml`: store bounds and the
@@ -524,6 +530,9 @@ impl Config {
         if let Some(c) = file.cold {
             self.cold = c;
         }
+        if let Some(a) = file.audit {
+            self.audit = a;
+        }
         let mut default_head_tail = None;
         if let Some(seed) = seed {
             if let Some(n) = seed
@@ -603,6 +612,7 @@ impl Config {
             )));
         }
         self.cold.resolve_dir(&self.store)?;
+        self.audit.validate()?;
         self.ranking.validate()
     }
 }
@@ -650,6 +660,35 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("half_life_days"), "{e}");
+    }
+
+    #[test]
+    fn audit_section_is_read_and_unknown_keys_are_named() {
+        let mut c = Config::default();
+        assert!(!c.audit.enabled);
+        c.apply_toml(
+            "[audit]\nenabled = true\nretention_days = 30\nmax_entries = 500\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            c.audit,
+            AuditConfig {
+                enabled: true,
+                retention_days: 30,
+                max_entries: 500
+            }
+        );
+        let e = Config::default()
+            .apply_toml("[audit]\nretention = 3\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("retention"), "{e}");
+        let e = Config::default()
+            .apply_toml("[audit]\nretention_days = 99999999\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("audit.retention_days"), "{e}");
     }
 
     #[test]
