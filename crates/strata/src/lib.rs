@@ -66,6 +66,7 @@ pub use error::{Error, ErrorClass};
 pub use audit::{
     AuditChain, AuditConfig, AuditEntry, AuditEvent, AuditPrune, AuditQuery, AuditVerify, GENESIS,
     MAX_IDS as AUDIT_MAX_IDS, MAX_QUERY_LIMIT as AUDIT_MAX_QUERY_LIMIT, local_actor,
+    verify as verify_audit,
 };
 
 // Ranking and filtering.

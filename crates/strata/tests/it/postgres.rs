@@ -951,3 +951,68 @@ fn large_views_are_searched_through_an_index() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Nodes on one schema append to one audit chain: the row lock on its head
+/// hands out numbers one at a time, and verification passes over the
+/// interleaved appends.
+#[test]
+fn nodes_append_to_one_audit_chain() {
+    use strata::{AuditEvent, AuditLog};
+    let Some(pg) = PgSchema::new() else { return };
+    let nodes: Vec<PostgresStore> = (0..3).map(|_| pg.open()).collect();
+    std::thread::scope(|sc| {
+        for (n, s) in nodes.iter().enumerate() {
+            sc.spawn(move || {
+                for i in 0..40 {
+                    s.audit_append(
+                        &AuditEvent::new(format!("node-{n}"), "recall")
+                            .scopes(["project/a"])
+                            .count(i),
+                        now(),
+                    )
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let s = &nodes[0];
+    let chain = s.audit_chain().unwrap();
+    assert_eq!(chain.head_seq, 120);
+    let entries = s.audit_range(0, 1000).unwrap();
+    let v = strata::verify_audit(&chain, &mut entries.into_iter().map(Ok)).unwrap();
+    assert!(v.ok, "{v:?}");
+    // A changed row is named.
+    let mut raw = raw_client(&pg.url);
+    raw.batch_execute(&format!(
+        "UPDATE \"{}\".audit SET count = 999 WHERE seq = 57",
+        pg.schema
+    ))
+    .unwrap();
+    let entries = s.audit_range(0, 1000).unwrap();
+    let v = strata::verify_audit(&chain, &mut entries.into_iter().map(Ok)).unwrap();
+    assert_eq!(v.first_bad, Some(57), "{v:?}");
+}
+
+/// A schema strata's version 2 wrote gains the audit tables on open, its
+/// memories untouched.
+#[test]
+fn a_version_2_schema_gains_an_audit_chain() {
+    use strata::AuditLog;
+    let Some(pg) = PgSchema::new() else { return };
+    let m = mem("project/a", "written by version 2");
+    pg.open().put(&m).unwrap();
+    let mut raw = raw_client(&pg.url);
+    raw.batch_execute(&format!(
+        "DROP TABLE \"{0}\".audit; DROP TABLE \"{0}\".audit_chain;
+         DELETE FROM \"{0}\".schema_version WHERE version > 2",
+        pg.schema
+    ))
+    .unwrap();
+    let s = pg.open();
+    assert_eq!(s.get(&m.id).unwrap(), Some(m));
+    assert_eq!(s.stats().unwrap().schema_version, strata::PG_SCHEMA_VERSION);
+    let e = s
+        .audit_append(&strata::AuditEvent::new("a", "list"), now())
+        .unwrap();
+    assert_eq!((e.seq, e.prev_hash.as_str()), (1, strata::GENESIS));
+}
