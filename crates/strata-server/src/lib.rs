@@ -16,6 +16,7 @@
 //! ```
 
 mod api;
+mod audit;
 mod auth;
 mod compact;
 mod config;
