@@ -127,15 +127,19 @@ impl Ctx<'_> {
         }
     }
 
-    /// Audit entries the filters select (an admin token).
+    /// Audit entries the filters select (an admin token). A refused
+    /// caller is recorded; bad filters are a 400 naming the parameter, and
+    /// change nothing.
     pub fn audit(&self, a: &AuditArgs) -> Result<AuditAnswer> {
         let asked = crate::ops::asked(a.scope.iter());
+        if let Err(e) = self.need_admin() {
+            return Err(self.refused("audit_query", &asked, e));
+        }
+        let q = a.query()?;
         self.audited(
             "audit_query",
             &asked,
             || {
-                self.need_admin()?;
-                let q = a.query()?;
                 Ok(AuditAnswer {
                     enabled: self.engine.audit_config().enabled,
                     entries: self.engine.audit_query(&q)?,

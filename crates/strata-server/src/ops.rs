@@ -169,6 +169,15 @@ impl Ctx<'_> {
         out
     }
 
+    /// Records the refusal `e` of `op` (when `[audit]` is on) and returns
+    /// it, for a call refused before [`Ctx::audited`] runs it.
+    pub(crate) fn refused(&self, op: &str, asked: &[String], e: ApiError) -> ApiError {
+        match self.audited::<()>(op, asked, || Err(e), |_| Touched::default()) {
+            Err(e) => e,
+            Ok(()) => unreachable!("a refusal is an error"),
+        }
+    }
+
     /// A view the grant covers entirely.
     pub fn view(&self, field: &str, entries: &[String]) -> Result<View> {
         if entries.is_empty() {

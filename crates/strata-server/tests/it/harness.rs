@@ -44,8 +44,21 @@ impl Server {
         auth: AuthMode,
         prepare: impl FnOnce(&strata::Engine),
     ) -> Server {
+        Server::start_configured(cfg, auth, |_| {}, prepare)
+    }
+
+    /// A server whose engine's configuration `configure` changes first
+    /// (`[audit]`, …).
+    pub fn start_configured(
+        cfg: ServerConfig,
+        auth: AuthMode,
+        configure: impl FnOnce(&mut strata::Config),
+        prepare: impl FnOnce(&strata::Engine),
+    ) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let engine = strata::Engine::open(strata::Config::sqlite(dir.path().join("t.db"))).unwrap();
+        let mut engine_cfg = strata::Config::sqlite(dir.path().join("t.db"));
+        configure(&mut engine_cfg);
+        let engine = strata::Engine::open(engine_cfg).unwrap();
         prepare(&engine);
         let shared = Shared::new(engine, &cfg, auth).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
