@@ -96,13 +96,34 @@ impl AuditConfig {
 }
 
 /// The actor of calls made by the local user: `local:<user>` from `$USER`
-/// (or `$LOGNAME`, `$USERNAME`), `local:unknown` without one.
+/// (or `$LOGNAME`, `$USERNAME`), else the name `/etc/passwd` gives the
+/// process's user id, else `local:unknown`.
 pub fn local_actor() -> String {
     let user = ["USER", "LOGNAME", "USERNAME"]
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
+        .or_else(passwd_name)
         .unwrap_or_else(|| "unknown".into());
     format!("local:{user}")
+}
+
+/// The login name of this process's user, from `/etc/passwd` (the owner of
+/// `/proc/self` is the process's user id).
+#[cfg(unix)]
+fn passwd_name() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid().to_string();
+    std::fs::read_to_string("/etc/passwd")
+        .ok()?
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() > 2 && f[2] == uid)
+        .map(|f| f[0].to_string())
+}
+
+#[cfg(not(unix))]
+fn passwd_name() -> Option<String> {
+    None
 }
 
 /// One call to record: what a front end knows about it.
