@@ -85,7 +85,7 @@ pub fn run(g: &Global, a: ExportArgs) -> Result<()> {
     app::audit(
         &e,
         "export",
-        app::scopes(a.views.iter().chain(a.session.iter().map(|s| s))),
+        app::scopes(a.views.iter().chain(a.session.iter())),
         r.memories,
         Vec::new(),
     )?;

@@ -147,6 +147,15 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Upkeep => {
             let e = app::open(g)?;
             let r = e.upkeep()?;
+            if !r.skipped {
+                app::audit(
+                    &e,
+                    "upkeep",
+                    Vec::new(),
+                    r.expired + r.evicted + r.demoted + r.moved_to_cold,
+                    Vec::new(),
+                )?;
+            }
             if g.json {
                 return output::json(&r);
             }
