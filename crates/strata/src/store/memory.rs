@@ -917,6 +917,20 @@ impl AuditLog for MemoryStore {
             anchor_seq: through + 1,
         })
     }
+
+    fn audit_restore(&self, chain: &AuditChain, entries: &[AuditEntry]) -> Result<()> {
+        self.restore_audit(chain, entries);
+        Ok(())
+    }
+}
+
+impl MemoryStore {
+    fn restore_audit(&self, chain: &AuditChain, entries: &[AuditEntry]) {
+        let mut g = self.lock();
+        g.audit.extend(entries.iter().cloned());
+        g.audit.sort_by_key(|e| e.seq);
+        g.audit_chain = chain.clone();
+    }
 }
 
 /// The error of a prune that would cut the chain at an entry that is not

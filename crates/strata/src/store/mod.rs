@@ -530,6 +530,11 @@ pub trait AuditLog {
         cutoff: Option<Timestamp>,
         max_entries: Option<u64>,
     ) -> Result<AuditPrune>;
+    /// Stores `entries` exactly as given (hashes included) and sets the
+    /// chain's anchor and head to `chain`, in one transaction: copying a
+    /// store's trail into one that holds none (`strata migrate`), a chunk
+    /// at a time.
+    fn audit_restore(&self, chain: &AuditChain, entries: &[AuditEntry]) -> Result<()>;
 }
 
 /// The storage backend interface: every capability a backend implements,

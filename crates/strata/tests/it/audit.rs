@@ -4,7 +4,9 @@
 //! version-4 file.
 
 use jiff::{SignedDuration, Timestamp};
-use strata::{AuditEvent, AuditQuery, Config, Engine, Forget, ForgetOptions, NewMemory, Rows};
+use strata::{
+    AuditEvent, AuditLog, AuditQuery, Config, Engine, Forget, ForgetOptions, NewMemory, Rows,
+};
 
 use crate::harness::{MakeEngine, MakeStore, scope};
 
@@ -394,4 +396,34 @@ fn a_version_4_file_gains_an_empty_chain() {
         .unwrap()
         .unwrap();
     assert_eq!((first.seq, first.prev_hash.as_str()), (1, strata::GENESIS));
+}
+
+/// `strata migrate` carries the trail as it is: entries, hashes, anchor and
+/// head, so the copy verifies as the source does, and the copy's digest
+/// covers it.
+#[test]
+fn copying_a_store_carries_its_trail() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = strata::SqliteStore::open(dir.path().join("a.db"), Default::default()).unwrap();
+    for i in 0..9 {
+        a.audit_append(&ev("tok", "list", &["global"]).count(i), at(i as i64))
+            .unwrap();
+    }
+    a.audit_prune(None, Some(6)).unwrap();
+    let m = strata::MemoryStore::new();
+    let want = strata::copy_store(&a, &m, &mut |_, _| {}).unwrap();
+    assert_eq!(want.audit_entries, 6);
+    let b = strata::SqliteStore::open(dir.path().join("b.db"), Default::default()).unwrap();
+    assert_eq!(strata::copy_store(&m, &b, &mut |_, _| {}).unwrap(), want);
+    let chain = b.audit_chain().unwrap();
+    assert_eq!(chain, a.audit_chain().unwrap());
+    let kept = b.audit_range(0, 100).unwrap();
+    assert_eq!(kept, a.audit_range(0, 100).unwrap());
+    let v = strata::verify_audit(&chain, &mut kept.into_iter().map(Ok)).unwrap();
+    assert!(v.ok, "{v:?}");
+    // A destination with a trail is not empty.
+    let e = strata::copy_store(&a, &b, &mut |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not empty"), "{e}");
 }

@@ -82,6 +82,16 @@ fn fill(s: &dyn Store) {
     s.archive_session("s-done", t).unwrap();
     s.log_context("ctx-1", t, r#"{"items":[]}"#).unwrap();
     s.log_context("ctx-2", t, r#"{"items":[1]}"#).unwrap();
+    for i in 0..7 {
+        s.audit_append(
+            &strata::AuditEvent::new("tok", "remember")
+                .scopes(["project/p0"])
+                .ids([ids[i].clone()]),
+            t,
+        )
+        .unwrap();
+    }
+    s.audit_prune(None, Some(5)).unwrap();
 }
 
 #[test]
@@ -95,7 +105,10 @@ fn sqlite_to_postgres_to_sqlite_is_lossless() {
         want.memories > 20 && want.archived > 10 && want.history >= 5,
         "{want:?}"
     );
-    assert_eq!((want.sessions, want.context_logs), (2, 2));
+    assert_eq!(
+        (want.sessions, want.context_logs, want.audit_entries),
+        (2, 2, 5)
+    );
 
     let p = pg.open();
     let mut seen = Vec::new();
@@ -124,6 +137,12 @@ fn sqlite_to_postgres_to_sqlite_is_lossless() {
             s.context_log("ctx-2").unwrap().as_deref(),
             Some(r#"{"items":[1]}"#)
         );
+        // The audit trail verifies from the same anchor.
+        let chain = s.audit_chain().unwrap();
+        assert_eq!((chain.anchor_seq, chain.head_seq), (3, 7));
+        let kept = s.audit_range(0, 100).unwrap();
+        let v = strata::verify_audit(&chain, &mut kept.into_iter().map(Ok)).unwrap();
+        assert!(v.ok, "{v:?}");
     }
 
     // Into a store that holds something: refused, nothing written.

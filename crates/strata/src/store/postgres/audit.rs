@@ -50,6 +50,28 @@ fn json(v: &[String]) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
 }
 
+fn insert<C: postgres::GenericClient>(tx: &mut pool::Cx<'_, C>, e: &AuditEntry) -> Result<()> {
+    tx.execute(
+        &format!(
+            "INSERT INTO audit ({AUDIT_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+        ),
+        &[
+            &(e.seq as i64),
+            &e.at.as_microsecond(),
+            &e.actor,
+            &e.op,
+            &json(&e.scopes),
+            &(e.count as i64),
+            &json(&e.ids),
+            &(e.ids_omitted as i64),
+            &e.outcome,
+            &e.prev_hash,
+            &e.hash,
+        ],
+    )?;
+    Ok(())
+}
+
 impl AuditLog for PostgresStore {
     fn audit_append(&self, ev: &AuditEvent, at: Timestamp) -> Result<AuditEntry> {
         let mut c = self.conn()?;
@@ -59,29 +81,31 @@ impl AuditLog for PostgresStore {
                 &[],
             )?);
             let e = AuditEntry::seal(ev, head.head_seq + 1, at, &head.head_hash);
-            tx.execute(
-                &format!(
-                    "INSERT INTO audit ({AUDIT_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-                ),
-                &[
-                    &(e.seq as i64),
-                    &e.at.as_microsecond(),
-                    &e.actor,
-                    &e.op,
-                    &json(&e.scopes),
-                    &(e.count as i64),
-                    &json(&e.ids),
-                    &(e.ids_omitted as i64),
-                    &e.outcome,
-                    &e.prev_hash,
-                    &e.hash,
-                ],
-            )?;
+            insert(tx, &e)?;
             tx.execute(
                 "UPDATE audit_chain SET head_seq = $1, head_hash = $2 WHERE id = 1",
                 &[&(e.seq as i64), &e.hash],
             )?;
             Ok(e)
+        })
+    }
+
+    fn audit_restore(&self, chain: &AuditChain, entries: &[AuditEntry]) -> Result<()> {
+        let mut c = self.conn()?;
+        c.tx(|tx| {
+            for e in entries {
+                insert(tx, e)?;
+            }
+            tx.execute(
+                "UPDATE audit_chain SET anchor_seq = $1, anchor_hash = $2, head_seq = $3, head_hash = $4 WHERE id = 1",
+                &[
+                    &(chain.anchor_seq as i64),
+                    &chain.anchor_hash,
+                    &(chain.head_seq as i64),
+                    &chain.head_hash,
+                ],
+            )?;
+            Ok(())
         })
     }
 

@@ -52,30 +52,53 @@ fn json(v: &[String]) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
 }
 
+fn insert(tx: &Connection, e: &AuditEntry) -> Result<()> {
+    tx.prepare_cached(&format!(
+        "INSERT INTO audit ({AUDIT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ))?
+    .execute(params![
+        e.seq as i64,
+        e.at.as_microsecond(),
+        e.actor,
+        e.op,
+        json(&e.scopes),
+        e.count as i64,
+        json(&e.ids),
+        e.ids_omitted as i64,
+        e.outcome,
+        e.prev_hash,
+        e.hash
+    ])?;
+    Ok(())
+}
+
 impl AuditLog for SqliteStore {
     fn audit_append(&self, ev: &AuditEvent, at: Timestamp) -> Result<AuditEntry> {
         self.write(|tx| {
             let head = chain_in(tx)?;
             let e = AuditEntry::seal(ev, head.head_seq + 1, at, &head.head_hash);
-            tx.prepare_cached(&format!(
-                "INSERT INTO audit ({AUDIT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            ))?
-            .execute(params![
-                e.seq as i64,
-                e.at.as_microsecond(),
-                e.actor,
-                e.op,
-                json(&e.scopes),
-                e.count as i64,
-                json(&e.ids),
-                e.ids_omitted as i64,
-                e.outcome,
-                e.prev_hash,
-                e.hash
-            ])?;
+            insert(tx, &e)?;
             tx.prepare_cached("UPDATE audit_chain SET head_seq = ?, head_hash = ? WHERE id = 1")?
                 .execute(params![e.seq as i64, e.hash])?;
             Ok(e)
+        })
+    }
+
+    fn audit_restore(&self, chain: &AuditChain, entries: &[AuditEntry]) -> Result<()> {
+        self.write(|tx| {
+            for e in entries {
+                insert(tx, e)?;
+            }
+            tx.prepare_cached(
+                "UPDATE audit_chain SET anchor_seq = ?, anchor_hash = ?, head_seq = ?, head_hash = ? WHERE id = 1",
+            )?
+            .execute(params![
+                chain.anchor_seq as i64,
+                chain.anchor_hash,
+                chain.head_seq as i64,
+                chain.head_hash
+            ])?;
+            Ok(())
         })
     }
 
