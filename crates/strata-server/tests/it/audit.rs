@@ -417,6 +417,8 @@ fn without_authentication_the_actor_is_anonymous_and_off_records_nothing() {
     );
     let v = s.expect(200, "GET", "/v1/audit?op=remember", None, Value::Null);
     assert_eq!(v["entries"][0]["actor"], "anonymous", "{v}");
+    // A recorded recall writes: it never runs on the event loop.
+    assert!(!s.shared.inline_recall);
 
     let (o, c) = token("ops", &["global"], Access::Admin);
     let off = Server::start(ServerConfig {
