@@ -82,11 +82,11 @@ fn fill(s: &dyn Store) {
     s.archive_session("s-done", t).unwrap();
     s.log_context("ctx-1", t, r#"{"items":[]}"#).unwrap();
     s.log_context("ctx-2", t, r#"{"items":[1]}"#).unwrap();
-    for i in 0..7 {
+    for id in ids.iter().take(7) {
         s.audit_append(
             &strata::AuditEvent::new("tok", "remember")
                 .scopes(["project/p0"])
-                .ids([ids[i].clone()]),
+                .ids([id.clone()]),
             t,
         )
         .unwrap();
