@@ -133,12 +133,12 @@ impl Ctx<'_> {
     pub fn audit(&self, a: &AuditArgs) -> Result<AuditAnswer> {
         let asked = crate::ops::asked(a.scope.iter());
         if let Err(e) = self.need_admin() {
-            return Err(self.refused("audit_query", &asked, e));
+            return Err(self.refused("audit_query", asked, e));
         }
         let q = a.query()?;
         self.audited(
             "audit_query",
-            &asked,
+            || asked,
             || {
                 Ok(AuditAnswer {
                     enabled: self.engine.audit_config().enabled,
@@ -153,7 +153,7 @@ impl Ctx<'_> {
     pub fn audit_verify(&self) -> Result<strata::AuditVerify> {
         self.audited(
             "audit_verify",
-            &[],
+            Vec::new,
             || {
                 self.need_admin()?;
                 Ok(self.engine.audit_verify()?)

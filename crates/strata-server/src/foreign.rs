@@ -61,7 +61,7 @@ impl Ctx<'_> {
             } else {
                 "import_foreign"
             },
-            &[],
+            Vec::new,
             || {
                 self.need_write()?;
                 let format: strata::ForeignFormat = b.from.parse().map_err(|_| {

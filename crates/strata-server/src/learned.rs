@@ -89,7 +89,7 @@ impl Ctx<'_> {
     pub fn learned_list(&self, b: &LearnedListBody) -> Result<LearnedListAnswer> {
         self.audited(
             "learned_list",
-            &crate::ops::asked(b.view.iter()),
+            || crate::ops::asked(b.view.iter()),
             || {
                 let view = self.view("view", &b.view)?;
                 let learned = self
@@ -112,7 +112,7 @@ impl Ctx<'_> {
     pub fn learned_show(&self, id: &str) -> Result<LearnedAnswer> {
         self.audited(
             "learned_show",
-            &[],
+            Vec::new,
             || {
                 let id = self.learned_id(id)?;
                 let (m, l) = self.engine.learned_one(&id)?;
@@ -141,7 +141,7 @@ impl Ctx<'_> {
     pub fn learned_confirm(&self, id: &str) -> Result<strata::Memory> {
         self.audited(
             "learned_confirm",
-            &[],
+            Vec::new,
             || {
                 self.writable()?;
                 let id = self.learned_id(id)?;
@@ -156,7 +156,7 @@ impl Ctx<'_> {
     pub fn learned_reject(&self, id: &str) -> Result<strata::Memory> {
         self.audited(
             "learned_reject",
-            &[],
+            Vec::new,
             || {
                 self.writable()?;
                 let id = self.learned_id(id)?;
@@ -179,7 +179,7 @@ impl Ctx<'_> {
     pub fn learned_run(&self) -> Result<strata::LearnReport> {
         self.audited(
             "learn",
-            &[],
+            Vec::new,
             || {
                 if !self.grant.is_admin() {
                     return Err(ApiError::forbidden(

@@ -98,7 +98,9 @@ impl Touched {
 /// `<invalid>`, so a malformed field cannot carry content into the log).
 pub(crate) fn asked<S: AsRef<str>>(entries: impl IntoIterator<Item = S>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for e in entries {
+    // A view holds at most `View::MAX_ENTRIES`: a longer one is refused,
+    // and its record need not name more.
+    for e in entries.into_iter().take(View::MAX_ENTRIES) {
         let e = e.as_ref();
         let e = if ViewEntry::parse(e).is_ok() {
             e
@@ -144,7 +146,7 @@ impl Ctx<'_> {
     pub(crate) fn audited<T>(
         &self,
         op: &str,
-        asked: &[String],
+        asked: impl FnOnce() -> Vec<String>,
         run: impl FnOnce() -> Result<T>,
         touched: impl FnOnce(&T) -> Touched,
     ) -> Result<T> {
@@ -157,13 +159,13 @@ impl Ctx<'_> {
             Ok(v) => {
                 let t = touched(v);
                 let scopes = if t.scopes.is_empty() {
-                    asked.to_vec()
+                    asked()
                 } else {
                     t.scopes
                 };
                 ev.scopes(scopes).ids(t.ids).count(t.count)
             }
-            Err(e) => ev.scopes(asked.iter()).outcome(e.code),
+            Err(e) => ev.scopes(asked()).outcome(e.code),
         };
         self.engine.audit_record(&ev)?;
         out
@@ -171,8 +173,8 @@ impl Ctx<'_> {
 
     /// Records the refusal `e` of `op` (when `[audit]` is on) and returns
     /// it, for a call refused before [`Ctx::audited`] runs it.
-    pub(crate) fn refused(&self, op: &str, asked: &[String], e: ApiError) -> ApiError {
-        match self.audited::<()>(op, asked, || Err(e), |_| Touched::default()) {
+    pub(crate) fn refused(&self, op: &str, asked: Vec<String>, e: ApiError) -> ApiError {
+        match self.audited::<()>(op, || asked, || Err(e), |_| Touched::default()) {
             Err(e) => e,
             Ok(()) => unreachable!("a refusal is an error"),
         }
@@ -315,7 +317,7 @@ impl Ctx<'_> {
     pub fn remember(&self, b: &RememberBody) -> Result<Memory> {
         self.audited(
             "remember",
-            &asked(b.scope.iter()),
+            || asked(b.scope.iter()),
             || {
                 self.need_write()?;
                 let new = self.new_memory(b, "")?;
@@ -329,7 +331,7 @@ impl Ctx<'_> {
 
     /// Stores many memories in one transaction.
     pub fn remember_batch(&self, b: &BatchBody) -> Result<Vec<Memory>> {
-        self.audited("remember", &asked(b.items.iter().filter_map(|i| i.scope.as_ref())), || {
+        self.audited("remember", || asked(b.items.iter().filter_map(|i| i.scope.as_ref())), || {
         self.need_write()?;
         if b.items.len() > self.limits.max_batch {
             return Err(ApiError::too_large(
@@ -361,7 +363,7 @@ impl Ctx<'_> {
     pub fn get(&self, id: &str, history: bool) -> Result<MemoryAnswer> {
         self.audited(
             "get",
-            &[],
+            Vec::new,
             || {
                 let id = &self.resolve(id)?;
                 let Some((m, archived)) = self.visible_anywhere(id)? else {
@@ -396,7 +398,7 @@ impl Ctx<'_> {
     pub fn update(&self, id: &str, b: &PatchBody) -> Result<Memory> {
         self.audited(
             "update",
-            &[],
+            Vec::new,
             || {
                 self.need_write()?;
                 let id = &self.resolve(id)?;
@@ -430,7 +432,7 @@ impl Ctx<'_> {
     pub fn delete(&self, id: &str, yes: bool) -> Result<ForgetReport> {
         self.audited(
             "forget",
-            &[],
+            Vec::new,
             || {
                 self.need_write()?;
                 let id = &self.resolve(id)?;
@@ -452,7 +454,7 @@ impl Ctx<'_> {
     pub fn recall(&self, b: &RecallBody) -> Result<Vec<Recalled>> {
         self.audited(
             "recall",
-            &asked(b.view.iter()),
+            || asked(b.view.iter()),
             || {
                 let view = self.view("view", &b.view)?;
                 let mut req = Recall::new(b.query.clone(), view);
@@ -482,7 +484,7 @@ impl Ctx<'_> {
     pub fn list(&self, b: &ListBody) -> Result<ListAnswer> {
         self.audited(
             "list",
-            &asked(b.view.iter()),
+            || asked(b.view.iter()),
             || {
                 let view = self.view("view", &b.view)?;
                 let filter = parse_filter(b.filter.as_ref())?;
@@ -531,7 +533,7 @@ impl Ctx<'_> {
             } else {
                 "forget"
             },
-            &asked(b.view.iter().chain(b.scope.iter())),
+            || asked(b.view.iter().chain(b.scope.iter())),
             || {
                 self.need_write()?;
                 let modes = [
@@ -616,7 +618,7 @@ impl Ctx<'_> {
     pub fn promote(&self, b: &PromoteBody) -> Result<Memory> {
         self.audited(
             "promote",
-            &asked([&b.to]),
+            || asked([&b.to]),
             || {
                 self.need_write()?;
                 let id = self.resolve(&b.id)?;
@@ -636,7 +638,7 @@ impl Ctx<'_> {
     pub fn restore(&self, ids: &[String]) -> Result<usize> {
         self.audited(
             "restore",
-            &[],
+            Vec::new,
             || {
                 self.need_write()?;
                 for id in ids {
@@ -655,7 +657,7 @@ impl Ctx<'_> {
     pub fn complete_task(&self, task: &str, b: &CompleteTaskBody) -> Result<TaskReport> {
         self.audited(
             "complete_task",
-            &asked([format!("task/{task}"), format!("project/{}", b.project)].iter()),
+            || asked([format!("task/{task}"), format!("project/{}", b.project)].iter()),
             || {
                 self.need_write()?;
                 let t = Scope::task(task).map_err(|e| ApiError::invalid("task", e))?;
@@ -711,7 +713,7 @@ impl Ctx<'_> {
     pub fn context(&self, b: &ContextBody) -> Result<ContextAnswer> {
         self.audited(
             "context",
-            &[],
+            Vec::new,
             || {
                 let req = self.context_request(b)?;
                 if let Some(profile) = self.engine.resolve_profile(&req.profile)? {
@@ -752,7 +754,7 @@ impl Ctx<'_> {
     pub fn create_session(&self, b: &SessionBody) -> Result<Session> {
         self.audited(
             "session_create",
-            &asked(b.scope.iter()),
+            || asked(b.scope.iter()),
             || {
                 self.need_write()?;
                 if let Some(id) = &b.id
@@ -834,7 +836,7 @@ impl Ctx<'_> {
     pub fn archive_session(&self, id: &str) -> Result<Session> {
         self.audited(
             "session_archive",
-            &[],
+            Vec::new,
             || {
                 self.need_write()?;
                 Ok(self
@@ -926,7 +928,7 @@ impl Ctx<'_> {
     ) -> Result<strata::ImportCounts> {
         self.audited(
             "import",
-            &[],
+            Vec::new,
             || {
                 self.need_write()?;
                 let text = std::str::from_utf8(body)
