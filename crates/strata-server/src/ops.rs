@@ -910,7 +910,7 @@ impl Ctx<'_> {
 
     /// The audit record of an export of `view` (or `session`), before its
     /// count is known: the stream records it when it ends
-    /// ([`crate::http::export_stream`]).
+    /// (`http::export_stream`).
     pub fn export_event(&self, view: &[String], session: Option<&str>) -> strata::AuditEvent {
         let mut scopes = asked(view.iter());
         if let Some(s) = session {

@@ -523,7 +523,7 @@ pub trait AuditLog {
     fn audit_chain(&self) -> Result<AuditChain>;
     /// Removes the entries numbered up to `through` (those recorded before
     /// `cutoff`, when given, and those beyond the newest `max_entries`;
-    /// [`crate::audit::prune_through`]) in one transaction, recording the
+    /// `audit::prune_through`) in one transaction, recording the
     /// last removed entry's hash as the chain's anchor.
     fn audit_prune(
         &self,
