@@ -644,4 +644,42 @@ mod tests {
         };
         assert_eq!(prune_through(&later, None, Some(3)), None);
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Over random chains, pruned or not: one field changed or one
+        /// entry removed anywhere is named by its number, and an untouched
+        /// chain verifies.
+        #[test]
+        fn verify_names_the_first_change(
+            n in 1u64..40,
+            keep in proptest::option::of(1u64..40),
+            at in 0usize..40,
+            how in 0u8..5,
+        ) {
+            let (mut chain, mut v) = chain_of(n);
+            if let Some(k) = keep.filter(|&k| k < n) {
+                let cut = n - k;
+                chain.anchor_seq = cut + 1;
+                chain.anchor_hash = v[cut as usize - 1].hash.clone();
+                v.drain(..cut as usize);
+            }
+            prop_assert!(check(&chain, &v).ok);
+            let i = at % v.len();
+            let seq = v[i].seq;
+            match how {
+                0 => v[i].actor.push('x'),
+                1 => v[i].count += 1,
+                2 => v[i].ids.push("extra".into()),
+                3 => v[i].at = Timestamp::from_second(v[i].at.as_second() + 1).unwrap(),
+                _ => {
+                    v.remove(i);
+                }
+            }
+            let r = check(&chain, &v);
+            prop_assert!(!r.ok);
+            prop_assert_eq!(r.first_bad, Some(seq));
+        }
+    }
 }
