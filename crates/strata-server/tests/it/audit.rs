@@ -436,3 +436,33 @@ fn without_authentication_the_actor_is_anonymous_and_off_records_nothing() {
     assert_eq!(v["enabled"], false);
     assert_eq!(v["entries"], json!([]));
 }
+
+#[test]
+fn imports_from_other_tools_and_learned_reads_are_recorded() {
+    let (s, w, _r, o) = server();
+    let t = Some(w.as_str());
+    let r = s.expect(
+        200,
+        "POST",
+        "/v1/import/foreign",
+        t,
+        json!({"from": "markdown", "name": "notes", "scope": "project/acme",
+               "files": [{"path": "deploys.md", "text": "# Deploys\n\nOn Tuesdays, after the freeze."}]}),
+    );
+    let added = r["added"].as_u64().unwrap();
+    assert!(added >= 1, "{r}");
+    s.expect(
+        200,
+        "POST",
+        "/v1/learned/list",
+        t,
+        json!({"view": ["project/acme/**"]}),
+    );
+    let es = entries(&s, &o, "?actor=writer");
+    assert_eq!(ops_of(&es), ["learned_list", "import_foreign"]);
+    assert_eq!(es[1]["count"], added);
+    assert_eq!(es[1]["scopes"], json!(["project/acme"]));
+    assert_eq!(es[0]["scopes"], json!(["project/acme/**"]));
+    let all = json!(es).to_string();
+    assert!(!all.contains("Tuesdays"), "{all}");
+}
