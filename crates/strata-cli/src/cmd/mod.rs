@@ -1,5 +1,6 @@
 //! One module per verb.
 
+pub mod audit;
 pub mod context;
 pub mod debug;
 pub mod embed;
@@ -88,6 +89,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Task(c) => task::run(g, c),
         Command::Session(c) => session::run(g, c),
         Command::Learned(c) => learned::run(g, c),
+        Command::Audit(a) => audit::run(g, a),
         Command::Migrate(a) => migrate::run(g, a),
         Command::Import(a) => import::run(g, a),
         Command::Export(a) => export::run(g, a),
@@ -145,6 +147,15 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Upkeep => {
             let e = app::open(g)?;
             let r = e.upkeep()?;
+            if !r.skipped {
+                app::audit(
+                    &e,
+                    "upkeep",
+                    Vec::new(),
+                    r.expired + r.evicted + r.demoted + r.moved_to_cold,
+                    Vec::new(),
+                )?;
+            }
             if g.json {
                 return output::json(&r);
             }
