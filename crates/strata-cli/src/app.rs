@@ -190,6 +190,12 @@ pub enum Command {
         after_help = "Examples:\n  strata learned list --view project/acme/**\n  strata learned show 0193f2a1\n  strata learned reject 0193f2a1"
     )]
     Learned(crate::cmd::learned::LearnedCmd),
+    /// The audit trail: who did what, when, to which memories (never their
+    /// content); `verify` checks its hash chain.
+    #[command(
+        after_help = "Examples:\n  strata audit --actor ci-agent --since 2026-01-01\n  strata audit --op forget --scope project/acme --json\n  strata audit verify\n(recording is on with `[audit] enabled = true` in strata.toml)"
+    )]
+    Audit(crate::cmd::audit::AuditArgs),
     /// Give vectors to the memories that wait for one (after imports, or
     /// when writes came faster than the embedder).
     #[command(after_help = "Examples:\n  strata embed --limit 1000")]
@@ -372,6 +378,41 @@ pub fn open(g: &Global) -> Result<strata::Engine> {
     let cfg = resolve_config(g)?;
     let where_ = cfg.store.describe();
     strata::Engine::open(cfg).with_context(|| format!("opening {where_}"))
+}
+
+/// Records a call in the audit trail as the local user (`local:$USER`),
+/// when `[audit]` is on: the scopes it touched, how many memories, and the
+/// ids it wrote or deleted; never content or query text. Only calls that
+/// succeeded are recorded: the CLI refuses nothing on a grant's behalf.
+pub fn audit(
+    e: &strata::Engine,
+    op: &str,
+    scopes: Vec<String>,
+    count: usize,
+    ids: Vec<String>,
+) -> Result<()> {
+    if !e.audit_config().enabled {
+        return Ok(());
+    }
+    let ev = strata::AuditEvent::new(strata::local_actor(), op)
+        .scopes(scopes)
+        .ids(ids)
+        .count(count as u64);
+    e.audit_record(&ev)
+        .context("recording the call in the audit trail")?;
+    Ok(())
+}
+
+/// Scopes or view entries as the audit trail records them: each once.
+pub fn scopes<S: std::fmt::Display>(items: impl IntoIterator<Item = S>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in items {
+        let s = s.to_string();
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
 }
 
 /// The full id a CLI argument names: a whole id, or a short one (at least

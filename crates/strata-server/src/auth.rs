@@ -83,6 +83,16 @@ impl Grant {
         }
     }
 
+    /// The local user's grant (the MCP server on stdio): everything, as
+    /// `local:<user>` in the audit trail, with the admin's reads.
+    pub fn local() -> Grant {
+        Grant {
+            name: Some(strata::local_actor().into()),
+            prefixes: None,
+            access: Access::Admin,
+        }
+    }
+
     /// The scopes the grant covers, for the engine's operations that
     /// resolve ids and sessions themselves (import, sessions).
     pub fn fence(&self) -> Fence {

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::ops::Ctx;
+use crate::ops::{Ctx, Touched};
 
 type Result<T, E = ApiError> = std::result::Result<T, E>;
 
@@ -55,93 +55,105 @@ pub struct NoteFileBody {
 impl Ctx<'_> {
     /// Imports another tool's memories from what the client sent.
     pub fn import_from(&self, b: &ImportFromBody) -> Result<strata::ForeignReport> {
-        self.need_write()?;
-        let format: strata::ForeignFormat = b.from.parse().map_err(|_| {
-            let names: Vec<&str> = strata::ForeignFormat::ALL
-                .iter()
-                .map(|f| f.as_str())
-                .collect();
-            ApiError::invalid(
-                "from",
-                format!("`{}` is not one of {}", b.from, names.join(", ")),
-            )
-        })?;
-        let scope = match &b.scope {
-            None => None,
-            Some(s) => {
-                let s = strata::Scope::parse(s).map_err(|e| ApiError::invalid("scope", e))?;
-                if !self.grant.allows_scope(&s) {
-                    return Err(ApiError::outside("scope", &s));
-                }
-                Some(s)
-            }
-        };
-        let input = match (format, &b.text, &b.files) {
-            (_, Some(_), Some(_)) => {
-                return Err(ApiError::invalid(
-                    "files",
-                    "give `text` or `files`, not both",
-                ));
-            }
-            (strata::ForeignFormat::Markdown, None, Some(files)) => {
-                let name = b.name.clone().ok_or_else(|| {
+        self.audited(
+            if b.dry_run {
+                "import_foreign_dry_run"
+            } else {
+                "import_foreign"
+            },
+            Vec::new,
+            || {
+                self.need_write()?;
+                let format: strata::ForeignFormat = b.from.parse().map_err(|_| {
+                    let names: Vec<&str> = strata::ForeignFormat::ALL
+                        .iter()
+                        .map(|f| f.as_str())
+                        .collect();
+                    ApiError::invalid(
+                        "from",
+                        format!("`{}` is not one of {}", b.from, names.join(", ")),
+                    )
+                })?;
+                let scope = match &b.scope {
+                    None => None,
+                    Some(s) => {
+                        let s =
+                            strata::Scope::parse(s).map_err(|e| ApiError::invalid("scope", e))?;
+                        if !self.grant.allows_scope(&s) {
+                            return Err(ApiError::outside("scope", &s));
+                        }
+                        Some(s)
+                    }
+                };
+                let input = match (format, &b.text, &b.files) {
+                    (_, Some(_), Some(_)) => {
+                        return Err(ApiError::invalid(
+                            "files",
+                            "give `text` or `files`, not both",
+                        ));
+                    }
+                    (strata::ForeignFormat::Markdown, None, Some(files)) => {
+                        let name = b.name.clone().ok_or_else(|| {
                     ApiError::invalid(
                         "name",
                         "the folder's name is missing (the default scope is `project/<name>`)",
                     )
                 })?;
-                let mut out = Vec::with_capacity(files.len());
-                for (i, f) in files.iter().enumerate() {
-                    let modified = match &f.modified {
-                        None => None,
-                        Some(t) => Some(t.parse::<jiff::Timestamp>().map_err(|e| {
-                            ApiError::invalid(
-                                &format!("files[{i}].modified"),
-                                format!("`{t}` is not an RFC 3339 time: {e}"),
-                            )
-                        })?),
-                    };
-                    out.push(strata::NoteFile {
-                        path: f.path.clone(),
-                        text: f.text.clone(),
-                        modified,
-                    });
-                }
-                strata::ForeignInput::Files { name, files: out }
-            }
-            (strata::ForeignFormat::Markdown, _, None) => {
-                return Err(ApiError::invalid(
-                    "files",
-                    "the markdown format reads a folder: send its `files`",
-                ));
-            }
-            (f, Some(text), None) => strata::ForeignInput::Text {
-                name: b.name.clone().unwrap_or_else(|| default_name(f).into()),
-                text: text.clone(),
+                        let mut out = Vec::with_capacity(files.len());
+                        for (i, f) in files.iter().enumerate() {
+                            let modified = match &f.modified {
+                                None => None,
+                                Some(t) => Some(t.parse::<jiff::Timestamp>().map_err(|e| {
+                                    ApiError::invalid(
+                                        &format!("files[{i}].modified"),
+                                        format!("`{t}` is not an RFC 3339 time: {e}"),
+                                    )
+                                })?),
+                            };
+                            out.push(strata::NoteFile {
+                                path: f.path.clone(),
+                                text: f.text.clone(),
+                                modified,
+                            });
+                        }
+                        strata::ForeignInput::Files { name, files: out }
+                    }
+                    (strata::ForeignFormat::Markdown, _, None) => {
+                        return Err(ApiError::invalid(
+                            "files",
+                            "the markdown format reads a folder: send its `files`",
+                        ));
+                    }
+                    (f, Some(text), None) => strata::ForeignInput::Text {
+                        name: b.name.clone().unwrap_or_else(|| default_name(f).into()),
+                        text: text.clone(),
+                    },
+                    (f, None, _) => {
+                        return Err(ApiError::invalid(
+                            "text",
+                            format!("the {f} format reads one file: send its `text`"),
+                        ));
+                    }
+                };
+                let req = strata::ForeignImport {
+                    format,
+                    input,
+                    scope,
+                    dry_run: b.dry_run,
+                };
+                self.engine
+                    .import_foreign_within(&req, &mut |entry, m: &strata::Memory| {
+                        if !self.grant.allows_scope(&m.scope) {
+                            return Err(ApiError::outside(entry, &m.scope));
+                        }
+                        if let Some(s) = &m.session {
+                            self.session_allowed(entry, s)?;
+                        }
+                        Ok(())
+                    })
             },
-            (f, None, _) => {
-                return Err(ApiError::invalid(
-                    "text",
-                    format!("the {f} format reads one file: send its `text`"),
-                ));
-            }
-        };
-        let req = strata::ForeignImport {
-            format,
-            input,
-            scope,
-            dry_run: b.dry_run,
-        };
-        self.engine
-            .import_foreign_within(&req, &mut |entry, m: &strata::Memory| {
-                if !self.grant.allows_scope(&m.scope) {
-                    return Err(ApiError::outside(entry, &m.scope));
-                }
-                if let Some(s) = &m.session {
-                    self.session_allowed(entry, s)?;
-                }
-                Ok(())
-            })
+            |r| Touched::read(r.added).scopes(r.scopes.iter()),
+        )
     }
 }
 

@@ -58,6 +58,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/learned/{id}/confirm", post(learned_confirm))
         .route("/v1/learned/{id}/reject", post(learned_reject))
         .route("/v1/learned/run", post(learned_run))
+        .route("/v1/audit", get(audit))
+        .route("/v1/audit/verify", get(audit_verify))
         .route("/metrics", get(metrics))
         .nest_service("/mcp", crate::mcp::http_service(shared.clone()))
         .layer(middleware::from_fn_with_state(shared.clone(), guard));
@@ -88,7 +90,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
         remember, remember_batch, get_memory, update, delete, recall, list, forget, promote,
         restore, complete_task, context, export, import, stats, scopes, sessions, create_session,
         session, archive_session, healthz, metrics, learned_list, learned_show, learned_confirm,
-        learned_reject, learned_run, import_from
+        learned_reject, learned_run, import_from, audit, audit_verify
     ),
     components(schemas(
         RememberBody, BatchBody, PatchBody, RecallBody, ListBody, ForgetBody, PromoteBody,
@@ -97,7 +99,8 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
         RestoreAnswer, HealthAnswer, strata::Memory, strata::Recalled, strata::ForgetReport,
         strata::TaskReport, strata::Session, strata::Manifest, strata::ScopeCount,
         strata::ImportCounts, LearnedListBody, LearnedListAnswer, LearnedAnswer, strata::Learned,
-        strata::LearnedStatus, strata::LearnReport, strata::LlmRun, ImportFromBody, NoteFileBody, strata::ForeignReport, strata::Skipped
+        strata::LearnedStatus, strata::LearnReport, strata::LlmRun, ImportFromBody, NoteFileBody, strata::ForeignReport, strata::Skipped,
+        crate::audit::AuditAnswer, strata::AuditEntry, strata::AuditVerify
     )),
     modifiers(&Bearer)
 )]
@@ -771,29 +774,43 @@ async fn export(State(st): St, g: G, RawQuery(q): RawQuery) -> Result<Response> 
         history: part("history")?,
     };
     let grant = g.0;
-    let req = Ctx {
+    let ctx = Ctx {
         engine: &st.engine,
         grant: &grant,
         limits: &st.limits,
-    }
-    .export_request(&view, session, parts)?;
-    Ok(export_stream(st.engine.clone(), req))
+    };
+    let ev = ctx.export_event(&view, session.as_deref());
+    let req = ctx.export_request(&view, session, parts)?;
+    Ok(export_stream(st.engine.clone(), req, ev))
 }
 
 /// The JSONL of `req`, streamed from the blocking pool as the engine
-/// writes it (the API's and the inspector's export).
-pub(crate) fn export_stream(engine: Arc<strata::Engine>, req: strata::Export) -> Response {
+/// writes it (the API's and the inspector's export). When the export ends
+/// it is recorded as `ev` (with the number of memories written, or the
+/// error's code), if `[audit]` is on.
+pub(crate) fn export_stream(
+    engine: Arc<strata::Engine>,
+    req: strata::Export,
+    ev: strata::AuditEvent,
+) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(8);
     tokio::task::spawn_blocking(move || {
         let mut w = ChannelWriter {
             tx: tx.clone(),
             buf: Vec::with_capacity(CHUNK),
         };
-        if let Err(e) = engine.export(&req, &mut w, &mut |_| {}) {
-            // Headers are sent: the stream ends early and the client sees a
-            // truncated body.
-            eprintln!("strata serve: export failed: {e}");
-            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+        let ev = match engine.export(&req, &mut w, &mut |_| {}) {
+            Ok(report) => ev.count(report.memories as u64),
+            Err(e) => {
+                // Headers are sent: the stream ends early and the client
+                // sees a truncated body.
+                eprintln!("strata serve: export failed: {e}");
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                ev.outcome(e.class().as_str())
+            }
+        };
+        if let Err(e) = engine.audit_record(&ev) {
+            eprintln!("strata serve: recording an export in the audit trail failed: {e}");
         }
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -975,6 +992,32 @@ async fn learned_run(State(st): St, g: G) -> Result<Response> {
 async fn learned_reject(State(st): St, g: G, Path(id): Path<String>) -> Result<Response> {
     let m = run(&st, g.0, move |c| c.learned_reject(&id)).await?;
     Ok(ok(StatusCode::OK, m))
+}
+
+/// Audit entries, newest first (an admin token): who called what, when, on which scopes, and the ids written or deleted; never content.
+#[utoipa::path(get, path = "/v1/audit", params(
+        ("since" = Option<String>, Query, description = "Recorded at or after (RFC 3339 or a date)"),
+        ("until" = Option<String>, Query, description = "Recorded before (RFC 3339 or a date)"),
+        ("actor" = Option<String>, Query, description = "A token's name, `anonymous` or `local:<user>`"),
+        ("op" = Option<String>, Query, description = "An operation (`recall`, `forget`, …)"),
+        ("scope" = Option<String>, Query, description = "Entries touching this scope (at or below it, or a subtree view holding it)"),
+        ("before_seq" = Option<u64>, Query, description = "Entries numbered below this (paging back)"),
+        ("limit" = Option<usize>, Query, description = "At most this many (default 100, at most 10000)")),
+    responses((status = 200, description = "The entries", body = crate::audit::AuditAnswer), (status = "4XX", body = ErrorBody)))]
+async fn audit(State(st): St, g: G, RawQuery(q): RawQuery) -> Result<Response> {
+    let pairs = query_pairs(q.as_deref());
+    let args = crate::audit::AuditArgs::from_pairs(&pairs)?;
+    let v = run(&st, g.0, move |c| c.audit(&args)).await?;
+    Ok(ok(StatusCode::OK, v))
+}
+
+/// Check the audit trail's hash chain (an admin token): the first entry changed or missing, if any.
+#[utoipa::path(get, path = "/v1/audit/verify",
+    responses((status = 200, description = "What the check found (`ok` false names `first_bad`)", body = strata::AuditVerify), (status = "4XX", body = ErrorBody)))]
+async fn audit_verify(State(st): St, g: G, RawQuery(q): RawQuery) -> Result<Response> {
+    known_params(&query_pairs(q.as_deref()), &[])?;
+    let v = run(&st, g.0, |c| c.audit_verify()).await?;
+    Ok(ok(StatusCode::OK, v))
 }
 
 /// Liveness.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::ApiError;
-use crate::ops::{Ctx, without_vector};
+use crate::ops::{Ctx, Touched, without_vector};
 
 type Result<T, E = ApiError> = std::result::Result<T, E>;
 
@@ -87,51 +87,83 @@ pub fn text(c: &Ctx<'_>, answers: &[LearnedAnswer]) -> Result<String> {
 impl Ctx<'_> {
     /// Learned memories in a view the grant covers.
     pub fn learned_list(&self, b: &LearnedListBody) -> Result<LearnedListAnswer> {
-        let view = self.view("view", &b.view)?;
-        let learned = self
-            .engine
-            .learned(&view)?
-            .into_iter()
-            .map(|(m, l)| LearnedAnswer {
-                memory: without_vector(m),
-                learned: l,
-                evidence: None,
-            })
-            .collect();
-        Ok(LearnedListAnswer { learned })
+        self.audited(
+            "learned_list",
+            || crate::ops::asked(b.view.iter()),
+            || {
+                let view = self.view("view", &b.view)?;
+                let learned = self
+                    .engine
+                    .learned(&view)?
+                    .into_iter()
+                    .map(|(m, l)| LearnedAnswer {
+                        memory: without_vector(m),
+                        learned: l,
+                        evidence: None,
+                    })
+                    .collect();
+                Ok(LearnedListAnswer { learned })
+            },
+            |a| Touched::read(a.learned.len()),
+        )
     }
 
     /// One learned memory with the evidence the grant lets the caller see.
     pub fn learned_show(&self, id: &str) -> Result<LearnedAnswer> {
-        let id = self.learned_id(id)?;
-        let (m, l) = self.engine.learned_one(&id)?;
-        let evidence = self
-            .engine
-            .learned_evidence(&id)?
-            .into_iter()
-            .filter(|e| self.grant.allows_scope(&e.scope))
-            .map(without_vector)
-            .collect();
-        Ok(LearnedAnswer {
-            memory: without_vector(m),
-            learned: l,
-            evidence: Some(evidence),
-        })
+        self.audited(
+            "learned_show",
+            Vec::new,
+            || {
+                let id = self.learned_id(id)?;
+                let (m, l) = self.engine.learned_one(&id)?;
+                let evidence = self
+                    .engine
+                    .learned_evidence(&id)?
+                    .into_iter()
+                    .filter(|e| self.grant.allows_scope(&e.scope))
+                    .map(without_vector)
+                    .collect();
+                Ok(LearnedAnswer {
+                    memory: without_vector(m),
+                    learned: l,
+                    evidence: Some(evidence),
+                })
+            },
+            |a| {
+                Touched::read(1)
+                    .scopes([&a.memory.scope])
+                    .named([a.memory.id.clone()])
+            },
+        )
     }
 
     /// Confirms a learned memory.
     pub fn learned_confirm(&self, id: &str) -> Result<strata::Memory> {
-        self.writable()?;
-        let id = self.learned_id(id)?;
-        Ok(without_vector(self.engine.confirm_learned(&id)?))
+        self.audited(
+            "learned_confirm",
+            Vec::new,
+            || {
+                self.writable()?;
+                let id = self.learned_id(id)?;
+                Ok(without_vector(self.engine.confirm_learned(&id)?))
+            },
+            |m| Touched::wrote([m.id.clone()]).scopes([&m.scope]),
+        )
     }
 
     /// Rejects a learned memory (to the archive; not learned again from
     /// the same evidence).
     pub fn learned_reject(&self, id: &str) -> Result<strata::Memory> {
-        self.writable()?;
-        let id = self.learned_id(id)?;
-        Ok(without_vector(self.engine.reject_learned(&id)?))
+        self.audited(
+            "learned_reject",
+            Vec::new,
+            || {
+                self.writable()?;
+                let id = self.learned_id(id)?;
+                Ok(without_vector(self.engine.reject_learned(&id)?))
+            },
+            |m| Touched::wrote([m.id.clone()]).scopes([&m.scope]),
+        )
     }
 
     /// The full id of a learned memory inside the grant.
@@ -145,12 +177,19 @@ impl Ctx<'_> {
     /// changed since the last run, in every scope. It reads and writes
     /// every scope, so it takes an admin token (or no authentication).
     pub fn learned_run(&self) -> Result<strata::LearnReport> {
-        if !self.grant.is_admin() {
-            return Err(ApiError::forbidden(
-                "running learning reads and writes every scope: it needs an admin token",
-            ));
-        }
-        Ok(self.engine.learn()?)
+        self.audited(
+            "learn",
+            Vec::new,
+            || {
+                if !self.grant.is_admin() {
+                    return Err(ApiError::forbidden(
+                        "running learning reads and writes every scope: it needs an admin token",
+                    ));
+                }
+                Ok(self.engine.learn()?)
+            },
+            |r| Touched::read(r.learned + r.updated + r.removed + r.consolidated),
+        )
     }
 
     fn writable(&self) -> Result<()> {

@@ -16,6 +16,7 @@
 //! ```
 
 mod api;
+mod audit;
 mod auth;
 mod compact;
 mod config;
@@ -83,7 +84,8 @@ pub struct Shared {
     /// Bounds engine calls in flight (`limits.max_concurrent`).
     pub permits: Arc<tokio::sync::Semaphore>,
     /// Recalls run on the thread that read the request
-    /// ([`strata::Engine::recall_never_waits`]), not on the blocking pool.
+    /// ([`strata::Engine::recall_never_waits`]), not on the blocking pool;
+    /// never while `[audit]` records calls (each recall then writes).
     pub inline_recall: bool,
     /// Gives new memories their vectors in the background (idle without
     /// an embedder); stops when the server does.
@@ -118,7 +120,9 @@ impl Shared {
         }
         let engine = Arc::new(engine);
         Ok(Arc::new(Shared {
-            inline_recall: engine.recall_never_waits(),
+            // A recorded recall writes its audit entry, which may wait for
+            // the store's write lock: not on the event loop.
+            inline_recall: engine.recall_never_waits() && !engine.audit_config().enabled,
             embed_worker: strata::EmbedWorker::spawn(engine.clone()),
             upkeep_worker: upkeep::UpkeepWorker::spawn(
                 engine.clone(),

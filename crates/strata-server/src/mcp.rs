@@ -26,6 +26,7 @@ use crate::api::{
     ContextBody, ForgetBody, GetArgs, ListArgs, NoArgs, PromoteBody, RecallBody, RememberBody,
     UpdateArgs, Verbose,
 };
+use crate::audit::AuditArgs;
 use crate::auth::Grant;
 use crate::compact;
 use crate::error::ApiError;
@@ -60,7 +61,7 @@ impl std::fmt::Debug for StrataMcp {
 /// Serves MCP on stdin/stdout until the client disconnects. Logs go to
 /// stderr: stdout carries only protocol messages.
 pub async fn serve_stdio(shared: Arc<Shared>) -> std::io::Result<()> {
-    let server = StrataMcp::new(shared, Some(Grant::all()));
+    let server = StrataMcp::new(shared, Some(Grant::local()));
     let running = server
         .serve(rmcp::transport::stdio())
         .await
@@ -438,6 +439,28 @@ impl StrataMcp {
                 other => Err(ApiError::invalid(
                     "action",
                     format!("`{other}` is not one of list, show, confirm, reject, run"),
+                )),
+            }
+        })
+        .await
+    }
+
+    #[tool(
+        description = "The audit trail (an admin token; the local user on stdio): who called what, when, on which scopes, with the ids written or deleted, never content. `action`: `query` (default; filters `since`, `until` (RFC 3339 or a date), `actor`, `op`, `scope`, `before_seq`, `limit`, newest first; lines are `<seq> <time> <actor> <op> [<scopes>] n=<count> <outcome> ids …`) or `verify` (checks the hash chain and names the first entry changed or missing)."
+    )]
+    async fn audit(
+        &self,
+        Parameters(a): Parameters<AuditArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let grant = self.grant(&ctx)?;
+        self.answer(grant, move |c| {
+            match a.action.as_deref().unwrap_or("query") {
+                "query" => Ok(Answer::Text(crate::audit::text(&c.audit(&a)?))),
+                "verify" => json(c.audit_verify()?),
+                other => Err(ApiError::invalid(
+                    "action",
+                    format!("`{other}` is not one of query, verify"),
                 )),
             }
         })

@@ -37,6 +37,83 @@ pub struct Ctx<'a> {
     pub limits: &'a Limits,
 }
 
+/// What an audited call touched (`strata::AuditEvent` without the actor
+/// and operation): how many memories, the ids it wrote or deleted (or the
+/// one it named), and the scopes its answer shows. Never content.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Touched {
+    count: u64,
+    ids: Vec<String>,
+    scopes: Vec<String>,
+}
+
+impl Touched {
+    /// A read that returned `n` memories.
+    pub(crate) fn read(n: usize) -> Touched {
+        Touched {
+            count: n as u64,
+            ..Touched::default()
+        }
+    }
+
+    /// A write of these ids (the count is their number).
+    pub(crate) fn wrote(ids: impl IntoIterator<Item = String>) -> Touched {
+        let ids: Vec<String> = ids.into_iter().collect();
+        Touched {
+            count: ids.len() as u64,
+            ids,
+            scopes: Vec::new(),
+        }
+    }
+
+    /// With the ids the call named (a read of one memory, a session).
+    pub(crate) fn named(mut self, ids: impl IntoIterator<Item = String>) -> Touched {
+        self.ids = ids.into_iter().collect();
+        self
+    }
+
+    /// With a count other than the number of ids.
+    pub(crate) fn count(mut self, n: usize) -> Touched {
+        self.count = n as u64;
+        self
+    }
+
+    /// With the scopes the answer shows (each once, in order).
+    pub(crate) fn scopes<S: std::fmt::Display>(
+        mut self,
+        scopes: impl IntoIterator<Item = S>,
+    ) -> Touched {
+        for s in scopes {
+            let s = s.to_string();
+            if !self.scopes.contains(&s) {
+                self.scopes.push(s);
+            }
+        }
+        self
+    }
+}
+
+/// The scopes or view entries a request named, as the audit trail records
+/// them: only text that parses as a scope or view entry (anything else is
+/// `<invalid>`, so a malformed field cannot carry content into the log).
+pub(crate) fn asked<S: AsRef<str>>(entries: impl IntoIterator<Item = S>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    // A view holds at most `View::MAX_ENTRIES`: a longer one is refused,
+    // and its record need not name more.
+    for e in entries.into_iter().take(View::MAX_ENTRIES) {
+        let e = e.as_ref();
+        let e = if ViewEntry::parse(e).is_ok() {
+            e
+        } else {
+            "<invalid>"
+        };
+        if !out.iter().any(|o| o == e) {
+            out.push(e.to_string());
+        }
+    }
+    out
+}
+
 fn confirm(yes: bool) -> Confirm {
     if yes { Confirm::Yes } else { Confirm::No }
 }
@@ -53,6 +130,56 @@ fn parse<T: std::str::FromStr<Err = strata::Error>>(v: Option<&str>) -> Result<O
 }
 
 impl Ctx<'_> {
+    /// Who the caller is in the audit trail: the token's name, or
+    /// `anonymous` on a server without authentication (the MCP server on
+    /// stdio runs as `local:<user>`, a grant of its own).
+    pub fn actor(&self) -> &str {
+        self.grant.name.as_deref().unwrap_or("anonymous")
+    }
+
+    /// Runs one operation and, when `[audit]` is on, records it: the scopes
+    /// the request `asked` for, and on success what `touched` says the
+    /// answer holds (scopes it shows replace those asked for); on failure
+    /// the error's code. Refusals are recorded too (`forbidden`,
+    /// `not_found`, …). A call whose record cannot be written fails with a
+    /// storage error: nothing is answered that the trail does not hold.
+    pub(crate) fn audited<T>(
+        &self,
+        op: &str,
+        asked: impl FnOnce() -> Vec<String>,
+        run: impl FnOnce() -> Result<T>,
+        touched: impl FnOnce(&T) -> Touched,
+    ) -> Result<T> {
+        let out = run();
+        if !self.engine.audit_config().enabled {
+            return out;
+        }
+        let ev = strata::AuditEvent::new(self.actor(), op);
+        let ev = match &out {
+            Ok(v) => {
+                let t = touched(v);
+                let scopes = if t.scopes.is_empty() {
+                    asked()
+                } else {
+                    t.scopes
+                };
+                ev.scopes(scopes).ids(t.ids).count(t.count)
+            }
+            Err(e) => ev.scopes(asked()).outcome(e.code),
+        };
+        self.engine.audit_record(&ev)?;
+        out
+    }
+
+    /// Records the refusal `e` of `op` (when `[audit]` is on) and returns
+    /// it, for a call refused before [`Ctx::audited`] runs it.
+    pub(crate) fn refused(&self, op: &str, asked: Vec<String>, e: ApiError) -> ApiError {
+        match self.audited::<()>(op, || asked, || Err(e), |_| Touched::default()) {
+            Err(e) => e,
+            Ok(()) => unreachable!("a refusal is an error"),
+        }
+    }
+
     /// A view the grant covers entirely.
     pub fn view(&self, field: &str, entries: &[String]) -> Result<View> {
         if entries.is_empty() {
@@ -188,15 +315,23 @@ impl Ctx<'_> {
 
     /// Stores one memory.
     pub fn remember(&self, b: &RememberBody) -> Result<Memory> {
-        self.need_write()?;
-        let new = self.new_memory(b, "")?;
-        Ok(without_vector(
-            self.engine.remember_with(new, confirm(b.confirm))?,
-        ))
+        self.audited(
+            "remember",
+            || asked(b.scope.iter()),
+            || {
+                self.need_write()?;
+                let new = self.new_memory(b, "")?;
+                Ok(without_vector(
+                    self.engine.remember_with(new, confirm(b.confirm))?,
+                ))
+            },
+            |m| Touched::wrote([m.id.clone()]).scopes([&m.scope]),
+        )
     }
 
     /// Stores many memories in one transaction.
     pub fn remember_batch(&self, b: &BatchBody) -> Result<Vec<Memory>> {
+        self.audited("remember", || asked(b.items.iter().filter_map(|i| i.scope.as_ref())), || {
         self.need_write()?;
         if b.items.len() > self.limits.max_batch {
             return Err(ApiError::too_large(
@@ -220,249 +355,330 @@ impl Ctx<'_> {
             .into_iter()
             .map(without_vector)
             .collect())
+        }, |ms: &Vec<Memory>| Touched::wrote(ms.iter().map(|m| m.id.clone())).scopes(ms.iter().map(|m| &m.scope)))
     }
 
     /// One memory (active or archived), optionally with its history, as the
     /// CLI's `get --json` prints it.
     pub fn get(&self, id: &str, history: bool) -> Result<MemoryAnswer> {
-        let id = &self.resolve(id)?;
-        let Some((m, archived)) = self.visible_anywhere(id)? else {
-            return Err(ApiError::memory_not_found(id));
-        };
-        let history = if history {
-            Some(
-                self.engine
-                    .history(id)?
-                    .into_iter()
-                    .map(without_vector)
-                    .collect(),
-            )
-        } else {
-            None
-        };
-        Ok(MemoryAnswer {
-            memory: without_vector(m),
-            archived,
-            history,
-        })
+        self.audited(
+            "get",
+            Vec::new,
+            || {
+                let id = &self.resolve(id)?;
+                let Some((m, archived)) = self.visible_anywhere(id)? else {
+                    return Err(ApiError::memory_not_found(id));
+                };
+                let history = if history {
+                    Some(
+                        self.engine
+                            .history(id)?
+                            .into_iter()
+                            .map(without_vector)
+                            .collect(),
+                    )
+                } else {
+                    None
+                };
+                Ok(MemoryAnswer {
+                    memory: without_vector(m),
+                    archived,
+                    history,
+                })
+            },
+            |a| {
+                Touched::read(1)
+                    .scopes([&a.memory.scope])
+                    .named([a.memory.id.clone()])
+            },
+        )
     }
 
     /// Changes a memory (compare-and-swap on its version).
     pub fn update(&self, id: &str, b: &PatchBody) -> Result<Memory> {
-        self.need_write()?;
-        let id = &self.resolve(id)?;
-        self.visible(id)?;
-        let patch = Patch {
-            content: b.content.clone(),
-            payload: b.payload.clone(),
-            tags: b.tags.clone(),
-            importance: b.importance,
-            kind: parse(b.kind.as_deref())?,
-            key: b.key.clone(),
-            pinned: b.pinned,
-            sensitive: b.sensitive,
-            expires_at: match &b.expires_at {
-                None => None,
-                Some(None) => Some(None),
-                Some(Some(t)) => Some(Some(strata::parse_time("expires_at", t)?)),
+        self.audited(
+            "update",
+            Vec::new,
+            || {
+                self.need_write()?;
+                let id = &self.resolve(id)?;
+                self.visible(id)?;
+                let patch = Patch {
+                    content: b.content.clone(),
+                    payload: b.payload.clone(),
+                    tags: b.tags.clone(),
+                    importance: b.importance,
+                    kind: parse(b.kind.as_deref())?,
+                    key: b.key.clone(),
+                    pinned: b.pinned,
+                    sensitive: b.sensitive,
+                    expires_at: match &b.expires_at {
+                        None => None,
+                        Some(None) => Some(None),
+                        Some(Some(t)) => Some(Some(strata::parse_time("expires_at", t)?)),
+                    },
+                };
+                Ok(without_vector(self.engine.update(
+                    id,
+                    patch,
+                    b.expected_version,
+                )?))
             },
-        };
-        Ok(without_vector(self.engine.update(
-            id,
-            patch,
-            b.expected_version,
-        )?))
+            |m| Touched::wrote([m.id.clone()]).scopes([&m.scope]),
+        )
     }
 
     /// Deletes one memory everywhere.
     pub fn delete(&self, id: &str, yes: bool) -> Result<ForgetReport> {
-        self.need_write()?;
-        let id = &self.resolve(id)?;
-        if self.visible_anywhere(id)?.is_none() {
-            return Err(ApiError::memory_not_found(id));
-        }
-        let opts = ForgetOptions {
-            confirm: confirm(yes),
-            force: true,
-            dry_run: false,
-        };
-        Ok(self.engine.forget(&Forget::Id(id.into()), opts)?)
+        self.audited(
+            "forget",
+            Vec::new,
+            || {
+                self.need_write()?;
+                let id = &self.resolve(id)?;
+                if self.visible_anywhere(id)?.is_none() {
+                    return Err(ApiError::memory_not_found(id));
+                }
+                let opts = ForgetOptions {
+                    confirm: confirm(yes),
+                    force: true,
+                    dry_run: false,
+                };
+                Ok(self.engine.forget(&Forget::Id(id.into()), opts)?)
+            },
+            |r| Touched::wrote(r.ids.iter().cloned()),
+        )
     }
 
     /// Ranked memories for a query within a view.
     pub fn recall(&self, b: &RecallBody) -> Result<Vec<Recalled>> {
-        let view = self.view("view", &b.view)?;
-        let mut req = Recall::new(b.query.clone(), view);
-        req.filter = parse_filter(b.filter.as_ref())?;
-        req.strategy = parse(b.strategy.as_deref())?;
-        req.limit = self.limit(b.limit, 10)?;
-        req.explain = b.explain;
-        req.touch = b.touch.unwrap_or(true);
-        req.include_archived = b.archived;
-        req.min_relevance = b.min_relevance;
-        req.as_of = b
-            .as_of
-            .as_deref()
-            .map(|t| strata::parse_time("as_of", t))
-            .transpose()?;
-        let mut hits = self.engine.recall(&req)?;
-        // The view lies inside the grant, so this keeps everything; it is
-        // the last line of defence should a view ever see more.
-        hits.retain(|h| self.grant.allows_scope(&h.memory.scope));
-        Ok(hits)
+        self.audited(
+            "recall",
+            || asked(b.view.iter()),
+            || {
+                let view = self.view("view", &b.view)?;
+                let mut req = Recall::new(b.query.clone(), view);
+                req.filter = parse_filter(b.filter.as_ref())?;
+                req.strategy = parse(b.strategy.as_deref())?;
+                req.limit = self.limit(b.limit, 10)?;
+                req.explain = b.explain;
+                req.touch = b.touch.unwrap_or(true);
+                req.include_archived = b.archived;
+                req.min_relevance = b.min_relevance;
+                req.as_of = b
+                    .as_of
+                    .as_deref()
+                    .map(|t| strata::parse_time("as_of", t))
+                    .transpose()?;
+                let mut hits = self.engine.recall(&req)?;
+                // The view lies inside the grant, so this keeps everything; it is
+                // the last line of defence should a view ever see more.
+                hits.retain(|h| self.grant.allows_scope(&h.memory.scope));
+                Ok(hits)
+            },
+            |hits| Touched::read(hits.len()),
+        )
     }
 
     /// Memories of a view, filtered and ordered (or the archive's).
     pub fn list(&self, b: &ListBody) -> Result<ListAnswer> {
-        let view = self.view("view", &b.view)?;
-        let filter = parse_filter(b.filter.as_ref())?;
-        let limit = self.limit(b.limit, 50)?;
-        let answer = |memory: Memory, archived| MemoryAnswer {
-            memory: without_vector(memory),
-            archived,
-            history: None,
-        };
-        if b.archived {
-            let mut rows = self.engine.list_archived(&view, &filter, limit)?;
-            rows.retain(|a| self.grant.allows_scope(&a.memory.scope));
-            let memories = rows
-                .into_iter()
-                .map(|a| {
-                    let mark = strata::ArchiveMark {
-                        at: a.archived_at,
-                        reason: a.reason,
-                    };
-                    answer(a.memory, Some(mark))
-                })
-                .collect();
-            return Ok(ListAnswer { memories });
-        }
-        let mut req = List::new(view);
-        req.filter = filter;
-        req.order = parse(b.order.as_deref())?.unwrap_or_default();
-        req.limit = limit;
-        req.offset = b.offset.unwrap_or(0);
-        let mut rows = self.engine.list(&req)?;
-        rows.retain(|m| self.grant.allows_scope(&m.scope));
-        let memories = rows.into_iter().map(|m| answer(m, None)).collect();
-        Ok(ListAnswer { memories })
+        self.audited(
+            "list",
+            || asked(b.view.iter()),
+            || {
+                let view = self.view("view", &b.view)?;
+                let filter = parse_filter(b.filter.as_ref())?;
+                let limit = self.limit(b.limit, 50)?;
+                let answer = |memory: Memory, archived| MemoryAnswer {
+                    memory: without_vector(memory),
+                    archived,
+                    history: None,
+                };
+                if b.archived {
+                    let mut rows = self.engine.list_archived(&view, &filter, limit)?;
+                    rows.retain(|a| self.grant.allows_scope(&a.memory.scope));
+                    let memories = rows
+                        .into_iter()
+                        .map(|a| {
+                            let mark = strata::ArchiveMark {
+                                at: a.archived_at,
+                                reason: a.reason,
+                            };
+                            answer(a.memory, Some(mark))
+                        })
+                        .collect();
+                    return Ok(ListAnswer { memories });
+                }
+                let mut req = List::new(view);
+                req.filter = filter;
+                req.order = parse(b.order.as_deref())?.unwrap_or_default();
+                req.limit = limit;
+                req.offset = b.offset.unwrap_or(0);
+                let mut rows = self.engine.list(&req)?;
+                rows.retain(|m| self.grant.allows_scope(&m.scope));
+                let memories = rows.into_iter().map(|m| answer(m, None)).collect();
+                Ok(ListAnswer { memories })
+            },
+            |a| Touched::read(a.memories.len()),
+        )
     }
 
     /// Deletes a selection everywhere. A token limited to scopes deletes
     /// only inside them: ids outside are skipped as if they did not exist,
     /// and a session's memories outside are kept (the session stays open).
     pub fn forget(&self, b: &ForgetBody) -> Result<ForgetReport> {
-        self.need_write()?;
-        let modes = [
-            b.ids.is_some(),
-            b.filter.is_some(),
-            b.session.is_some(),
-            b.scope.is_some(),
-            b.before.is_some(),
-        ];
-        if modes.iter().filter(|m| **m).count() != 1 {
-            return Err(ApiError::invalid(
-                "ids",
-                "name exactly one of ids, filter (with view), session, scope, before",
-            ));
-        }
-        let opts = ForgetOptions {
-            confirm: confirm(b.confirm),
-            force: b.force,
-            dry_run: b.dry_run,
-        };
-        let what = if let Some(ids) = &b.ids {
-            let mut mine = Vec::new();
-            for id in ids {
-                let id = self.resolve(id)?;
-                if self.visible_anywhere(&id)?.is_some() {
-                    mine.push(id);
+        self.audited(
+            if b.dry_run {
+                "forget_dry_run"
+            } else {
+                "forget"
+            },
+            || asked(b.view.iter().chain(b.scope.iter())),
+            || {
+                self.need_write()?;
+                let modes = [
+                    b.ids.is_some(),
+                    b.filter.is_some(),
+                    b.session.is_some(),
+                    b.scope.is_some(),
+                    b.before.is_some(),
+                ];
+                if modes.iter().filter(|m| **m).count() != 1 {
+                    return Err(ApiError::invalid(
+                        "ids",
+                        "name exactly one of ids, filter (with view), session, scope, before",
+                    ));
                 }
-            }
-            Forget::Ids(mine)
-        } else if let Some(f) = &b.filter {
-            Forget::Filter {
-                view: self.view("view", &b.view)?,
-                filter: parse_filter(Some(f))?,
-            }
-        } else if let Some(s) = &b.scope {
-            Forget::Scope(self.scope("scope", s)?)
-        } else if let Some(t) = &b.before {
-            let before = strata::parse_time("before", t)?;
-            let view = if b.view.is_empty() && self.grant.is_unrestricted() {
-                None
-            } else {
-                Some(self.view("view", &b.view)?)
-            };
-            Forget::Before { before, view }
-        } else {
-            let session = b.session.clone().unwrap_or_default();
-            if self.grant.is_unrestricted() {
-                Forget::Session(session)
-            } else {
-                let all = self.engine.forget(
-                    &Forget::Session(session.clone()),
-                    ForgetOptions {
-                        dry_run: true,
-                        ..opts
-                    },
-                )?;
-                // A session outside the grant answers as one that does not
-                // exist, not as an empty one.
-                self.visible_session(&session)?;
-                let mut mine = Vec::new();
-                for id in all.ids {
-                    if self.visible_anywhere(&id)?.is_some() {
-                        mine.push(id);
+                let opts = ForgetOptions {
+                    confirm: confirm(b.confirm),
+                    force: b.force,
+                    dry_run: b.dry_run,
+                };
+                let what = if let Some(ids) = &b.ids {
+                    let mut mine = Vec::new();
+                    for id in ids {
+                        let id = self.resolve(id)?;
+                        if self.visible_anywhere(&id)?.is_some() {
+                            mine.push(id);
+                        }
                     }
+                    Forget::Ids(mine)
+                } else if let Some(f) = &b.filter {
+                    Forget::Filter {
+                        view: self.view("view", &b.view)?,
+                        filter: parse_filter(Some(f))?,
+                    }
+                } else if let Some(s) = &b.scope {
+                    Forget::Scope(self.scope("scope", s)?)
+                } else if let Some(t) = &b.before {
+                    let before = strata::parse_time("before", t)?;
+                    let view = if b.view.is_empty() && self.grant.is_unrestricted() {
+                        None
+                    } else {
+                        Some(self.view("view", &b.view)?)
+                    };
+                    Forget::Before { before, view }
+                } else {
+                    let session = b.session.clone().unwrap_or_default();
+                    if self.grant.is_unrestricted() {
+                        Forget::Session(session)
+                    } else {
+                        let all = self.engine.forget(
+                            &Forget::Session(session.clone()),
+                            ForgetOptions {
+                                dry_run: true,
+                                ..opts
+                            },
+                        )?;
+                        // A session outside the grant answers as one that does not
+                        // exist, not as an empty one.
+                        self.visible_session(&session)?;
+                        let mut mine = Vec::new();
+                        for id in all.ids {
+                            if self.visible_anywhere(&id)?.is_some() {
+                                mine.push(id);
+                            }
+                        }
+                        Forget::Ids(mine)
+                    }
+                };
+                Ok(self.engine.forget(&what, opts)?)
+            },
+            |r| {
+                if r.dry_run {
+                    Touched::read(r.ids.len())
+                } else {
+                    Touched::wrote(r.ids.iter().cloned())
                 }
-                Forget::Ids(mine)
-            }
-        };
-        Ok(self.engine.forget(&what, opts)?)
+            },
+        )
     }
 
     /// Copies a memory into another scope.
     pub fn promote(&self, b: &PromoteBody) -> Result<Memory> {
-        self.need_write()?;
-        let id = self.resolve(&b.id)?;
-        self.visible(&id)?;
-        let to = self.scope("to", &b.to)?;
-        Ok(without_vector(self.engine.promote(
-            &id,
-            &to,
-            confirm(b.confirm),
-        )?))
+        self.audited(
+            "promote",
+            || asked([&b.to]),
+            || {
+                self.need_write()?;
+                let id = self.resolve(&b.id)?;
+                self.visible(&id)?;
+                let to = self.scope("to", &b.to)?;
+                Ok(without_vector(self.engine.promote(
+                    &id,
+                    &to,
+                    confirm(b.confirm),
+                )?))
+            },
+            |m| Touched::wrote([m.id.clone()]).scopes([&m.scope]),
+        )
     }
 
     /// Moves archived memories back.
     pub fn restore(&self, ids: &[String]) -> Result<usize> {
-        self.need_write()?;
-        for id in ids {
-            match self.engine.get_archived(id)? {
-                Some(a) if self.grant.allows_scope(&a.memory.scope) => {}
-                _ => return Err(ApiError::memory_not_found(id)),
-            }
-        }
-        Ok(self.engine.restore(ids)?)
+        self.audited(
+            "restore",
+            Vec::new,
+            || {
+                self.need_write()?;
+                for id in ids {
+                    match self.engine.get_archived(id)? {
+                        Some(a) if self.grant.allows_scope(&a.memory.scope) => {}
+                        _ => return Err(ApiError::memory_not_found(id)),
+                    }
+                }
+                Ok(self.engine.restore(ids)?)
+            },
+            |n| Touched::wrote(ids.iter().cloned()).count(*n),
+        )
     }
 
     /// Completes a task.
     pub fn complete_task(&self, task: &str, b: &CompleteTaskBody) -> Result<TaskReport> {
-        self.need_write()?;
-        let t = Scope::task(task).map_err(|e| ApiError::invalid("task", e))?;
-        if !self.grant.allows_scope(&t) {
-            return Err(ApiError::outside("task", &t));
-        }
-        let p = Scope::project(&b.project).map_err(|e| ApiError::invalid("project", e))?;
-        if !self.grant.allows_scope(&p) {
-            return Err(ApiError::outside("project", &p));
-        }
-        let promotion = Promotion {
-            ids: b.promote.clone(),
-            min_importance: b.min_importance,
-        };
-        Ok(self.engine.complete_task(task, &b.project, &promotion)?)
+        self.audited(
+            "complete_task",
+            || asked([format!("task/{task}"), format!("project/{}", b.project)].iter()),
+            || {
+                self.need_write()?;
+                let t = Scope::task(task).map_err(|e| ApiError::invalid("task", e))?;
+                if !self.grant.allows_scope(&t) {
+                    return Err(ApiError::outside("task", &t));
+                }
+                let p = Scope::project(&b.project).map_err(|e| ApiError::invalid("project", e))?;
+                if !self.grant.allows_scope(&p) {
+                    return Err(ApiError::outside("project", &p));
+                }
+                let promotion = Promotion {
+                    ids: b.promote.clone(),
+                    min_importance: b.min_importance,
+                };
+                Ok(self.engine.complete_task(task, &b.project, &promotion)?)
+            },
+            |r| {
+                Touched::wrote(r.promoted.iter().map(|(_, new)| new.clone()))
+                    .count(r.promoted.len() + r.archived)
+            },
+        )
     }
 
     /// The context request a body describes.
@@ -495,57 +711,74 @@ impl Ctx<'_> {
     /// A context package, with its rendering as `text`. Every source the
     /// profile reads, filled from the request, must lie inside the grant.
     pub fn context(&self, b: &ContextBody) -> Result<ContextAnswer> {
-        let req = self.context_request(b)?;
-        if let Some(profile) = self.engine.resolve_profile(&req.profile)? {
-            for src in &profile.sources {
-                if let Some(entry) = src.view_entry(&req.vars)?
-                    && !self.grant.allows_entry(&entry)
-                {
-                    return Err(ApiError::outside(
-                        "profile",
-                        format!(
-                            "{} (source `{}` of profile `{}`)",
-                            entry, src.scope, profile.id
-                        ),
-                    ));
+        self.audited(
+            "context",
+            Vec::new,
+            || {
+                let req = self.context_request(b)?;
+                if let Some(profile) = self.engine.resolve_profile(&req.profile)? {
+                    for src in &profile.sources {
+                        if let Some(entry) = src.view_entry(&req.vars)?
+                            && !self.grant.allows_entry(&entry)
+                        {
+                            return Err(ApiError::outside(
+                                "profile",
+                                format!(
+                                    "{} (source `{}` of profile `{}`)",
+                                    entry, src.scope, profile.id
+                                ),
+                            ));
+                        }
+                    }
                 }
-            }
-        }
-        let pkg: ContextPackage = self.engine.context(&req)?;
-        if let Some(i) = pkg
-            .items
-            .iter()
-            .find(|i| !self.grant.allows_scope(&i.scope))
-        {
-            return Err(ApiError::outside("profile", &i.scope));
-        }
-        let render = req.render.unwrap_or(pkg.render);
-        let text = pkg.to_text(render);
-        Ok(ContextAnswer { package: pkg, text })
+                let pkg: ContextPackage = self.engine.context(&req)?;
+                if let Some(i) = pkg
+                    .items
+                    .iter()
+                    .find(|i| !self.grant.allows_scope(&i.scope))
+                {
+                    return Err(ApiError::outside("profile", &i.scope));
+                }
+                let render = req.render.unwrap_or(pkg.render);
+                let text = pkg.to_text(render);
+                Ok(ContextAnswer { package: pkg, text })
+            },
+            |a| {
+                Touched::read(a.package.items.len())
+                    .scopes(a.package.items.iter().map(|i| &i.scope))
+            },
+        )
     }
 
     /// Creates a session.
     pub fn create_session(&self, b: &SessionBody) -> Result<Session> {
-        self.need_write()?;
-        if let Some(id) = &b.id
-            && !self.owns_session_name("id", id)?
-        {
-            return Err(ApiError::outside("id", format!("session/{id}")));
-        }
-        let scope = match (&b.scope, &b.id) {
-            (Some(s), _) => Some(self.scope("scope", s)?),
-            (None, Some(id)) => Some(self.scope("id", &format!("session/{id}"))?),
-            (None, None) if self.grant.is_unrestricted() => None,
-            (None, None) => {
-                return Err(ApiError::invalid(
-                    "scope",
-                    "a token limited to scopes must name the session's scope or id",
-                ));
-            }
-        };
-        Ok(self
-            .engine
-            .create_session(b.id.as_deref(), scope, b.max_bytes)?)
+        self.audited(
+            "session_create",
+            || asked(b.scope.iter()),
+            || {
+                self.need_write()?;
+                if let Some(id) = &b.id
+                    && !self.owns_session_name("id", id)?
+                {
+                    return Err(ApiError::outside("id", format!("session/{id}")));
+                }
+                let scope = match (&b.scope, &b.id) {
+                    (Some(s), _) => Some(self.scope("scope", s)?),
+                    (None, Some(id)) => Some(self.scope("id", &format!("session/{id}"))?),
+                    (None, None) if self.grant.is_unrestricted() => None,
+                    (None, None) => {
+                        return Err(ApiError::invalid(
+                            "scope",
+                            "a token limited to scopes must name the session's scope or id",
+                        ));
+                    }
+                };
+                Ok(self
+                    .engine
+                    .create_session(b.id.as_deref(), scope, b.max_bytes)?)
+            },
+            |s| Touched::default().scopes([&s.scope]).named([s.id.clone()]),
+        )
     }
 
     /// A write may attach to a session whose scope is inside the grant, or
@@ -601,10 +834,17 @@ impl Ctx<'_> {
 
     /// Archives a session: only the memories inside the grant move.
     pub fn archive_session(&self, id: &str) -> Result<Session> {
-        self.need_write()?;
-        Ok(self
-            .engine
-            .archive_session_within(id, &self.grant.fence())?)
+        self.audited(
+            "session_archive",
+            Vec::new,
+            || {
+                self.need_write()?;
+                Ok(self
+                    .engine
+                    .archive_session_within(id, &self.grant.fence())?)
+            },
+            |s| Touched::default().scopes([&s.scope]).named([s.id.clone()]),
+        )
     }
 
     /// Scopes in use inside the grant, with counts.
@@ -644,18 +884,39 @@ impl Ctx<'_> {
         session: Option<String>,
         leave_out: ExportParts,
     ) -> Result<strata::Export> {
-        let view = if view.is_empty() && self.grant.is_unrestricted() {
-            None
-        } else {
-            Some(self.view("view", view)?)
-        };
-        Ok(strata::Export {
-            view,
-            session,
-            include_sensitive: leave_out.sensitive,
-            include_archived: leave_out.archived,
-            include_history: leave_out.history,
-        })
+        let named = session.clone();
+        let out: Result<strata::Export> = (|| {
+            let view = if view.is_empty() && self.grant.is_unrestricted() {
+                None
+            } else {
+                Some(self.view("view", view)?)
+            };
+            Ok(strata::Export {
+                view,
+                session,
+                include_sensitive: leave_out.sensitive,
+                include_archived: leave_out.archived,
+                include_history: leave_out.history,
+            })
+        })();
+        if let Err(e) = &out
+            && self.engine.audit_config().enabled
+        {
+            let ev = self.export_event(view, named.as_deref());
+            self.engine.audit_record(&ev.outcome(e.code))?;
+        }
+        out
+    }
+
+    /// The audit record of an export of `view` (or `session`), before its
+    /// count is known: the stream records it when it ends
+    /// (`http::export_stream`).
+    pub fn export_event(&self, view: &[String], session: Option<&str>) -> strata::AuditEvent {
+        let mut scopes = asked(view.iter());
+        if let Some(s) = session {
+            scopes.push(format!("session:{}", asked([s])[0]));
+        }
+        strata::AuditEvent::new(self.actor(), "export").scopes(scopes)
     }
 
     /// Imports JSONL; every line's scope (and its history's) must lie inside
@@ -665,37 +926,44 @@ impl Ctx<'_> {
         body: &[u8],
         on_conflict: strata::OnConflict,
     ) -> Result<strata::ImportCounts> {
-        self.need_write()?;
-        let text = std::str::from_utf8(body)
-            .map_err(|e| ApiError::invalid("body", format!("not UTF-8: {e}")))?;
-        if !self.grant.is_unrestricted() {
-            for (n, line) in text.lines().enumerate() {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let item = strata::parse_line(line.trim()).map_err(|reason| {
-                    ApiError::from(strata::Error::InvalidImport {
-                        line: n + 1,
-                        reason,
-                    })
-                })?;
-                let at = format!("line {}", n + 1);
-                for m in std::iter::once(&item.memory).chain(&item.history) {
-                    if !self.grant.allows_scope(&m.scope) {
-                        return Err(ApiError::outside(&at, &m.scope));
+        self.audited(
+            "import",
+            Vec::new,
+            || {
+                self.need_write()?;
+                let text = std::str::from_utf8(body)
+                    .map_err(|e| ApiError::invalid("body", format!("not UTF-8: {e}")))?;
+                if !self.grant.is_unrestricted() {
+                    for (n, line) in text.lines().enumerate() {
+                        if line.trim().is_empty() {
+                            continue;
+                        }
+                        let item = strata::parse_line(line.trim()).map_err(|reason| {
+                            ApiError::from(strata::Error::InvalidImport {
+                                line: n + 1,
+                                reason,
+                            })
+                        })?;
+                        let at = format!("line {}", n + 1);
+                        for m in std::iter::once(&item.memory).chain(&item.history) {
+                            if !self.grant.allows_scope(&m.scope) {
+                                return Err(ApiError::outside(&at, &m.scope));
+                            }
+                        }
+                        if let Some(s) = &item.memory.session {
+                            self.session_allowed(&at, s)?;
+                        }
                     }
                 }
-                if let Some(s) = &item.memory.session {
-                    self.session_allowed(&at, s)?;
-                }
-            }
-        }
-        Ok(self.engine.import_within(
-            &mut text.as_bytes(),
-            on_conflict,
-            &self.grant.fence(),
-            &mut |_| {},
-        )?)
+                Ok(self.engine.import_within(
+                    &mut text.as_bytes(),
+                    on_conflict,
+                    &self.grant.fence(),
+                    &mut |_| {},
+                )?)
+            },
+            |c| Touched::read(c.imported),
+        )
     }
 }
 

@@ -36,7 +36,17 @@ impl UpkeepWorker {
                         }
                         match engine.upkeep() {
                             Ok(r) if r.skipped => {}
-                            Ok(r) => eprintln!("strata: upkeep: {}", serde_json::json!(r)),
+                            Ok(r) => {
+                                eprintln!("strata: upkeep: {}", serde_json::json!(r));
+                                let moved = r.expired + r.evicted + r.demoted + r.moved_to_cold;
+                                let ev =
+                                    strata::AuditEvent::new("upkeep", "upkeep").count(moved as u64);
+                                if let Err(e) = engine.audit_record(&ev) {
+                                    eprintln!(
+                                        "strata: recording upkeep in the audit trail failed: {e}"
+                                    );
+                                }
+                            }
                             Err(e) => {
                                 eprintln!("strata: upkeep failed (tried again in {every:?}): {e}")
                             }

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::audit::AuditConfig;
 use crate::context::{FileProfile, FileProfiles, Profile, SummarizerConfig};
 use crate::embed::EmbedderConfig;
 use crate::error::Error;
@@ -119,6 +120,8 @@ pub struct Config {
     /// What happens to secrets and personal data written into each scope
     /// (none: stored as written).
     pub secrets: Vec<SecretRule>,
+    /// The audit trail.
+    pub audit: AuditConfig,
 }
 
 /// `[cold]`: where archived memories go when they leave the store.
@@ -192,6 +195,7 @@ impl Default for Config {
             learning: LearnConfig::default(),
             cold: ColdConfig::default(),
             secrets: Vec::new(),
+            audit: AuditConfig::default(),
         }
     }
 }
@@ -288,6 +292,8 @@ pub struct FileConfig {
     pub cold: Option<ColdConfig>,
     /// `[[secrets]]`
     pub secrets: Option<Vec<SecretRule>>,
+    /// `[audit]`
+    pub audit: Option<AuditConfig>,
 }
 
 /// The seeds' `memory:` section of `memory.yaml`: store bounds and the
@@ -559,6 +565,9 @@ impl Config {
         if let Some(r) = file.secrets {
             self.secrets = r;
         }
+        if let Some(a) = file.audit {
+            self.audit = a;
+        }
         let mut default_head_tail = None;
         if let Some(seed) = seed {
             if let Some(n) = seed
@@ -639,6 +648,7 @@ impl Config {
         }
         self.cold.resolve_dir(&self.store)?;
         crate::secrets::validate_rules(&self.secrets)?;
+        self.audit.validate()?;
         self.ranking.validate()
     }
 }
@@ -686,6 +696,35 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("half_life_days"), "{e}");
+    }
+
+    #[test]
+    fn audit_section_is_read_and_unknown_keys_are_named() {
+        let mut c = Config::default();
+        assert!(!c.audit.enabled);
+        c.apply_toml(
+            "[audit]\nenabled = true\nretention_days = 30\nmax_entries = 500\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            c.audit,
+            AuditConfig {
+                enabled: true,
+                retention_days: 30,
+                max_entries: 500
+            }
+        );
+        let e = Config::default()
+            .apply_toml("[audit]\nretention = 3\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("retention"), "{e}");
+        let e = Config::default()
+            .apply_toml("[audit]\nretention_days = 99999999\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("audit.retention_days"), "{e}");
     }
 
     #[test]

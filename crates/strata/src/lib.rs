@@ -19,6 +19,7 @@
 //! ```
 
 mod agent;
+mod audit;
 mod cold;
 mod config;
 mod context;
@@ -64,6 +65,14 @@ pub use engine::{
 };
 pub use error::{Error, ErrorClass};
 
+// The audit trail: who did what, when, to which memories (never their
+// content), as a hash chain.
+pub use audit::{
+    AuditChain, AuditConfig, AuditEntry, AuditEvent, AuditPrune, AuditQuery, AuditVerify, GENESIS,
+    MAX_IDS as AUDIT_MAX_IDS, MAX_QUERY_LIMIT as AUDIT_MAX_QUERY_LIMIT, local_actor,
+    verify as verify_audit,
+};
+
 // Ranking and filtering.
 pub use filter::{Field, Filter, Op, Scalar};
 pub use rank::{Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Weights};
@@ -95,9 +104,10 @@ pub use embed::{
 // Storage: the store traits (a backend implements them and passes the
 // conformance suite), the two stores, and the types they exchange.
 pub use store::{
-    Access, Archived, ContextLog, Durability, ImportCounts, ImportItem, ImportRules, MemoryStore,
-    OnConflict, Order, PendingVector, Put, Query, Rows, SCHEMA_VERSION, ScopeCount, Session,
-    Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch, TierFigures, VectorSearch,
+    Access, Archived, AuditLog, ContextLog, Durability, ImportCounts, ImportItem, ImportRules,
+    MemoryStore, OnConflict, Order, PendingVector, Put, Query, Rows, SCHEMA_VERSION, ScopeCount,
+    Session, Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch, TierFigures,
+    VectorSearch,
 };
 // Encryption at rest of a SQLite store (feature `encryption`).
 pub use store::{Conversion, StoreKey, convert as convert_store};

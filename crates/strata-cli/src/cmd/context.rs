@@ -106,6 +106,13 @@ pub fn run(g: &Global, a: ContextArgs) -> Result<()> {
     req.max_tokens = a.max_tokens;
     req.log = !a.no_log;
     let p = e.context(&req)?;
+    app::audit(
+        &e,
+        "context",
+        app::scopes(p.items.iter().map(|i| &i.scope)),
+        p.items.len(),
+        Vec::new(),
+    )?;
     if a.explain {
         explain(&p)?;
     }

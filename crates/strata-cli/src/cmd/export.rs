@@ -82,6 +82,13 @@ pub fn run(g: &Global, a: ExportArgs) -> Result<()> {
         }
         other => other?,
     };
+    app::audit(
+        &e,
+        "export",
+        app::scopes(a.views.iter().chain(a.session.iter())),
+        r.memories,
+        Vec::new(),
+    )?;
     drop(out);
     let mut left_out = Vec::new();
     for (n, what, flag) in [

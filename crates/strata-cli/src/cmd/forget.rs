@@ -111,6 +111,23 @@ pub fn run(g: &Global, a: ForgetArgs) -> Result<()> {
         }
     }
     let r = e.forget(&what, opts)?;
+    if r.dry_run {
+        app::audit(
+            &e,
+            "forget_dry_run",
+            app::scopes(a.views.iter()),
+            r.ids.len(),
+            Vec::new(),
+        )?;
+    } else {
+        app::audit(
+            &e,
+            "forget",
+            app::scopes(a.views.iter()),
+            r.deleted,
+            r.ids.clone(),
+        )?;
+    }
     if g.json {
         return output::json(&r);
     }

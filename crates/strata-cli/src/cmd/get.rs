@@ -31,6 +31,7 @@ pub fn run(g: &Global, mut a: GetArgs) -> Result<()> {
             None => return Err(strata::Error::NotFound(a.id.clone()).into()),
         },
     };
+    app::audit(&e, "get", app::scopes([&m.scope]), 1, vec![m.id.clone()])?;
     let history = if a.history {
         e.history(&a.id)?
     } else {

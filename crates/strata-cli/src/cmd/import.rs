@@ -57,6 +57,7 @@ pub fn run(g: &Global, a: ImportArgs) -> Result<()> {
         _ => indicatif::ProgressBar::hidden(),
     };
     let r = e.import(&mut input, on_conflict, &mut |n| bar.set_position(n))?;
+    app::audit(&e, "import", Vec::new(), r.imported, Vec::new())?;
     bar.finish_and_clear();
     if g.json {
         return output::json(&r);

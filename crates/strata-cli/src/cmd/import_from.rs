@@ -27,6 +27,12 @@ pub fn run(g: &Global, from: &str, file: &Path, scope: Option<&str>, dry_run: bo
         scope,
         dry_run,
     })?;
+    let op = if r.dry_run {
+        "import_foreign_dry_run"
+    } else {
+        "import_foreign"
+    };
+    app::audit(&e, op, r.scopes.clone(), r.added, Vec::new())?;
     // What was stored gets its vectors now, as `sync` does.
     if !r.dry_run
         && r.added > 0

@@ -93,6 +93,13 @@ pub fn run(g: &Global, c: LearnedCmd) -> Result<()> {
     match c {
         LearnedCmd::List(a) => {
             let v = e.learned(&app::view(&a.view)?)?;
+            app::audit(
+                &e,
+                "learned_list",
+                app::scopes(a.view.iter()),
+                v.len(),
+                Vec::new(),
+            )?;
             if g.json {
                 let rows: Vec<_> = v
                     .iter()
@@ -140,6 +147,13 @@ pub fn run(g: &Global, c: LearnedCmd) -> Result<()> {
         LearnedCmd::Confirm { id } => {
             let id = app::resolve_id(&e, &id)?;
             let m = e.confirm_learned(&id)?;
+            app::audit(
+                &e,
+                "learned_confirm",
+                app::scopes([&m.scope]),
+                1,
+                vec![m.id.clone()],
+            )?;
             if g.json {
                 return output::json(&m);
             }
@@ -148,6 +162,13 @@ pub fn run(g: &Global, c: LearnedCmd) -> Result<()> {
         LearnedCmd::Reject { id } => {
             let id = app::resolve_id(&e, &id)?;
             let m = e.reject_learned(&id)?;
+            app::audit(
+                &e,
+                "learned_reject",
+                app::scopes([&m.scope]),
+                1,
+                vec![m.id.clone()],
+            )?;
             if g.json {
                 return output::json(&serde_json::json!({"rejected": m.id}));
             }
@@ -158,6 +179,13 @@ pub fn run(g: &Global, c: LearnedCmd) -> Result<()> {
         }
         LearnedCmd::Run => {
             let r = e.learn()?;
+            app::audit(
+                &e,
+                "learn",
+                Vec::new(),
+                r.learned + r.updated + r.removed + r.consolidated,
+                Vec::new(),
+            )?;
             if g.json {
                 return output::json(&r);
             }

@@ -35,6 +35,13 @@ pub fn run(g: &Global, a: ListArgs) -> Result<()> {
     let e = app::open(g)?;
     if a.archived {
         let mut items = e.list_archived(&view, &filter, a.limit)?;
+        app::audit(
+            &e,
+            "list",
+            app::scopes(a.views.iter()),
+            items.len(),
+            Vec::new(),
+        )?;
         if g.json {
             // As recall does: the vector is for ranking (export keeps it).
             for it in &mut items {
@@ -58,6 +65,13 @@ pub fn run(g: &Global, a: ListArgs) -> Result<()> {
     req.limit = a.limit;
     req.offset = a.offset;
     let mut items = e.list(&req)?;
+    app::audit(
+        &e,
+        "list",
+        app::scopes(a.views.iter()),
+        items.len(),
+        Vec::new(),
+    )?;
     if g.json {
         // As recall does: the vector is for ranking (export keeps it).
         for m in &mut items {

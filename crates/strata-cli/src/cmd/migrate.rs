@@ -60,13 +60,14 @@ pub fn run(g: &Global, a: MigrateArgs) -> Result<()> {
         }));
     }
     output::line(format!(
-        "copied {} memories, {} archived, {} history versions, {} sessions, {} context logs \
-         from {} to {} in {:.1} s; verified: counts and sha256 {} match",
+        "copied {} memories, {} archived, {} history versions, {} sessions, {} context logs, \
+         {} audit entries from {} to {} in {:.1} s; verified: counts and sha256 {} match",
         d.memories,
         d.archived,
         d.history,
         d.sessions,
         d.context_logs,
+        d.audit_entries,
         from_cfg.describe(),
         to_cfg.describe(),
         started.elapsed().as_secs_f64(),

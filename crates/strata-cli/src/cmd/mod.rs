@@ -1,5 +1,6 @@
 //! One module per verb.
 
+pub mod audit;
 pub mod context;
 pub mod crypt;
 pub mod debug;
@@ -89,6 +90,7 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Task(c) => task::run(g, c),
         Command::Session(c) => session::run(g, c),
         Command::Learned(c) => learned::run(g, c),
+        Command::Audit(a) => audit::run(g, a),
         Command::Migrate(a) => migrate::run(g, a),
         Command::Encrypt => crypt::run(g, crypt::Op::Encrypt, None),
         Command::Decrypt => crypt::run(g, crypt::Op::Decrypt, None),
@@ -149,6 +151,15 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Upkeep => {
             let e = app::open(g)?;
             let r = e.upkeep()?;
+            if !r.skipped {
+                app::audit(
+                    &e,
+                    "upkeep",
+                    Vec::new(),
+                    r.expired + r.evicted + r.demoted + r.moved_to_cold,
+                    Vec::new(),
+                )?;
+            }
             if g.json {
                 return output::json(&r);
             }

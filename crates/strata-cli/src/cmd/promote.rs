@@ -23,6 +23,13 @@ pub fn run(g: &Global, a: PromoteArgs) -> Result<()> {
     let e = app::open(g)?;
     let id = app::resolve_id(&e, &a.id)?;
     let m = app::with_confirm(a.yes, |c| e.promote(&id, &to, c))?;
+    app::audit(
+        &e,
+        "promote",
+        app::scopes([&m.scope]),
+        1,
+        vec![m.id.clone()],
+    )?;
     if g.json {
         output::json(&m)
     } else {

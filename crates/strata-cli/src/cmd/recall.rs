@@ -59,6 +59,13 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
         .transpose()?;
     let e = app::open(g)?;
     let hits = e.recall(&req)?;
+    app::audit(
+        &e,
+        "recall",
+        app::scopes(a.views.iter()),
+        hits.len(),
+        Vec::new(),
+    )?;
     if a.explain && !g.json {
         // Say how relevance was found: with vectors, or BM25 alone.
         let st = e.embed_status()?;

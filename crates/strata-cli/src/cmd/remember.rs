@@ -83,6 +83,13 @@ pub fn run(g: &Global, a: RememberArgs) -> Result<()> {
     new.ttl = a.ttl.as_deref().map(strata::parse_ttl).transpose()?;
     let e = app::open(g)?;
     let m = app::with_confirm(a.yes, |c| e.remember_with(new.clone(), c))?;
+    app::audit(
+        &e,
+        "remember",
+        app::scopes([&m.scope]),
+        1,
+        vec![m.id.clone()],
+    )?;
     // One write from the command line gets its vector now; the write is
     // committed either way, and `strata embed` catches up on failures.
     if let Err(err) = e.embed_pending(Some(std::slice::from_ref(&m.id)), 1) {

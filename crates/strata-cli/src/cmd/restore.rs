@@ -23,6 +23,7 @@ pub fn run(g: &Global, a: RestoreArgs) -> Result<()> {
         .map(|id| app::resolve_id(&e, id))
         .collect::<Result<Vec<_>>>()?;
     let n = e.restore(&ids)?;
+    app::audit(&e, "restore", Vec::new(), n, ids.clone())?;
     if g.json {
         output::json(&serde_json::json!({"restored": n}))
     } else {

@@ -60,6 +60,13 @@ pub fn run(g: &Global, c: SessionCmd) -> Result<()> {
             let scope = a.scope.as_deref().map(strata::Scope::parse).transpose()?;
             let e = app::open(g)?;
             let s = e.create_session(a.id.as_deref(), scope, a.max_bytes)?;
+            app::audit(
+                &e,
+                "session_create",
+                app::scopes([&s.scope]),
+                0,
+                vec![s.id.clone()],
+            )?;
             if g.json {
                 output::json(&s)
             } else {
@@ -101,6 +108,13 @@ pub fn run(g: &Global, c: SessionCmd) -> Result<()> {
         SessionCmd::Archive { id } => {
             let e = app::open(g)?;
             let s = e.archive_session(&id)?;
+            app::audit(
+                &e,
+                "session_archive",
+                app::scopes([&s.scope]),
+                0,
+                vec![s.id.clone()],
+            )?;
             if g.json {
                 output::json(&s)
             } else {

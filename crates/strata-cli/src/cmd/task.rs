@@ -45,6 +45,13 @@ pub fn run(g: &Global, c: TaskCmd) -> Result<()> {
                 min_importance: a.min_importance,
             };
             let r = e.complete_task(&a.task, &a.project, &p)?;
+            app::audit(
+                &e,
+                "complete_task",
+                vec![r.task.clone(), r.project.clone()],
+                r.promoted.len() + r.archived,
+                r.promoted.iter().map(|(_, new)| new.clone()).collect(),
+            )?;
             if g.json {
                 return output::json(&r);
             }

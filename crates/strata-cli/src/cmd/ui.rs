@@ -34,7 +34,7 @@ pub fn ui(g: &Global, a: UiArgs) -> Result<()> {
     cfg.listen = a.listen;
     let engine = app::open(g)?;
     let shared = strata_server::Shared::new(engine, &cfg, strata_server::AuthMode::Tokens)?;
-    let code = shared.inspector.login_code(strata_server::Grant::all());
+    let code = shared.inspector.login_code(strata_server::Grant::local());
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?

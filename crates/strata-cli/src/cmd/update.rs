@@ -71,6 +71,7 @@ pub fn run(g: &Global, mut a: UpdateArgs) -> Result<()> {
         }
     };
     let m = e.update(&a.id, patch, expected)?;
+    app::audit(&e, "update", app::scopes([&m.scope]), 1, vec![m.id.clone()])?;
     if g.json {
         output::json(&m)
     } else {

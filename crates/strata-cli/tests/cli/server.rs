@@ -357,7 +357,7 @@ fn mcp_over_stdio_remembers_in_one_session_and_recalls_in_the_next() {
     let tools = m.request("tools/list", json!({}));
     assert_eq!(
         tools["result"]["tools"].as_array().unwrap().len(),
-        11,
+        12,
         "{tools}"
     );
     let (err, mem) = m.tool("remember", json!({"content": "Use SQS with a dead-letter queue for billing retries", "kind": "decision", "tags": ["billing"], "verbose": true}));

@@ -74,7 +74,11 @@ pub fn page(status: StatusCode, title: &str, sess: Option<&Session>, body: &str)
         for (href, label) in NAV {
             let _ = write!(h, "<a href=\"{href}\">{label}</a>");
         }
-        let who = s.grant.name.as_deref().unwrap_or("local user");
+        let who = match s.grant.name.as_deref() {
+            None => "local user",
+            Some(n) if n.starts_with("local:") => "local user",
+            Some(n) => n,
+        };
         let access = if s.grant.can_write() {
             "read-write"
         } else {

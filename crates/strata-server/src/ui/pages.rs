@@ -878,15 +878,15 @@ pub async fn export(State(st): St, Extension(s): Sess, RawQuery(q): RawQuery) ->
         archived: param(&p, "archived").is_some(),
         history: param(&p, "history").is_some(),
     };
-    let req = Ctx {
+    let ctx = Ctx {
         engine: &st.engine,
         grant: &s.grant,
         limits: &st.limits,
-    }
-    .export_request(&view, None, parts);
-    match req {
+    };
+    let ev = ctx.export_event(&view, None);
+    match ctx.export_request(&view, None, parts) {
         Ok(req) => {
-            let mut resp = crate::http::export_stream(st.engine.clone(), req);
+            let mut resp = crate::http::export_stream(st.engine.clone(), req, ev);
             resp.headers_mut().insert(
                 header::CONTENT_DISPOSITION,
                 HeaderValue::from_static("attachment; filename=\"strata-export.jsonl\""),

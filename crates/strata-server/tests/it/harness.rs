@@ -48,7 +48,8 @@ impl Server {
     }
 
     /// A server whose engine's configuration `configure` changes first
-    /// (rules, bounds), and whose engine `prepare` then sets up.
+    /// (`[audit]`, `[[secrets]]` rules, bounds), and whose engine `prepare`
+    /// then sets up.
     pub fn start_configured(
         cfg: ServerConfig,
         auth: AuthMode,

@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod audit;
 mod auth;
 mod browser;
 mod errors;

@@ -6,14 +6,14 @@ use strata_server::{Access, McpDefaults, ServerConfig};
 
 use crate::harness::{Server, token};
 
-struct Mcp<'a> {
-    s: &'a Server,
-    token: String,
-    next: u64,
+pub(crate) struct Mcp<'a> {
+    pub(crate) s: &'a Server,
+    pub(crate) token: String,
+    pub(crate) next: u64,
 }
 
 impl Mcp<'_> {
-    fn post(&mut self, msg: Value) -> (u16, String) {
+    pub(crate) fn post(&mut self, msg: Value) -> (u16, String) {
         self.s.raw(
             "POST",
             "/mcp",
@@ -23,7 +23,7 @@ impl Mcp<'_> {
         )
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let (status, body) = self
             .post(json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}));
@@ -35,7 +35,7 @@ impl Mcp<'_> {
     }
 
     /// Calls a tool; returns (is_error, its text content).
-    fn text(&mut self, name: &str, args: Value) -> (bool, String) {
+    pub(crate) fn text(&mut self, name: &str, args: Value) -> (bool, String) {
         let v = self.request("tools/call", json!({"name": name, "arguments": args}));
         let r = &v["result"];
         assert!(r.is_object(), "{name}: {v}");
@@ -47,7 +47,7 @@ impl Mcp<'_> {
 
     /// Calls a tool whose answer is JSON (errors, and `verbose` answers);
     /// returns (is_error, the JSON in its text content).
-    fn tool(&mut self, name: &str, args: Value) -> (bool, Value) {
+    pub(crate) fn tool(&mut self, name: &str, args: Value) -> (bool, Value) {
         let (err, text) = self.text(name, args);
         (
             err,
@@ -70,7 +70,7 @@ fn server() -> (Server, String, String) {
     (s, rw, ro)
 }
 
-fn handshake(m: &mut Mcp<'_>) {
+pub(crate) fn handshake(m: &mut Mcp<'_>) {
     let init = m.request("initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}}));
     assert_eq!(init["result"]["serverInfo"]["name"], "strata", "{init}");
     assert!(init["result"]["capabilities"]["tools"].is_object());
@@ -98,6 +98,7 @@ fn initialize_list_and_call_every_tool() {
     assert_eq!(
         names,
         [
+            "audit",
             "context",
             "forget",
             "get",

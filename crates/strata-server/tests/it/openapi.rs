@@ -35,6 +35,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/learned/{id}/confirm"),
     ("post", "/v1/learned/{id}/reject"),
     ("post", "/v1/learned/run"),
+    ("get", "/v1/audit"),
+    ("get", "/v1/audit/verify"),
     ("get", "/healthz"),
     ("get", "/metrics"),
 ];

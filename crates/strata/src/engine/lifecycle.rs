@@ -57,6 +57,9 @@ pub struct UpkeepReport {
     /// nothing.
     #[serde(default)]
     pub skipped: bool,
+    /// Audit entries removed by `[audit]` retention.
+    #[serde(default)]
+    pub audit_pruned: u64,
     /// What the detectors learned (`None` when `[learning]` is off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned: Option<crate::learn::LearnReport>,
@@ -290,7 +293,9 @@ impl Engine {
             None
         };
         let (demoted, moved_to_cold) = self.demote(now)?;
+        let audit_pruned = self.audit_prune("upkeep")?.removed;
         Ok(UpkeepReport {
+            audit_pruned,
             expired,
             evicted,
             demoted,

@@ -11,7 +11,8 @@
 //! `forget.rs`, `lifecycle.rs` (promote, task completion, the project
 //! bound, restore, upkeep), `sessions.rs`, `typed.rs` (the seeds' typed
 //! operations), `vectors.rs` (embedders and the background embedding
-//! worker), `access.rs` (the access log).
+//! worker), `access.rs` (the access log), `audit.rs` (recording, querying,
+//! verifying and pruning the audit trail).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
@@ -41,6 +42,7 @@ const MIN_ID_PREFIX: usize = 8;
 const PREFIX_SCAN: usize = 64;
 
 mod access;
+mod audit;
 mod cold;
 mod forget;
 mod lifecycle;

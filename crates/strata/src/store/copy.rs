@@ -1,6 +1,7 @@
 //! Copying a whole store into an empty one, whatever the two backends
 //! (`strata migrate`): sessions, active and archived memories with their
-//! history, vectors and access counts, and the context log; then both are
+//! history, vectors and access counts, the context log and the audit
+//! trail (entries, anchor and head as they are); then both are
 //! read back and compared, count by count and by a SHA-256 over everything
 //! a store holds ([`StoreDigest`]).
 
@@ -26,12 +27,18 @@ pub struct StoreDigest {
     pub sessions: u64,
     /// Logged context packages.
     pub context_logs: u64,
+    /// Audit entries kept.
+    #[serde(default)]
+    pub audit_entries: u64,
     /// SHA-256 (hex) over all of it, in a canonical order.
     pub sha256: String,
 }
 
 /// Memories imported per transaction while copying.
 const CHUNK: usize = 500;
+
+/// Audit entries read and written per round trip while copying.
+const AUDIT_PAGE: usize = 5_000;
 
 /// Counts and hashes everything `s` holds.
 pub fn store_digest(s: &dyn Store) -> Result<StoreDigest> {
@@ -58,6 +65,19 @@ pub fn store_digest(s: &dyn Store) -> Result<StoreDigest> {
     for (id, at, doc) in s.context_logs()? {
         d.context_logs += 1;
         lines.push(format!("c {}", json(&(id, at.as_millisecond(), doc))));
+    }
+    lines.push(format!("uc {}", json(&s.audit_chain()?)));
+    let mut after = 0;
+    loop {
+        let page = s.audit_range(after, AUDIT_PAGE)?;
+        for e in &page {
+            d.audit_entries += 1;
+            lines.push(format!("u {}", json(e)));
+            after = e.seq;
+        }
+        if page.len() < AUDIT_PAGE {
+            break;
+        }
     }
     lines.sort_unstable();
     let mut h = Sha256::new();
@@ -100,6 +120,7 @@ pub fn copy_store(
     let held = to.stats()?;
     if held.memories + held.archived + held.history + held.sessions > 0
         || !to.context_logs()?.is_empty()
+        || to.audit_chain()?.head_seq > 0
     {
         return Err(Error::InvalidConfig(format!(
             "the destination is not empty ({} memories, {} archived, {} sessions): migrate writes only into an empty store",
@@ -154,14 +175,26 @@ pub fn copy_store(
     for (id, at, doc) in from.context_logs()? {
         to.log_context(&id, at, &doc)?;
     }
+    // The audit trail as it is, hashes and anchor included, so the copy
+    // verifies as the source does.
+    let chain = from.audit_chain()?;
+    let mut after = 0;
+    loop {
+        let page = from.audit_range(after, AUDIT_PAGE)?;
+        to.audit_restore(&chain, &page)?;
+        match page.last() {
+            Some(e) if page.len() == AUDIT_PAGE => after = e.seq,
+            _ => break,
+        }
+    }
     let got = store_digest(to)?;
     if got != want {
         return Err(Error::Storage {
             backend: "migrate",
             source: format!(
-                "the copy differs from the source: source {} memories, {} archived, {} history, {} sessions, {} context logs, sha256 {}; copy {} memories, {} archived, {} history, {} sessions, {} context logs, sha256 {}",
-                want.memories, want.archived, want.history, want.sessions, want.context_logs, want.sha256,
-                got.memories, got.archived, got.history, got.sessions, got.context_logs, got.sha256
+                "the copy differs from the source: source {} memories, {} archived, {} history, {} sessions, {} context logs, {} audit entries, sha256 {}; copy {} memories, {} archived, {} history, {} sessions, {} context logs, {} audit entries, sha256 {}",
+                want.memories, want.archived, want.history, want.sessions, want.context_logs, want.audit_entries, want.sha256,
+                got.memories, got.archived, got.history, got.sessions, got.context_logs, got.audit_entries, got.sha256
             )
             .into(),
         });

@@ -11,11 +11,12 @@ use std::sync::Mutex;
 use jiff::Timestamp;
 
 use super::{
-    Access, Archived, ContextLog, IdPlan, ImportCounts, ImportItem, ImportRules, Order,
+    Access, Archived, AuditLog, ContextLog, IdPlan, ImportCounts, ImportItem, ImportRules, Order,
     PendingVector, Put, Query, Rows, ScopeCount, Session, Sessions, Store, StoreStats, TextSearch,
     VectorSearch,
 };
 use crate::Result;
+use crate::audit::{self, AuditChain, AuditEntry, AuditEvent, AuditPrune, AuditQuery};
 use crate::error::Error;
 use crate::model::Memory;
 use crate::rank::Signals;
@@ -32,6 +33,9 @@ struct Inner {
     vector_dims: BTreeMap<String, usize>,
     /// Lease name → (holder, until).
     leases: HashMap<String, (String, Timestamp)>,
+    /// The audit trail, oldest first, and its chain.
+    audit: Vec<AuditEntry>,
+    audit_chain: AuditChain,
 }
 
 /// A store that lives in process memory and is gone when dropped.
@@ -844,6 +848,99 @@ impl ContextLog for MemoryStore {
             .iter()
             .map(|(id, (at, d))| (id.clone(), *at, d.clone()))
             .collect())
+    }
+}
+
+impl AuditLog for MemoryStore {
+    fn audit_append(&self, ev: &AuditEvent, at: Timestamp) -> Result<AuditEntry> {
+        let mut g = self.lock();
+        let e = AuditEntry::seal(ev, g.audit_chain.head_seq + 1, at, &g.audit_chain.head_hash);
+        g.audit_chain.head_seq = e.seq;
+        g.audit_chain.head_hash.clone_from(&e.hash);
+        g.audit.push(e.clone());
+        Ok(e)
+    }
+
+    fn audit_query(&self, q: &AuditQuery) -> Result<Vec<AuditEntry>> {
+        q.validate()?;
+        Ok(self
+            .lock()
+            .audit
+            .iter()
+            .rev()
+            .filter(|e| q.matches(e))
+            .take(q.limit)
+            .cloned()
+            .collect())
+    }
+
+    fn audit_range(&self, after: u64, limit: usize) -> Result<Vec<AuditEntry>> {
+        Ok(self
+            .lock()
+            .audit
+            .iter()
+            .filter(|e| e.seq > after)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    fn audit_chain(&self) -> Result<AuditChain> {
+        Ok(self.lock().audit_chain.clone())
+    }
+
+    fn audit_prune(
+        &self,
+        cutoff: Option<Timestamp>,
+        max_entries: Option<u64>,
+    ) -> Result<AuditPrune> {
+        let mut g = self.lock();
+        let old = cutoff.and_then(|c| g.audit.iter().filter(|e| e.at < c).map(|e| e.seq).max());
+        let Some(through) = audit::prune_through(&g.audit_chain, max_entries, old) else {
+            return Ok(AuditPrune {
+                removed: 0,
+                anchor_seq: g.audit_chain.anchor_seq,
+            });
+        };
+        let hash = g
+            .audit
+            .iter()
+            .find(|e| e.seq == through)
+            .map(|e| e.hash.clone())
+            .ok_or_else(|| missing_entry(through))?;
+        let before = g.audit.len();
+        g.audit.retain(|e| e.seq > through);
+        g.audit_chain.anchor_seq = through + 1;
+        g.audit_chain.anchor_hash = hash;
+        Ok(AuditPrune {
+            removed: (before - g.audit.len()) as u64,
+            anchor_seq: through + 1,
+        })
+    }
+
+    fn audit_restore(&self, chain: &AuditChain, entries: &[AuditEntry]) -> Result<()> {
+        self.restore_audit(chain, entries);
+        Ok(())
+    }
+}
+
+impl MemoryStore {
+    fn restore_audit(&self, chain: &AuditChain, entries: &[AuditEntry]) {
+        let mut g = self.lock();
+        g.audit.extend(entries.iter().cloned());
+        g.audit.sort_by_key(|e| e.seq);
+        g.audit_chain = chain.clone();
+    }
+}
+
+/// The error of a prune that would cut the chain at an entry that is not
+/// there (the log was tampered with: `strata audit verify` says where).
+pub(crate) fn missing_entry(seq: u64) -> Error {
+    Error::Corrupt {
+        what: format!("audit entry {seq}"),
+        source:
+            "it is missing, so retention cannot anchor the chain there; run `strata audit verify`"
+                .into(),
     }
 }
 

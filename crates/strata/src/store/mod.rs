@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use crate::Result;
+use crate::audit::{AuditChain, AuditEntry, AuditEvent, AuditPrune, AuditQuery};
 use crate::filter::Filter;
 use crate::model::Memory;
 use crate::rank::Signals;
@@ -506,11 +507,43 @@ pub trait ContextLog {
     fn context_logs(&self) -> Result<Vec<(String, Timestamp, String)>>;
 }
 
+/// The audit trail (`crate::audit`): a hash chain of entries appended one
+/// at a time across every process sharing the store, queried, checked and
+/// cut from its oldest end.
+pub trait AuditLog {
+    /// Appends `ev` as the entry after the chain's head, at `at`: reads the
+    /// head, seals the entry ([`AuditEntry::seal`]), stores it and moves
+    /// the head, all while holding what serializes appends (SQLite's write
+    /// transaction, a row lock on PostgreSQL's chain head), so two
+    /// processes never take one sequence number.
+    fn audit_append(&self, ev: &AuditEvent, at: Timestamp) -> Result<AuditEntry>;
+    /// Entries `q` selects, newest first, at most `q.limit`.
+    fn audit_query(&self, q: &AuditQuery) -> Result<Vec<AuditEntry>>;
+    /// Entries numbered above `after`, oldest first, at most `limit`.
+    fn audit_range(&self, after: u64, limit: usize) -> Result<Vec<AuditEntry>>;
+    /// The chain's anchor and head.
+    fn audit_chain(&self) -> Result<AuditChain>;
+    /// Removes the entries numbered up to `through` (those recorded before
+    /// `cutoff`, when given, and those beyond the newest `max_entries`;
+    /// `audit::prune_through`) in one transaction, recording the
+    /// last removed entry's hash as the chain's anchor.
+    fn audit_prune(
+        &self,
+        cutoff: Option<Timestamp>,
+        max_entries: Option<u64>,
+    ) -> Result<AuditPrune>;
+    /// Stores `entries` exactly as given (hashes included) and sets the
+    /// chain's anchor and head to `chain`, in one transaction: copying a
+    /// store's trail into one that holds none (`strata migrate`), a chunk
+    /// at a time.
+    fn audit_restore(&self, chain: &AuditChain, entries: &[AuditEntry]) -> Result<()>;
+}
+
 /// The storage backend interface: every capability a backend implements,
 /// each with its conformance tests (`tests/it/conformance.rs`), run by
 /// both stores.
 pub trait Store:
-    Rows + Sessions + TextSearch + VectorSearch + ContextLog + Send + Sync + std::fmt::Debug
+    Rows + Sessions + TextSearch + VectorSearch + ContextLog + AuditLog + Send + Sync + std::fmt::Debug
 {
     /// Whether reads (queries, searches, gets; vector searches too when
     /// `with_vectors`) only compute: no network round trip, no wait on a

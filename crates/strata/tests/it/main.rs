@@ -7,6 +7,7 @@
 mod harness;
 
 mod as_of;
+mod audit;
 mod cold;
 mod conformance;
 mod context;

@@ -82,6 +82,16 @@ fn fill(s: &dyn Store) {
     s.archive_session("s-done", t).unwrap();
     s.log_context("ctx-1", t, r#"{"items":[]}"#).unwrap();
     s.log_context("ctx-2", t, r#"{"items":[1]}"#).unwrap();
+    for id in ids.iter().take(7) {
+        s.audit_append(
+            &strata::AuditEvent::new("tok", "remember")
+                .scopes(["project/p0"])
+                .ids([id.clone()]),
+            t,
+        )
+        .unwrap();
+    }
+    s.audit_prune(None, Some(5)).unwrap();
 }
 
 #[test]
@@ -95,7 +105,10 @@ fn sqlite_to_postgres_to_sqlite_is_lossless() {
         want.memories > 20 && want.archived > 10 && want.history >= 5,
         "{want:?}"
     );
-    assert_eq!((want.sessions, want.context_logs), (2, 2));
+    assert_eq!(
+        (want.sessions, want.context_logs, want.audit_entries),
+        (2, 2, 5)
+    );
 
     let p = pg.open();
     let mut seen = Vec::new();
@@ -124,6 +137,12 @@ fn sqlite_to_postgres_to_sqlite_is_lossless() {
             s.context_log("ctx-2").unwrap().as_deref(),
             Some(r#"{"items":[1]}"#)
         );
+        // The audit trail verifies from the same anchor.
+        let chain = s.audit_chain().unwrap();
+        assert_eq!((chain.anchor_seq, chain.head_seq), (3, 7));
+        let kept = s.audit_range(0, 100).unwrap();
+        let v = strata::verify_audit(&chain, &mut kept.into_iter().map(Ok)).unwrap();
+        assert!(v.ok, "{v:?}");
     }
 
     // Into a store that holds something: refused, nothing written.
@@ -950,4 +969,69 @@ fn large_views_are_searched_through_an_index() {
         ids(&indexed, &target);
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// Nodes on one schema append to one audit chain: the row lock on its head
+/// hands out numbers one at a time, and verification passes over the
+/// interleaved appends.
+#[test]
+fn nodes_append_to_one_audit_chain() {
+    use strata::{AuditEvent, AuditLog};
+    let Some(pg) = PgSchema::new() else { return };
+    let nodes: Vec<PostgresStore> = (0..3).map(|_| pg.open()).collect();
+    std::thread::scope(|sc| {
+        for (n, s) in nodes.iter().enumerate() {
+            sc.spawn(move || {
+                for i in 0..40 {
+                    s.audit_append(
+                        &AuditEvent::new(format!("node-{n}"), "recall")
+                            .scopes(["project/a"])
+                            .count(i),
+                        now(),
+                    )
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let s = &nodes[0];
+    let chain = s.audit_chain().unwrap();
+    assert_eq!(chain.head_seq, 120);
+    let entries = s.audit_range(0, 1000).unwrap();
+    let v = strata::verify_audit(&chain, &mut entries.into_iter().map(Ok)).unwrap();
+    assert!(v.ok, "{v:?}");
+    // A changed row is named.
+    let mut raw = raw_client(&pg.url);
+    raw.batch_execute(&format!(
+        "UPDATE \"{}\".audit SET count = 999 WHERE seq = 57",
+        pg.schema
+    ))
+    .unwrap();
+    let entries = s.audit_range(0, 1000).unwrap();
+    let v = strata::verify_audit(&chain, &mut entries.into_iter().map(Ok)).unwrap();
+    assert_eq!(v.first_bad, Some(57), "{v:?}");
+}
+
+/// A schema strata's version 2 wrote gains the audit tables on open, its
+/// memories untouched.
+#[test]
+fn a_version_2_schema_gains_an_audit_chain() {
+    use strata::AuditLog;
+    let Some(pg) = PgSchema::new() else { return };
+    let m = mem("project/a", "written by version 2");
+    pg.open().put(&m).unwrap();
+    let mut raw = raw_client(&pg.url);
+    raw.batch_execute(&format!(
+        "DROP TABLE \"{0}\".audit; DROP TABLE \"{0}\".audit_chain;
+         DELETE FROM \"{0}\".schema_version WHERE version > 2",
+        pg.schema
+    ))
+    .unwrap();
+    let s = pg.open();
+    assert_eq!(s.get(&m.id).unwrap(), Some(m));
+    assert_eq!(s.stats().unwrap().schema_version, strata::PG_SCHEMA_VERSION);
+    let e = s
+        .audit_append(&strata::AuditEvent::new("a", "list"), now())
+        .unwrap();
+    assert_eq!((e.seq, e.prev_hash.as_str()), (1, strata::GENESIS));
 }

@@ -82,7 +82,7 @@ fn a_version_1_file_is_upgraded_in_place() {
     c.execute_batch(
         "DROP INDEX memories_embedding_model; DROP TABLE vector_models;
          ALTER TABLE memories DROP COLUMN vector_seq;
-         DROP TABLE context_log; DROP TABLE scope_counts; DROP TABLE leases;
+         DROP TABLE context_log; DROP TABLE scope_counts; DROP TABLE leases; DROP TABLE audit; DROP TABLE audit_chain;
          DROP INDEX memories_scope; CREATE INDEX memories_scope ON memories(scope, created_at);
          DROP INDEX archive_scope; CREATE INDEX archive_scope ON archive(scope, created_at);
          DELETE FROM schema_version WHERE version > 1;",

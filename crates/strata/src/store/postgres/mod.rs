@@ -44,6 +44,7 @@ use crate::model::{Embedding, Kind, Memory, Provenance};
 use crate::rank::Signals;
 use crate::scope::{Scope, View};
 
+mod audit;
 mod filter_sql;
 mod listen;
 mod pool;

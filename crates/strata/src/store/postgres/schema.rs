@@ -7,7 +7,7 @@
 use super::*;
 
 /// Newest PostgreSQL schema version this build writes and reads.
-pub const PG_SCHEMA_VERSION: i64 = 2;
+pub const PG_SCHEMA_VERSION: i64 = 3;
 
 pub(super) const COLS: &str = "id, scope, kind, role, content, payload, key, tags, importance, source, session, \
      created_at, updated_at, last_accessed_at, access_count, expires_at, pinned, sensitive, tokens, \
@@ -106,6 +106,26 @@ pub(super) fn migration_2() -> String {
         .into()
 }
 
+/// Version 3: the audit trail (`crate::audit`), as in SQLite's version 5:
+/// `audit` rows (`at` in microseconds, `scopes` and `ids` JSON text) and
+/// the one `audit_chain` row with the chain's anchor and head. Appends
+/// lock that row (`SELECT … FOR UPDATE`), so the nodes sharing the schema
+/// append one at a time without taking the memories' write lock.
+pub(super) fn migration_3() -> String {
+    format!(
+        r#"CREATE TABLE audit (seq BIGINT PRIMARY KEY, at BIGINT NOT NULL, actor TEXT COLLATE "C" NOT NULL,
+             op TEXT COLLATE "C" NOT NULL, scopes TEXT COLLATE "C" NOT NULL, count BIGINT NOT NULL,
+             ids TEXT NOT NULL, ids_omitted BIGINT NOT NULL, outcome TEXT COLLATE "C" NOT NULL,
+             prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
+         CREATE INDEX audit_at ON audit(at);
+         CREATE TABLE audit_chain (id INT PRIMARY KEY CHECK (id = 1),
+             anchor_seq BIGINT NOT NULL, anchor_hash TEXT NOT NULL,
+             head_seq BIGINT NOT NULL, head_hash TEXT NOT NULL);
+         INSERT INTO audit_chain VALUES (1, 1, '{g}', 0, '{g}');"#,
+        g = crate::audit::GENESIS
+    )
+}
+
 /// Creates the schema if needed and brings it up to date, under an advisory
 /// lock so that nodes starting together migrate once. Refuses a schema
 /// holding another application's tables, and one a newer strata wrote.
@@ -149,7 +169,7 @@ pub(super) fn migrate(c: &mut Client, schema: &str, display: &str) -> Result<()>
             supported: PG_SCHEMA_VERSION,
         });
     }
-    let migrations: [fn() -> String; 2] = [migration_1, migration_2];
+    let migrations: [fn() -> String; 3] = [migration_1, migration_2, migration_3];
     for (i, m) in migrations.iter().enumerate() {
         let v = i as i64 + 1;
         if v > current {

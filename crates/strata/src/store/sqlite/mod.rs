@@ -14,6 +14,8 @@
 //! - `archive`: the same columns plus `archived_at` and `reason`.
 //! - `history`: superseded versions, one JSON document each.
 //! - `sessions`, and `schema_version`.
+//! - `audit` and `audit_chain`: the audit trail and its anchor and head
+//!   (version 5, `audit.rs`).
 //!
 //! Every write is all or nothing inside one `BEGIN IMMEDIATE` transaction
 //! (row, index, session bytes together), so several processes can share
@@ -60,6 +62,7 @@ use crate::scope::{Scope, View};
 
 #[cfg(feature = "ann")]
 mod ann;
+mod audit;
 mod cipher;
 mod filter_sql;
 mod fts;
@@ -100,7 +103,7 @@ impl From<rusqlite::Error> for Error {
 }
 
 /// Newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -339,7 +342,13 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        let migrations: [fn() -> String; 4] = [migration_1, migration_2, migration_3, migration_4];
+        let migrations: [fn() -> String; 5] = [
+            migration_1,
+            migration_2,
+            migration_3,
+            migration_4,
+            migration_5,
+        ];
         for (i, m) in migrations.iter().enumerate() {
             let v = i as i64 + 1;
             if v > current {

@@ -97,6 +97,26 @@ pub(super) fn migration_4() -> String {
         .into()
 }
 
+/// Version 5: the audit trail (`crate::audit`). `audit` holds the entries
+/// (`at` in microseconds, `scopes` and `ids` as JSON arrays); the one row
+/// of `audit_chain` holds the chain's anchor (where the oldest kept entry
+/// must start, moved by retention) and head (the newest entry), updated in
+/// the write transaction of every append.
+pub(super) fn migration_5() -> String {
+    format!(
+        "CREATE TABLE audit (seq INTEGER PRIMARY KEY, at INTEGER NOT NULL, actor TEXT NOT NULL,
+             op TEXT NOT NULL, scopes TEXT NOT NULL, count INTEGER NOT NULL, ids TEXT NOT NULL,
+             ids_omitted INTEGER NOT NULL, outcome TEXT NOT NULL, prev_hash TEXT NOT NULL,
+             hash TEXT NOT NULL);
+         CREATE INDEX audit_at ON audit(at);
+         CREATE TABLE audit_chain (id INTEGER PRIMARY KEY CHECK (id = 1),
+             anchor_seq INTEGER NOT NULL, anchor_hash TEXT NOT NULL,
+             head_seq INTEGER NOT NULL, head_hash TEXT NOT NULL);
+         INSERT INTO audit_chain VALUES (1, 1, '{g}', 0, '{g}');",
+        g = crate::audit::GENESIS
+    )
+}
+
 /// Refuses a file that is another application's SQLite database, before
 /// anything (the switch to WAL, strata's tables) changes it. A new or empty
 /// file, or one holding strata's `schema_version`, is strata's.
