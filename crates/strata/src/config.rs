@@ -159,6 +159,16 @@ impl ColdConfig {
         if !self.enabled {
             return Ok(None);
         }
+        if let StoreConfig::Sqlite { options, .. } = store
+            && options.key.is_some()
+        {
+            // Segments are not encrypted: memories must not leave an
+            // encrypted file for plain ones.
+            return Err(Error::InvalidConfig(
+                "cold.enabled: the cold tier's segment files are not encrypted, and this store                  is: keep memories in the encrypted database (cold.enabled = false)"
+                    .into(),
+            ));
+        }
         if let Some(d) = &self.dir {
             return Ok(Some(d.clone()));
         }

@@ -133,10 +133,17 @@ pub(super) fn apply(c: &Connection, path: &Path, key: Option<&StoreKey>) -> Resu
     let Some(k) = key else {
         return Ok(());
     };
+    // SQLCipher logs a failed page check to stderr itself; the error this
+    // returns says it once, for whoever asked.
+    let _ = c.execute_batch("PRAGMA cipher_log_level = NONE");
     c.pragma_update(None, "key", k.pragma_value())?;
-    match c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get::<_, i64>(0)) {
+    match c.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
+        r.get::<_, i64>(0)
+    }) {
         Ok(_) => Ok(()),
-        Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::NotADatabase => {
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::NotADatabase =>
+        {
             Err(wrong_key(path, k))
         }
         Err(e) => Err(e.into()),
@@ -168,11 +175,7 @@ pub enum Conversion {
 /// crash leaves either the old file or the new one whole. The store must
 /// not be open elsewhere: the copy holds an exclusive lock, and a process
 /// that has the file open fails this with "database is locked".
-pub fn convert(
-    path: &Path,
-    from: Option<&StoreKey>,
-    to: Option<&StoreKey>,
-) -> Result<Conversion> {
+pub fn convert(path: &Path, from: Option<&StoreKey>, to: Option<&StoreKey>) -> Result<Conversion> {
     if !cfg!(feature = "encryption") {
         return Err(Error::InvalidConfig(
             "encrypt, decrypt and rekey need a strata built with encryption at rest (cargo \
@@ -194,7 +197,10 @@ pub fn convert(
         }
     };
     if std::fs::metadata(path).map_or(true, |m| m.len() == 0) {
-        return Err(Error::InvalidConfig(format!("{} holds no store", path.display())));
+        return Err(Error::InvalidConfig(format!(
+            "{} holds no store",
+            path.display()
+        )));
     }
     match (what, looks_encrypted(path)) {
         (Conversion::Encrypt, true) => {
@@ -204,7 +210,10 @@ pub fn convert(
             )));
         }
         (Conversion::Decrypt | Conversion::Rekey, false) => {
-            return Err(Error::InvalidConfig(format!("{} is not encrypted", path.display())));
+            return Err(Error::InvalidConfig(format!(
+                "{} is not encrypted",
+                path.display()
+            )));
         }
         _ => {}
     }

@@ -54,11 +54,11 @@ use super::{
     VectorSearch,
 };
 use crate::Result;
-pub use cipher::{Conversion, StoreKey, convert};
 use crate::error::Error;
 use crate::model::{Embedding, Kind, Memory, Provenance};
 use crate::rank::Signals;
 use crate::scope::{Scope, View};
+pub use cipher::{Conversion, StoreKey, convert};
 
 #[cfg(feature = "ann")]
 mod ann;
