@@ -149,6 +149,22 @@ pub enum Command {
         after_help = "Examples:\n  strata migrate --from ~/.local/share/strata/strata.db --to postgres://strata@db.internal/memory\n  strata migrate --from postgres://strata@db.internal/memory --to ./backup.db\n(the PostgreSQL password comes from STRATA_DB_PASSWORD or PGPASSWORD, never a flag)"
     )]
     Migrate(crate::cmd::migrate::MigrateArgs),
+    /// Encrypt a plain SQLite store in place with the key in STRATA_KEY (or
+    /// `[store] key_file`); needs the `encryption` feature.
+    #[command(
+        after_help = "Examples:\n  STRATA_KEY=$(cat ~/.strata.key) strata encrypt\n  openssl rand -hex 32 > ~/.strata.key   (a raw 256-bit key: no key stretching on open)\nStop servers using the store first. Keep the key: without it nothing can be read."
+    )]
+    Encrypt,
+    /// Decrypt an encrypted SQLite store in place (its key in STRATA_KEY or
+    /// `[store] key_file`).
+    #[command(after_help = "Examples:\n  STRATA_KEY=... strata decrypt")]
+    Decrypt,
+    /// Re-encrypt a SQLite store under a new key (STRATA_NEW_KEY or
+    /// --new-key-file), reading it with the current one.
+    #[command(
+        after_help = "Examples:\n  STRATA_KEY=$(cat old.key) strata rekey --new-key-file new.key"
+    )]
+    Rekey(crate::cmd::crypt::RekeyArgs),
     /// Read JSONL (from `strata export`), or another tool's memories, into the store.
     #[command(
         after_help = "Examples:\n  strata import backup.jsonl\n  strata export | strata --db copy.db import -\n  strata import --from chatgpt conversations.json --dry-run\n  strata import --from markdown ~/notes --scope project/acme\n(formats: mcp-memory, chatgpt, claude, markdown, mem0 — see docs/formats.md)"
@@ -287,6 +303,7 @@ pub fn resolve_config(g: &Global) -> Result<strata::Config> {
         cfg.store = store_at(&cfg.store, db, "--db")?;
     }
     with_password(&mut cfg.store);
+    with_key(&mut cfg.store)?;
     Ok(cfg)
 }
 
@@ -335,6 +352,17 @@ pub fn with_password(store: &mut strata::StoreConfig) {
             .ok()
             .filter(|p| !p.is_empty());
     }
+}
+
+/// A SQLite store without a configured key takes `STRATA_KEY` when it is
+/// set (an encrypted store, feature `encryption`).
+pub fn with_key(store: &mut strata::StoreConfig) -> Result<()> {
+    if let strata::StoreConfig::Sqlite { options, .. } = store
+        && options.key.is_none()
+    {
+        options.key = strata::StoreKey::from_env("STRATA_KEY")?;
+    }
+    Ok(())
 }
 
 fn dirs_config() -> Option<PathBuf> {

@@ -18,7 +18,9 @@ use crate::error::Error;
 use crate::learn::LearnConfig;
 use crate::rank::RankConfig;
 use crate::secrets::SecretRule;
-use crate::store::{Durability, PostgresOptions, SqliteOptions, TlsMode, is_postgres_url};
+use crate::store::{
+    Durability, PostgresOptions, SqliteOptions, StoreKey, TlsMode, is_postgres_url,
+};
 use crate::tokens::TokenCounter;
 
 /// Where memories are stored.
@@ -157,6 +159,16 @@ impl ColdConfig {
         if !self.enabled {
             return Ok(None);
         }
+        if let StoreConfig::Sqlite { options, .. } = store
+            && options.key.is_some()
+        {
+            // Segments are not encrypted: memories must not leave an
+            // encrypted file for plain ones.
+            return Err(Error::InvalidConfig(
+                "cold.enabled: the cold tier's segment files are not encrypted, and this store                  is: keep memories in the encrypted database (cold.enabled = false)"
+                    .into(),
+            ));
+        }
         if let Some(d) = &self.dir {
             return Ok(Some(d.clone()));
         }
@@ -236,6 +248,12 @@ pub struct FileStore {
     pub busy_timeout_ms: Option<u64>,
     /// MiB of the file read through a memory map (0: none).
     pub mmap_mib: Option<u64>,
+    /// SQLite, encrypted (feature `encryption`): the environment variable
+    /// holding the key (default `STRATA_KEY`, used when set).
+    pub key_env: Option<String>,
+    /// SQLite, encrypted: a file holding the key (relative to the config
+    /// file). Never the key itself: a config file is no place for it.
+    pub key_file: Option<PathBuf>,
 }
 
 /// The `[memory]` table of `strata.toml`.
@@ -498,6 +516,23 @@ impl Config {
                 if let Some(ms) = file.store.busy_timeout_ms {
                     options.busy_timeout = Duration::from_millis(ms);
                 }
+                options.key = match (file.store.key_env, file.store.key_file) {
+                    (Some(_), Some(_)) => {
+                        return Err(Error::InvalidConfig(
+                            "store.key_env, store.key_file: give one of the two".into(),
+                        ));
+                    }
+                    (Some(var), None) => Some(StoreKey::from_env(&var)?.ok_or_else(|| {
+                        Error::InvalidConfig(format!(
+                            "store.key_env: the environment variable `{var}` is not set"
+                        ))
+                    })?),
+                    (None, Some(f)) => Some(StoreKey::from_file(&match base {
+                        Some(b) if f.is_relative() => b.join(f),
+                        _ => f,
+                    })?),
+                    (None, None) => options.key.take(),
+                };
                 if let Some(mib) = file.store.mmap_mib {
                     options.mmap_bytes = mib.checked_mul(1 << 20).ok_or_else(|| {
                         Error::InvalidConfig(format!("store.mmap_mib: {mib} MiB is too large"))

@@ -109,6 +109,8 @@ pub use store::{
     Session, Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch, TierFigures,
     VectorSearch,
 };
+// Encryption at rest of a SQLite store (feature `encryption`).
+pub use store::{Conversion, StoreKey, convert as convert_store};
 #[cfg(feature = "postgres")]
 pub use store::{PG_SCHEMA_VERSION, PostgresStore};
 pub use store::{

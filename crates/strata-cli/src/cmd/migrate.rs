@@ -33,6 +33,8 @@ pub fn run(g: &Global, a: MigrateArgs) -> Result<()> {
     }
     app::with_password(&mut from_cfg);
     app::with_password(&mut to_cfg);
+    app::with_key(&mut from_cfg)?;
+    app::with_key(&mut to_cfg)?;
     let from = strata::open_store(&from_cfg)
         .with_context(|| format!("opening {}", from_cfg.describe()))?;
     let to =

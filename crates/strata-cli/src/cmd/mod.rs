@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod context;
+pub mod crypt;
 pub mod debug;
 pub mod embed;
 pub mod export;
@@ -91,6 +92,9 @@ pub fn run(cli: Cli) -> Result<()> {
         Command::Learned(c) => learned::run(g, c),
         Command::Audit(a) => audit::run(g, a),
         Command::Migrate(a) => migrate::run(g, a),
+        Command::Encrypt => crypt::run(g, crypt::Op::Encrypt, None),
+        Command::Decrypt => crypt::run(g, crypt::Op::Decrypt, None),
+        Command::Rekey(a) => crypt::run(g, crypt::Op::Rekey, Some(a)),
         Command::Import(a) => import::run(g, a),
         Command::Export(a) => export::run(g, a),
         Command::Scopes => {

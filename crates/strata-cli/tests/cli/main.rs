@@ -11,6 +11,8 @@ mod commands;
 mod concurrency;
 mod context;
 mod crash;
+#[cfg(feature = "encryption")]
+mod encryption;
 mod first_hour;
 mod formats;
 mod import_from;

@@ -39,7 +39,9 @@ pub use memory::MemoryStore;
 pub use pg_options::{PostgresOptions, TlsMode, is_postgres_url, redact_url};
 #[cfg(feature = "postgres")]
 pub use postgres::{PG_SCHEMA_VERSION, PostgresStore};
-pub use sqlite::{Durability, SCHEMA_VERSION, SqliteOptions, SqliteStore};
+pub use sqlite::{
+    Conversion, Durability, SCHEMA_VERSION, SqliteOptions, SqliteStore, StoreKey, convert,
+};
 
 /// Result order of a [`Query`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,6 +11,8 @@ mod audit;
 mod cold;
 mod conformance;
 mod context;
+#[cfg(feature = "encryption")]
+mod encryption;
 mod fences;
 mod filters;
 mod foreign;

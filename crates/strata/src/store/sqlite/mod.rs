@@ -58,10 +58,12 @@ use crate::error::Error;
 use crate::model::{Embedding, Kind, Memory, Provenance};
 use crate::rank::Signals;
 use crate::scope::{Scope, View};
+pub use cipher::{Conversion, StoreKey, convert};
 
 #[cfg(feature = "ann")]
 mod ann;
 mod audit;
+mod cipher;
 mod filter_sql;
 mod fts;
 mod group;
@@ -134,6 +136,8 @@ pub struct SqliteOptions {
     /// Views holding at least this many memories search vectors through
     /// the HNSW index (feature `ann`) instead of scanning them.
     pub ann_min_view: usize,
+    /// The key of an encrypted file (feature `encryption`); `None`: plain.
+    pub key: Option<StoreKey>,
 }
 
 impl Default for SqliteOptions {
@@ -145,6 +149,7 @@ impl Default for SqliteOptions {
             mmap_bytes: 1 << 30,
             vacuum_on_delete: true,
             ann_min_view: 20_000,
+            key: None,
         }
     }
 }
@@ -216,7 +221,8 @@ impl SqliteStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         }
-        refuse_foreign(&path)?;
+        cipher::check_file(&path, opts.key.as_ref())?;
+        refuse_foreign(&path, opts.key.as_ref())?;
         let store = SqliteStore {
             path,
             opts,
@@ -248,6 +254,7 @@ impl SqliteStore {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let c = Connection::open_with_flags(&self.path, flags)?;
+        cipher::apply(&c, &self.path, self.opts.key.as_ref())?;
         c.busy_timeout(self.opts.busy_timeout)?;
         // journal_mode is persistent in the file; setting it on every
         // connection is a no-op after the first.

@@ -120,7 +120,7 @@ pub(super) fn migration_5() -> String {
 /// Refuses a file that is another application's SQLite database, before
 /// anything (the switch to WAL, strata's tables) changes it. A new or empty
 /// file, or one holding strata's `schema_version`, is strata's.
-pub(super) fn refuse_foreign(path: &Path) -> Result<()> {
+pub(super) fn refuse_foreign(path: &Path, key: Option<&super::cipher::StoreKey>) -> Result<()> {
     match std::fs::metadata(path) {
         Ok(m) if m.len() > 0 => {}
         _ => return Ok(()),
@@ -129,6 +129,7 @@ pub(super) fn refuse_foreign(path: &Path) -> Result<()> {
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
+    super::cipher::apply(&c, path, key)?;
     let tables: Vec<String> = c
         .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")?
         .query_map([], |r| r.get(0))?
