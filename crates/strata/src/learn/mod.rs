@@ -34,7 +34,7 @@ mod topic;
 pub use consolidate::CONSOLIDATED;
 pub use llm::LlmRun;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -439,8 +439,19 @@ impl Engine {
             .filter(|m| topic::reads(m))
             .map(|m| m.scope.clone())
             .collect();
+        if dirty.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Every scope's turns: which words are common across the store is
+        // read from all of them (one query, words only); only the scopes
+        // that changed are clustered.
         let turns = Filter::parse(&json!({"kind": {"$in": ["conversation", "note"]},
             "source": {"$nin": ["learned", "system"]}}))?;
+        let mut by_scope: BTreeMap<Scope, Vec<Memory>> = BTreeMap::new();
+        for m in self.store().query(&Query::everything(now).filter(turns))? {
+            by_scope.entry(m.scope.clone()).or_default().push(m);
+        }
+        let common = topic::common_words(by_scope.values().map(Vec::as_slice));
         let learned = Filter::parse(&json!({"source": "learned"}))?;
         let p = topic::Params {
             min_sessions: cfg.topic_min_sessions,
@@ -449,9 +460,7 @@ impl Engine {
         let mut out = Vec::new();
         for scope in dirty {
             let view = View::scope(scope.clone());
-            let here = self
-                .store()
-                .query(&Query::view(view.clone(), now).filter(turns.clone()))?;
+            let here = by_scope.get(&scope).map_or(&[][..], Vec::as_slice);
             let mut explained = BTreeSet::new();
             let mut known = Vec::new();
             let mine = |m: &Memory, l: Learned, known: &mut Vec<topic::Known>| {
@@ -488,7 +497,7 @@ impl Engine {
                     mine(&a.memory, l, &mut known);
                 }
             }
-            out.extend(topic::detect(&scope, &here, &explained, &known, p));
+            out.extend(topic::detect(&scope, here, &explained, &known, &common, p));
         }
         Ok(out)
     }

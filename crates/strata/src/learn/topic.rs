@@ -31,7 +31,7 @@
 //! repeated instruction, an area of confusion) are left out: a pattern is
 //! learned once, by the detector that says what it is.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::{Evidence, Finding, users_word};
 use crate::model::{Kind, Memory};
@@ -46,8 +46,14 @@ pub(super) const NAME: &str = "topic";
 pub(super) const PER_EVIDENCE: f64 = 0.3;
 /// Share of a scope's sessions above which a word is its background.
 const BACKGROUND: f64 = 0.5;
-/// Share of their turns two pairs must have in common to be one topic
-/// (of the smaller pair's).
+/// Share of the store's scopes above which a word is common: said in most
+/// projects, it says how people talk there, not what one project keeps
+/// coming back to ("the tests pass on my machine", "thanks, that fixed
+/// it").
+pub(super) const COMMON: f64 = 0.5;
+/// Scopes the store needs before a word can be common there.
+pub(super) const MIN_SCOPES: usize = 4;
+/// Share of a pair's turns that must be a topic's for the pair to join it.
 const SAME_TOPIC: f64 = 0.5;
 /// Words of a topic named in its learned memory.
 const SHOWN: usize = 4;
@@ -73,6 +79,43 @@ pub(super) struct Known {
     pub evidence: BTreeSet<String>,
 }
 
+/// The words of `m` a topic can be made of: its content words of three
+/// letters or more, without digits, stemmed.
+fn words(m: &Memory) -> impl Iterator<Item = (String, String)> + '_ {
+    text::query_terms(&m.content)
+        .into_iter()
+        .filter(|w| w.chars().count() >= 3 && !w.chars().any(|c| c.is_numeric()))
+        .map(|w| (text::stem(&w), w))
+}
+
+/// The stems said in more than [`COMMON`] of the scopes of `by_scope`
+/// (each scope's turns and notes); none below [`MIN_SCOPES`] scopes.
+pub(super) fn common_words<'a>(by_scope: impl Iterator<Item = &'a [Memory]>) -> HashSet<String> {
+    let mut scopes = 0usize;
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for ms in by_scope {
+        let here: HashSet<String> = ms
+            .iter()
+            .filter(|m| reads(m))
+            .flat_map(|m| words(m).map(|(s, _)| s))
+            .collect();
+        if here.is_empty() {
+            continue;
+        }
+        scopes += 1;
+        for s in here {
+            *seen.entry(s).or_default() += 1;
+        }
+    }
+    if scopes < MIN_SCOPES {
+        return HashSet::new();
+    }
+    seen.into_iter()
+        .filter(|(_, n)| *n as f64 > COMMON * scopes as f64)
+        .map(|(s, _)| s)
+        .collect()
+}
+
 fn day(m: &Memory) -> i64 {
     m.created_at.as_second().div_euclid(86_400)
 }
@@ -85,6 +128,7 @@ pub(super) fn detect(
     memories: &[Memory],
     explained: &BTreeSet<String>,
     known: &[Known],
+    common: &HashSet<String>,
     p: Params,
 ) -> Vec<Finding> {
     let mut docs: Vec<&Memory> = memories
@@ -101,11 +145,7 @@ pub(super) fn detect(
     for m in &docs {
         units.push(Evidence::of(m).unit);
         let mut ts: Vec<u32> = Vec::new();
-        for w in text::query_terms(&m.content) {
-            if w.chars().count() < 3 || w.chars().any(|c| c.is_numeric()) {
-                continue;
-            }
-            let s = text::stem(&w);
+        for (s, w) in words(m) {
             let id = *ids.entry(s.clone()).or_insert_with(|| {
                 names.push(s);
                 surface.push(BTreeMap::new());
@@ -129,8 +169,9 @@ pub(super) fn detect(
         }
     }
     let background = |t: u32| {
-        n_units >= 2 * p.min_sessions
-            && word_units[t as usize].len() as f64 > BACKGROUND * n_units as f64
+        common.contains(&names[t as usize])
+            || (n_units >= 2 * p.min_sessions
+                && word_units[t as usize].len() as f64 > BACKGROUND * n_units as f64)
     };
     // Pairs of salient words, with the turns naming both.
     let mut pairs: HashMap<(u32, u32), Vec<usize>> = HashMap::new();
@@ -180,12 +221,23 @@ pub(super) fn detect(
         let ds: BTreeSet<usize> = ds.into_iter().collect();
         let home = topics.iter_mut().find(|t| {
             let shared = t.docs.intersection(&ds).count();
-            shared as f64 >= SAME_TOPIC * t.docs.len().min(ds.len()) as f64
+            shared as f64 >= SAME_TOPIC * ds.len() as f64
         });
         match home {
             Some(t) => {
+                // A turn the pair brings joins when it also names a word
+                // the topic had: "Sarah asked me about …" said of this
+                // topic twice and of another once brings only the two.
+                let had = t.words.clone();
+                let joins = |d: &usize| {
+                    t.docs.contains(d)
+                        || terms[*d]
+                            .iter()
+                            .any(|w| *w != a && *w != b && had.contains(w))
+                };
+                let new: Vec<usize> = ds.iter().copied().filter(joins).collect();
                 t.words.extend([a, b]);
-                t.docs.extend(ds);
+                t.docs.extend(new);
             }
             None => topics.push(Topic {
                 words: BTreeSet::from([a, b]),
@@ -324,7 +376,7 @@ mod tests {
 
     fn run(ms: &[Memory]) -> Vec<Finding> {
         let scope = Scope::parse("project/acme").unwrap();
-        detect(&scope, ms, &BTreeSet::new(), &[], P)
+        detect(&scope, ms, &BTreeSet::new(), &[], &HashSet::new(), P)
     }
 
     fn ids(f: &Finding) -> BTreeSet<&str> {
@@ -367,7 +419,7 @@ mod tests {
         }];
         ms.push(turn("Any news on the streaming deadline for gRPC?", 9, 63));
         let scope = Scope::parse("project/acme").unwrap();
-        let again = detect(&scope, &ms, &BTreeSet::new(), &known, P);
+        let again = detect(&scope, &ms, &BTreeSet::new(), &known, &HashSet::new(), P);
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].subject, "the-old-name");
         assert_eq!(again[0].evidence.len(), 4);
@@ -434,7 +486,7 @@ mod tests {
         assert_eq!(run(&ms).len(), 1);
         let explained: BTreeSet<String> = said.iter().map(|m| m.id.clone()).collect();
         let scope = Scope::parse("project/acme").unwrap();
-        assert!(detect(&scope, &ms, &explained, &[], P).is_empty());
+        assert!(detect(&scope, &ms, &explained, &[], &HashSet::new(), P).is_empty());
     }
 
     #[test]
