@@ -452,52 +452,65 @@ impl Engine {
             by_scope.entry(m.scope.clone()).or_default().push(m);
         }
         let common = topic::common_words(by_scope.values().map(Vec::as_slice));
+        // What was learned, and the topics a person rejected (which keep
+        // their subjects, so the same evidence finds the rejection under
+        // its key): one query each, for every scope.
         let learned = Filter::parse(&json!({"source": "learned"}))?;
+        let mut explained: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
+        let mut known: BTreeMap<Scope, Vec<topic::Known>> = BTreeMap::new();
+        let mut mine = |m: &Memory, l: Learned| {
+            let subject = m
+                .key
+                .as_deref()
+                .and_then(|k| k.strip_prefix("learned/topic/"))
+                .map(String::from);
+            if let Some(subject) = subject {
+                known
+                    .entry(m.scope.clone())
+                    .or_default()
+                    .push(topic::Known {
+                        subject,
+                        evidence: l.evidence.into_iter().collect(),
+                    });
+            }
+        };
+        for m in self
+            .store()
+            .query(&Query::everything(now).filter(learned.clone()))?
+        {
+            let Some(l) = Learned::of(&m) else { continue };
+            if l.detector == topic::NAME {
+                mine(&m, l);
+            } else if dirty.contains(&m.scope) {
+                explained
+                    .entry(m.scope.clone())
+                    .or_default()
+                    .extend(l.evidence);
+            }
+        }
+        for a in self.archived_everywhere(&Query::everything(now).filter(learned))? {
+            if a.reason != REJECTED {
+                continue;
+            }
+            if let Some(l) = Learned::of(&a.memory).filter(|l| l.detector == topic::NAME) {
+                mine(&a.memory, l);
+            }
+        }
         let p = topic::Params {
             min_sessions: cfg.topic_min_sessions,
             min_share: cfg.topic_min_share,
         };
+        let none = BTreeSet::new();
         let mut out = Vec::new();
         for scope in dirty {
-            let view = View::scope(scope.clone());
-            let here = by_scope.get(&scope).map_or(&[][..], Vec::as_slice);
-            let mut explained = BTreeSet::new();
-            let mut known = Vec::new();
-            let mine = |m: &Memory, l: Learned, known: &mut Vec<topic::Known>| {
-                let subject = m
-                    .key
-                    .as_deref()
-                    .and_then(|k| k.strip_prefix("learned/topic/"))
-                    .map(String::from);
-                if let Some(subject) = subject {
-                    known.push(topic::Known {
-                        subject,
-                        evidence: l.evidence.into_iter().collect(),
-                    });
-                }
-            };
-            for m in self
-                .store()
-                .query(&Query::view(view.clone(), now).filter(learned.clone()))?
-            {
-                let Some(l) = Learned::of(&m) else { continue };
-                if l.detector == topic::NAME {
-                    mine(&m, l, &mut known);
-                } else {
-                    explained.extend(l.evidence);
-                }
-            }
-            // A rejected topic keeps its subject, so the same evidence
-            // finds the rejection under its key.
-            for a in self.archived_everywhere(&Query::view(view, now).filter(learned.clone()))? {
-                if a.reason != REJECTED {
-                    continue;
-                }
-                if let Some(l) = Learned::of(&a.memory).filter(|l| l.detector == topic::NAME) {
-                    mine(&a.memory, l, &mut known);
-                }
-            }
-            out.extend(topic::detect(&scope, here, &explained, &known, &common, p));
+            out.extend(topic::detect(
+                &scope,
+                by_scope.get(&scope).map_or(&[][..], Vec::as_slice),
+                explained.get(&scope).unwrap_or(&none),
+                known.get(&scope).map_or(&[][..], Vec::as_slice),
+                &common,
+                p,
+            ));
         }
         Ok(out)
     }
@@ -1000,6 +1013,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("half_lives"), "{e}");
+        let e = c
+            .apply_toml("[learning]\ntopic_min_share = 0.0\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("learning.topic_min_share"), "{e}");
         c.apply_toml("[learning]\nenabled = false\nhalf_life_days = 30.0\n", None)
             .unwrap();
         assert!(!c.learning.enabled);

@@ -13,11 +13,13 @@
 //! - they belong together: of the turns naming the rarer of the two, at
 //!   least `topic_min_share` name both (words that meet by chance, such
 //!   as one of many services and one of many verbs, meet in few of them);
-//! - neither is the scope's background vocabulary: a word in more than
-//!   half of its sessions (the project's name, the word for what the
-//!   project is about) says nothing about one topic. The rule applies
-//!   from twice `topic_min_sessions` sessions on, below which a revisited
-//!   topic could itself be in most sessions.
+//! - neither is background vocabulary: a word in more than three quarters
+//!   of the scope's sessions (the project's name, the word for what the
+//!   project is about) says nothing about one topic (the rule applies
+//!   from twice `topic_min_sessions` sessions on), and a word said in
+//!   more than half of the store's scopes (from four scopes on) is how
+//!   people talk there ("the tests pass on my machine", "thanks, that
+//!   fixed it"), not something one scope keeps coming back to.
 //!
 //! A single shared word is never a topic: different things share words
 //! ("the Postgres backup", "the Postgres upgrade"). Pairs whose turns are
@@ -44,8 +46,10 @@ pub(super) const NAME: &str = "topic";
 /// makes 0.66; talking about something says less than stating a
 /// preference).
 pub(super) const PER_EVIDENCE: f64 = 0.3;
-/// Share of a scope's sessions above which a word is its background.
-const BACKGROUND: f64 = 0.5;
+/// Share of a scope's sessions above which a word is its background: in
+/// nearly every session, it is what the scope is about (the project's
+/// name), not a topic it comes back to.
+const BACKGROUND: f64 = 0.75;
 /// Share of the store's scopes above which a word is common: said in most
 /// projects, it says how people talk there, not what one project keeps
 /// coming back to ("the tests pass on my machine", "thanks, that fixed
