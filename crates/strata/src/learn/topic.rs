@@ -60,7 +60,7 @@ pub(super) const MIN_SCOPES: usize = 4;
 /// Share of a pair's turns that must be a topic's for the pair to join it.
 const SAME_TOPIC: f64 = 0.5;
 /// Words of a topic named in its learned memory.
-const SHOWN: usize = 4;
+const SHOWN: usize = 3;
 /// Most words of one turn that make pairs (the rarest in the scope first):
 /// bounds the pairs of a long turn at 120.
 const MAX_TERMS: usize = 16;
@@ -311,19 +311,14 @@ pub(super) fn detect(
             let stems: Vec<&str> = words.iter().map(|&w| names[w as usize].as_str()).collect();
             let mut evidence: Vec<Evidence> = ds.iter().map(|&d| Evidence::of(docs[d])).collect();
             evidence.sort();
-            let first = evidence.first().map(|e| e.at)?;
-            let last = evidence.last().map(|e| e.at)?;
             Some(Finding {
                 scope: scope.clone(),
                 detector: NAME,
                 subject: subject.clone(),
                 kind: Kind::Pattern,
-                content: format!(
-                    "Recurring topic ({sessions} sessions, {} to {}): {}",
-                    first.strftime("%Y-%m-%d"),
-                    last.strftime("%Y-%m-%d"),
-                    shown.join(", ")
-                ),
+                // Short: it is read in contexts beside the turns it points
+                // at, and its sessions and dates are in the record.
+                content: format!("Recurring topic: {}", shown.join(", ")),
                 importance: 0.5,
                 detail: serde_json::json!({NAME: {
                     "subject": subject,
@@ -413,7 +408,7 @@ mod tests {
         );
         let f = &found[0];
         assert_eq!(ids(f), said.iter().map(|m| m.id.as_str()).collect());
-        assert!(f.content.contains("3 sessions"), "{}", f.content);
+        assert!(f.content.starts_with("Recurring topic: "), "{}", f.content);
         assert!(f.content.contains("grpc"), "{}", f.content);
         assert!(f.subject.contains("grpc"), "{}", f.subject);
         // The subject stays when the topic comes back in other words.
