@@ -95,9 +95,9 @@ pub struct LearnConfig {
     /// a third time is a habit).
     pub topic_min_sessions: usize,
     /// Share of the turns naming the rarer of two words that must name
-    /// both for the pair to be a topic's core (default 0.5: words that
+    /// both for the pair to be a topic's core (default 0.7: words that
     /// belong together meet in most of their turns, words that meet by
-    /// chance in few).
+    /// chance in few; the sweep in docs/learning.md).
     pub topic_min_share: f64,
     /// Whether upkeep also sends what changed to the `[summarizer]` chat
     /// endpoint for preferences and areas of confusion (default false: it
@@ -124,7 +124,7 @@ impl Default for LearnConfig {
             consolidate_similarity: 0.8,
             topics: true,
             topic_min_sessions: 3,
-            topic_min_share: 0.5,
+            topic_min_share: 0.7,
             llm: false,
             llm_max_input_tokens: 20_000,
             llm_batch: 40,

@@ -340,7 +340,7 @@ mod tests {
 
     const P: Params = Params {
         min_sessions: 3,
-        min_share: 0.5,
+        min_share: 0.7,
     };
 
     /// A user's turn in session `s`, on day `day`.
