@@ -14,7 +14,13 @@
 //! project also has an area of confusion (a question, then "I still don't
 //! get it" at once or the concept named as unclear in a later session,
 //! sometimes the question again), beside a bare "Sorry, I don't
-//! understand." opening a session and a one-off confusion about a build. Every planted item is labelled, so the
+//! understand." opening a session and a one-off confusion about a build.
+//! Each project also has one or two recurring topics, named in three to
+//! five sessions in other words each time (24 sentences around five names
+//! of each of 16 subjects), beside a topic named in two sessions only, one
+//! named three to five times in one session, one word of a topic said with
+//! other things in four sessions, and the project's codename in most
+//! sessions. Every planted item is labelled, so the
 //! report gives each detector's precision and recall, the fixes named
 //! correctly, and `as_of` answers before and after each change.
 //!
@@ -101,6 +107,9 @@ pub struct LearningReport {
     pub failure: DetectorScore,
     /// Areas of confusion.
     pub confusion: DetectorScore,
+    /// Recurring topics: `correct` learned topics whose evidence is all
+    /// mentions of one planted topic.
+    pub topic: DetectorScore,
     /// Facts that change without a key: `planted` changes, `learned` fact
     /// memories, `correct` those whose value now is the planted one.
     pub fact: DetectorScore,
@@ -334,6 +343,217 @@ const NOTES: &[&str] = &[
     "The {} worker drains its queue before a deploy and resumes after the health check",
 ];
 
+/// Subjects a user comes back to, each named in other words each time:
+/// (a word of every name, the names). The first word is what the
+/// shared-word distractor reuses with other things.
+const TOPICS: &[(&str, &[&str])] = &[
+    (
+        "gRPC",
+        &[
+            "the gRPC streaming deadlines",
+            "deadlines on our gRPC streams",
+            "the gRPC stream deadline settings",
+            "how long a gRPC stream may run before its deadline",
+            "gRPC deadlines for streaming calls",
+        ],
+    ),
+    (
+        "Postgres",
+        &[
+            "the Postgres vacuum schedule",
+            "autovacuum settings on Postgres",
+            "when Postgres vacuums the big tables",
+            "Postgres vacuum tuning",
+            "the vacuum runs on our Postgres tables",
+        ],
+    ),
+    (
+        "Kubernetes",
+        &[
+            "the Kubernetes pod autoscaler",
+            "autoscaling pods on Kubernetes",
+            "the pod autoscaler thresholds in Kubernetes",
+            "how Kubernetes autoscales our pods",
+            "Kubernetes autoscaling for the worker pods",
+        ],
+    ),
+    (
+        "onboarding",
+        &[
+            "the mobile onboarding flow",
+            "onboarding screens in the mobile app",
+            "the mobile app onboarding",
+            "how new users get onboarded on mobile",
+            "drop-off during mobile onboarding",
+        ],
+    ),
+    (
+        "pricing",
+        &[
+            "the pricing experiment",
+            "our pricing experiment for the annual plan",
+            "results of the pricing experiment",
+            "the experiment with annual pricing",
+            "pricing tiers in the experiment",
+        ],
+    ),
+    (
+        "accessibility",
+        &[
+            "accessibility of the dashboard",
+            "the dashboard accessibility audit",
+            "screen reader accessibility on the dashboard",
+            "dashboard contrast and accessibility",
+            "accessibility fixes for the dashboard",
+        ],
+    ),
+    (
+        "Terraform",
+        &[
+            "the Terraform state locking",
+            "state locks in Terraform",
+            "Terraform state lock timeouts",
+            "who holds the Terraform state lock",
+            "locking of the shared Terraform state",
+        ],
+    ),
+    (
+        "flaky",
+        &[
+            "the flaky integration tests",
+            "flaky tests in the integration suite",
+            "integration tests that flake on CI",
+            "the flaky integration suite",
+            "quarantining flaky integration tests",
+        ],
+    ),
+    (
+        "GDPR",
+        &[
+            "GDPR data retention",
+            "retention periods under GDPR",
+            "the GDPR retention policy for logs",
+            "how long we retain data for GDPR",
+            "GDPR deletion and retention requests",
+        ],
+    ),
+    (
+        "Elasticsearch",
+        &[
+            "the Elasticsearch reindexing job",
+            "reindexing Elasticsearch overnight",
+            "Elasticsearch reindex duration",
+            "the nightly reindex of Elasticsearch",
+            "reindexing the Elasticsearch catalogue",
+        ],
+    ),
+    (
+        "latency",
+        &[
+            "p99 latency of the checkout API",
+            "checkout API latency spikes",
+            "latency on the checkout endpoint",
+            "why checkout latency jumps at noon",
+            "the checkout API's tail latency",
+        ],
+    ),
+    (
+        "webpack",
+        &[
+            "the webpack bundle size",
+            "bundle size after the webpack upgrade",
+            "shrinking the webpack bundle",
+            "webpack bundles that keep growing",
+            "the size of our webpack bundle",
+        ],
+    ),
+    (
+        "OAuth",
+        &[
+            "the OAuth consent screen",
+            "consent screen wording for OAuth",
+            "OAuth consent for the partner apps",
+            "what the OAuth consent page asks for",
+            "the partner OAuth consent flow",
+        ],
+    ),
+    (
+        "Snowflake",
+        &[
+            "Snowflake warehouse costs",
+            "the cost of our Snowflake warehouse",
+            "Snowflake credits the warehouse burns",
+            "cutting Snowflake warehouse spend",
+            "the Snowflake warehouse bill",
+        ],
+    ),
+    (
+        "localization",
+        &[
+            "the German localization",
+            "localization strings for German",
+            "German translations and localization",
+            "missing German localization keys",
+            "the localization backlog for German",
+        ],
+    ),
+    (
+        "Kafka",
+        &[
+            "Kafka consumer lag",
+            "lag on the Kafka consumers",
+            "consumer lag in Kafka after deploys",
+            "the Kafka consumer group lagging",
+            "Kafka lag alerts for the consumers",
+        ],
+    ),
+];
+/// Sentences a topic is mentioned in (`{}` the topic).
+const MENTION: &[&str] = &[
+    "Can we revisit {}?",
+    "I was thinking about {} again.",
+    "Any news on {}?",
+    "Let's spend ten minutes on {} today.",
+    "Quick update on {}: nothing decided yet.",
+    "{} came up in the standup.",
+    "I read a blog post about {} over the weekend.",
+    "What's the status of {}?",
+    "Remind me where we left {}.",
+    "We should write down what we know about {}.",
+    "Still worried about {}.",
+    "Could you look into {} once more?",
+    "Sarah asked me about {} yesterday.",
+    "Before the demo, {} needs attention.",
+    "Not urgent, but {} is bugging me.",
+    "So, {}.",
+    "Back to {}: any ideas?",
+    "I sketched a plan for {}.",
+    "Let's park {} until next sprint.",
+    "Here are my notes on {}.",
+    "The customer call touched on {}.",
+    "Do we have a ticket for {}?",
+    "My gut says {} will bite us.",
+    "Thoughts on {}?",
+];
+/// Things the shared word of a topic is said with, each time another.
+const OTHER_WITH: &[&str] = &[
+    "budget",
+    "licence renewal",
+    "owner list",
+    "naming rules",
+    "training day",
+    "vendor contract",
+    "on-call rota",
+    "office hours",
+    "hiring plan",
+    "newsletter",
+];
+/// A project's codename, said in many of its sessions: its background
+/// vocabulary, not a topic.
+const CODENAMES: &[&str] = &[
+    "Falcon", "Juniper", "Halyard", "Quokka", "Tamarind", "Vesper", "Marlin", "Obsidian",
+];
+
 /// A restatement of `text`: other case, other punctuation, or a word
 /// before or after.
 fn restate(text: &str, r: &mut Rng) -> String {
@@ -343,6 +563,15 @@ fn restate(text: &str, r: &mut Rng) -> String {
         2 => format!("{text}!"),
         3 => format!("{text}, as agreed."),
         _ => format!("Reminder — {}", text.to_lowercase()),
+    }
+}
+
+/// `text` with its first letter in upper case.
+fn capitalise(text: &str) -> String {
+    let mut c = text.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
     }
 }
 
@@ -382,6 +611,10 @@ struct Truth {
     note_of: BTreeMap<String, (usize, usize)>,
     /// Every planted group, with its members.
     note_groups: BTreeMap<(usize, usize), Vec<String>>,
+    /// Memory id → planted recurring topic (project, topic).
+    topic_of: BTreeMap<String, (usize, usize)>,
+    /// Planted recurring topics.
+    topics: BTreeSet<(usize, usize)>,
 }
 
 /// Writes `o.projects` histories into `engine`; returns the labels and the
@@ -461,6 +694,47 @@ fn generate(
         let twin_session = rng.below(o.sessions);
         let fact_thing = THINGS[rng.below(THINGS.len())];
         let change_at = 1 + rng.below(o.sessions.saturating_sub(1).max(1));
+        // Recurring topics: one or two, each named in 3–5 sessions;
+        // beside them, as distractors, a topic named in two sessions only,
+        // one named several times in one session, one word of a topic
+        // said with other things in four sessions, and the project's
+        // codename in many sessions.
+        let mut picked: Vec<usize> = Vec::new();
+        while picked.len() < 5 {
+            let t = rng.below(TOPICS.len());
+            if !picked.contains(&t) {
+                picked.push(t);
+            }
+        }
+        let planted_topics = 1 + rng.below(2);
+        let spread = |n: usize, rng: &mut Rng| {
+            let mut ss: BTreeSet<usize> = BTreeSet::new();
+            while ss.len() < n.min(o.sessions) {
+                ss.insert(rng.below(o.sessions));
+            }
+            ss
+        };
+        let topic_sessions: Vec<(usize, BTreeSet<usize>)> = (0..planted_topics)
+            .map(|k| {
+                let n = 3 + rng.below(3);
+                (picked[k], spread(n, rng))
+            })
+            .collect();
+        let near_topic = (picked[2], spread(2, rng));
+        let burst = (picked[3], rng.below(o.sessions), 3 + rng.below(3));
+        // The shared word: of a planted topic in half the projects.
+        let shared_head = if rng.below(2) == 0 {
+            TOPICS[picked[0]].0
+        } else {
+            TOPICS[picked[4]].0
+        };
+        let shared_in: Vec<usize> = spread(4, rng).into_iter().collect();
+        let codename = CODENAMES[rng.below(CODENAMES.len())];
+        let mention = |t: usize, rng: &mut Rng| {
+            let name = rng.pick(TOPICS[t].1);
+            let frame = rng.pick(MENTION);
+            capitalise(&frame.replace("{}", name))
+        };
         for sess in 0..o.sessions {
             let day = span_days * sess as i64 / o.sessions.max(1) as i64;
             let mut at = start + SignedDuration::from_hours(24 * day);
@@ -494,6 +768,38 @@ fn generate(
                     let text = format!("{lead}{}{end}", opening.replace("{}", INSTRUCTIONS[*i]));
                     batch.push((turn(text, Role::User), Some(Label::Instruction(p, *i))));
                 }
+            }
+            for (t, sessions) in &topic_sessions {
+                if sessions.contains(&sess) {
+                    let text = mention(*t, rng);
+                    batch.push((turn(text, Role::User), Some(Label::Topic(p, *t))));
+                }
+            }
+            if near_topic.1.contains(&sess) {
+                let text = mention(near_topic.0, rng);
+                batch.push((turn(text, Role::User), None));
+            }
+            if burst.1 == sess {
+                for _ in 0..burst.2 {
+                    let text = mention(burst.0, rng);
+                    batch.push((turn(text, Role::User), None));
+                }
+            }
+            if let Some(i) = shared_in.iter().position(|x| *x == sess) {
+                let with = OTHER_WITH[(p + i) % OTHER_WITH.len()];
+                let frame = MENTION[(p * 7 + i * 5) % MENTION.len()];
+                let text = capitalise(&frame.replace("{}", &format!("the {shared_head} {with}")));
+                batch.push((turn(text, Role::User), None));
+            }
+            if rng.below(3) != 0 {
+                let text = rng.pick(&[
+                    "For {}, the weekly sync moves to Thursday.",
+                    "{} demo went fine.",
+                    "Is {} still on track for the milestone?",
+                    "Shared the {} roadmap with the team.",
+                    "{} standup notes are in the wiki.",
+                ]);
+                batch.push((turn(text.replace("{}", codename), Role::User), None));
             }
             if rng.below(2) == 0 {
                 batch.push((turn(rng.pick(DISTRACTORS).to_string(), Role::User), None));
@@ -619,6 +925,10 @@ fn generate(
                         truth.note_of.insert(id.clone(), (p, k));
                         truth.note_groups.entry((p, k)).or_default().push(id);
                     }
+                    Some(Label::Topic(p, t)) => {
+                        truth.topic_of.insert(id, (p, t));
+                        truth.topics.insert((p, t));
+                    }
                     None => {}
                 }
             }
@@ -670,6 +980,8 @@ enum Label {
     Failure(usize, usize, usize),
     Note(usize, usize),
     Confusion(usize),
+    /// A mention of a planted recurring topic: (project, topic).
+    Topic(usize, usize),
     /// A statement of a fact: (attribute, value index).
     Fact(usize, usize),
 }
@@ -775,6 +1087,7 @@ pub fn learning(
     conf.split = hits.values().filter(|n| **n > 1).count();
     conf.finish();
     rep.confusion = conf;
+    rep.topic = topics(&truth, &learned);
     // Facts that change: just after each version was written, and just
     // before the next.
     let mut by_key: BTreeMap<(Scope, String), Vec<(Timestamp, String)>> = BTreeMap::new();
@@ -809,6 +1122,32 @@ pub fn learning(
         rep.timing = Some(timing(big, o, start)?);
     }
     Ok(rep)
+}
+
+/// Scores the topic detector: a learned topic is correct when every piece
+/// of its evidence is a mention of one planted topic (a mention of a
+/// distractor, filler or another topic makes it wrong).
+fn topics(truth: &Truth, learned: &[(strata::Memory, strata::Learned)]) -> DetectorScore {
+    let mut d = DetectorScore {
+        planted: truth.topics.len(),
+        ..DetectorScore::default()
+    };
+    let mut hits: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    for (_, l) in learned.iter().filter(|(_, l)| l.detector == "topic") {
+        d.learned += 1;
+        let owners: BTreeSet<Option<&(usize, usize)>> =
+            l.evidence.iter().map(|id| truth.topic_of.get(id)).collect();
+        if owners.len() == 1
+            && let Some(Some(t)) = owners.into_iter().next()
+        {
+            d.correct += 1;
+            *hits.entry(*t).or_default() += 1;
+        }
+    }
+    d.found = hits.len();
+    d.split = hits.values().filter(|n| **n > 1).count();
+    d.finish();
+    d
 }
 
 /// Scores facts that change without a key: the learned fact memories,
@@ -936,8 +1275,9 @@ fn timing(
     start: Timestamp,
 ) -> strata::Result<LearningTiming> {
     // Turns, the assistant's every third, an instruction, distractor or
-    // failure a session; two facts and a fix a project.
-    let per_project = (o.sessions * (o.turns + o.turns.div_ceil(3) + 1) + 8).max(1);
+    // failure a session, about two mentions of topics or the codename a
+    // session; two facts and a fix a project.
+    let per_project = (o.sessions * (o.turns + o.turns.div_ceil(3) + 3) + 8).max(1);
     let projects = (o.memories / per_project).max(1);
     let big = LearningOptions {
         projects,

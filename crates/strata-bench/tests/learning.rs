@@ -27,6 +27,7 @@ fn detectors_find_planted_patterns() {
         ("preference", &r.preference),
         ("failure", &r.failure),
         ("confusion", &r.confusion),
+        ("topic", &r.topic),
         ("consolidation", &r.consolidation),
     ] {
         assert!(d.planted > 10, "{name}: {d:?}");

@@ -358,6 +358,7 @@ fn run_learning(g: &Env, a: LearningArgs) -> Result<()> {
         ("preference", &rep.preference),
         ("failure", &rep.failure),
         ("confusion", &rep.confusion),
+        ("topic", &rep.topic),
         ("fact", &rep.fact),
         ("consolidate", &rep.consolidation),
     ] {

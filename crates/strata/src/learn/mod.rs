@@ -8,7 +8,9 @@
 //! The detectors live one per file: `preference` (stated preferences and
 //! standing instructions), `failure` (repeated failures, with the fix
 //! when a later finding names one) and `confusion` (topics the user said
-//! were unclear and came back to); `consolidate` merges near-duplicates.
+//! were unclear and came back to), `fact` (where people live and work)
+//! and `topic` (what the user keeps coming back to across sessions);
+//! `consolidate` merges near-duplicates.
 //!
 //! A detector never deletes or edits a memory it reads: only its own
 //! learned memories change. A learned memory is an ordinary memory (kind,
@@ -27,11 +29,12 @@ mod fact;
 mod failure;
 mod llm;
 mod preference;
+mod topic;
 
 pub use consolidate::CONSOLIDATED;
 pub use llm::LlmRun;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -86,6 +89,16 @@ pub struct LearnConfig {
     /// differ in case, punctuation or a word at either end; one changed
     /// word inside a ten-word memory already keeps them apart).
     pub consolidate_similarity: f64,
+    /// Whether upkeep learns recurring topics (default true).
+    pub topics: bool,
+    /// Sessions a topic must come up in (default 3: twice can be chance,
+    /// a third time is a habit).
+    pub topic_min_sessions: usize,
+    /// Share of the turns naming the rarer of two words that must name
+    /// both for the pair to be a topic's core (default 0.7: words that
+    /// belong together meet in most of their turns, words that meet by
+    /// chance in few; the sweep in docs/learning.md).
+    pub topic_min_share: f64,
     /// Whether upkeep also sends what changed to the `[summarizer]` chat
     /// endpoint for preferences and areas of confusion (default false: it
     /// costs money and sends memories off the machine).
@@ -109,6 +122,9 @@ impl Default for LearnConfig {
             failure_similarity: 1.0,
             consolidate: true,
             consolidate_similarity: 0.8,
+            topics: true,
+            topic_min_sessions: 3,
+            topic_min_share: 0.7,
             llm: false,
             llm_max_input_tokens: 20_000,
             llm_batch: 40,
@@ -137,6 +153,18 @@ impl LearnConfig {
             return Err(Error::InvalidConfig(format!(
                 "learning.failure_similarity: {} must be in (0, 1]",
                 self.failure_similarity
+            )));
+        }
+        if self.topic_min_sessions < 2 {
+            return Err(Error::InvalidConfig(format!(
+                "learning.topic_min_sessions: {} must be at least 2 (one session is not a recurrence)",
+                self.topic_min_sessions
+            )));
+        }
+        if !(self.topic_min_share > 0.0 && self.topic_min_share <= 1.0) {
+            return Err(Error::InvalidConfig(format!(
+                "learning.topic_min_share: {} must be in (0, 1]",
+                self.topic_min_share
             )));
         }
         if self.llm_batch == 0 || self.llm_batch > 500 {
@@ -300,6 +328,7 @@ fn per_evidence(detector: &str) -> f64 {
         confusion::NAME => confusion::PER_EVIDENCE,
         llm::NAME => llm::PER_EVIDENCE,
         fact::NAME => fact::PER_EVIDENCE,
+        topic::NAME => topic::PER_EVIDENCE,
         _ => failure::PER_EVIDENCE,
     }
 }
@@ -377,6 +406,12 @@ impl Engine {
         for f in findings {
             self.apply(f, &cfg, &mut report)?;
         }
+        if cfg.topics {
+            // After the others: turns they learned from are theirs.
+            for f in self.topics(&changed, &cfg, started)? {
+                self.apply(f, &cfg, &mut report)?;
+            }
+        }
         if cfg.consolidate {
             report.consolidated = self.consolidate(&changed, &cfg, started)?;
         }
@@ -388,6 +423,96 @@ impl Engine {
             .collect();
         self.set_watermark(started, &seen)?;
         Ok(report)
+    }
+
+    /// Recurring topics of the scopes where the user's turns or notes
+    /// changed (see `topic.rs`): each such scope is clustered again whole,
+    /// the others not at all.
+    fn topics(
+        &self,
+        changed: &[Memory],
+        cfg: &LearnConfig,
+        now: Timestamp,
+    ) -> Result<Vec<Finding>> {
+        let dirty: BTreeSet<Scope> = changed
+            .iter()
+            .filter(|m| topic::reads(m))
+            .map(|m| m.scope.clone())
+            .collect();
+        if dirty.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Every scope's turns: which words are common across the store is
+        // read from all of them (one query, words only); only the scopes
+        // that changed are clustered.
+        let turns = Filter::parse(&json!({"kind": {"$in": ["conversation", "note"]},
+            "source": {"$nin": ["learned", "system"]}}))?;
+        let mut by_scope: BTreeMap<Scope, Vec<Memory>> = BTreeMap::new();
+        for m in self.store().query(&Query::everything(now).filter(turns))? {
+            by_scope.entry(m.scope.clone()).or_default().push(m);
+        }
+        let common = topic::common_words(by_scope.values().map(Vec::as_slice));
+        // What was learned, and the topics a person rejected (which keep
+        // their subjects, so the same evidence finds the rejection under
+        // its key): one query each, for every scope.
+        let learned = Filter::parse(&json!({"source": "learned"}))?;
+        let mut explained: BTreeMap<Scope, BTreeSet<String>> = BTreeMap::new();
+        let mut known: BTreeMap<Scope, Vec<topic::Known>> = BTreeMap::new();
+        let mut mine = |m: &Memory, l: Learned| {
+            let subject = m
+                .key
+                .as_deref()
+                .and_then(|k| k.strip_prefix("learned/topic/"))
+                .map(String::from);
+            if let Some(subject) = subject {
+                known
+                    .entry(m.scope.clone())
+                    .or_default()
+                    .push(topic::Known {
+                        subject,
+                        evidence: l.evidence.into_iter().collect(),
+                    });
+            }
+        };
+        for m in self
+            .store()
+            .query(&Query::everything(now).filter(learned.clone()))?
+        {
+            let Some(l) = Learned::of(&m) else { continue };
+            if l.detector == topic::NAME {
+                mine(&m, l);
+            } else if dirty.contains(&m.scope) {
+                explained
+                    .entry(m.scope.clone())
+                    .or_default()
+                    .extend(l.evidence);
+            }
+        }
+        for a in self.archived_everywhere(&Query::everything(now).filter(learned))? {
+            if a.reason != REJECTED {
+                continue;
+            }
+            if let Some(l) = Learned::of(&a.memory).filter(|l| l.detector == topic::NAME) {
+                mine(&a.memory, l);
+            }
+        }
+        let p = topic::Params {
+            min_sessions: cfg.topic_min_sessions,
+            min_share: cfg.topic_min_share,
+        };
+        let none = BTreeSet::new();
+        let mut out = Vec::new();
+        for scope in dirty {
+            out.extend(topic::detect(
+                &scope,
+                by_scope.get(&scope).map_or(&[][..], Vec::as_slice),
+                explained.get(&scope).unwrap_or(&none),
+                known.get(&scope).map_or(&[][..], Vec::as_slice),
+                &common,
+                p,
+            ));
+        }
+        Ok(out)
     }
 
     /// Merges near-duplicates of what changed (see `consolidate.rs`);
@@ -763,12 +888,22 @@ impl Engine {
             let minimum = match l.detector.as_str() {
                 failure::NAME => cfg.min_failures,
                 confusion::NAME => confusion::MIN_EVIDENCE,
+                topic::NAME => cfg.topic_min_sessions,
                 _ => 1,
             };
-            let failures = alive
-                .iter()
-                .filter(|e| l.detector != failure::NAME || failure::is_failure(e))
-                .count();
+            let failures = if l.detector == topic::NAME {
+                // A topic counts the sessions it came up in.
+                alive
+                    .iter()
+                    .map(|e| Evidence::of(e).unit)
+                    .collect::<BTreeSet<_>>()
+                    .len()
+            } else {
+                alive
+                    .iter()
+                    .filter(|e| l.detector != failure::NAME || failure::is_failure(e))
+                    .count()
+            };
             if alive.is_empty() || failures < minimum {
                 self.forget(&Forget::Id(m.id.clone()), ForgetOptions::default())?;
                 report.removed += 1;
@@ -878,6 +1013,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("half_lives"), "{e}");
+        let e = c
+            .apply_toml("[learning]\ntopic_min_share = 0.0\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("learning.topic_min_share"), "{e}");
         c.apply_toml("[learning]\nenabled = false\nhalf_life_days = 30.0\n", None)
             .unwrap();
         assert!(!c.learning.enabled);

@@ -30,6 +30,7 @@ backends!(engine:
     a_fact_that_changes_without_a_key_is_answered_as_of,
     a_rejected_pattern_stays_rejected_once_it_is_cold,
     evidence_demoted_to_the_cold_tier_still_counts,
+    a_recurring_topic_is_learned_once_and_a_rejected_one_stays_rejected,
 );
 
 /// A clock the test moves.
@@ -789,4 +790,98 @@ fn a_failed_or_unset_endpoint_leaves_the_offline_detectors_standing() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("learning.llm_batch"), "{err}");
+}
+
+fn a_recurring_topic_is_learned_once_and_a_rejected_one_stays_rejected(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    let mut mentions = Vec::new();
+    for (s, other, text) in [
+        (
+            "s1",
+            "Let's look at the billing module next.",
+            "Can we revisit the gRPC streaming deadlines?",
+        ),
+        (
+            "s2",
+            "Thanks, that fixed the export page.",
+            "The deadline on gRPC streams bit us again in staging.",
+        ),
+        (
+            "s3",
+            "The search tests pass on my machine now.",
+            "I read a post about gRPC stream deadlines.",
+        ),
+    ] {
+        said(&e, s, other);
+        mentions.push(said(&e, s, text).id);
+        later(&t, 7);
+    }
+    // Said twice only: not yet a topic.
+    said(&e, "s1", "The Postgres vacuum schedule needs a look.");
+    said(&e, "s3", "Postgres vacuum ran at noon.");
+    e.learn().unwrap();
+    let v = learned(&e, "topic");
+    assert_eq!(v.len(), 1, "{v:?}");
+    let (m, l) = &v[0];
+    assert_eq!(l.evidence, mentions);
+    assert_eq!(l.independent, 3);
+    assert_eq!(m.kind, Kind::Pattern);
+    assert!(
+        m.content.starts_with("Recurring topic: ") && m.content.contains("grpc"),
+        "{}",
+        m.content
+    );
+    // Learned again, it updates the same memory.
+    later(&t, 1);
+    said(&e, "s4", "I pushed a draft of the upload refactor.");
+    let r = e.learn().unwrap();
+    assert_eq!((r.learned, r.updated), (0, 0), "{r:?}");
+    // Rejected: the same evidence teaches it no more.
+    e.reject_learned(&m.id).unwrap();
+    later(&t, 1);
+    said(&e, "s5", "What does the auth service return on a timeout?");
+    let r = e.learn().unwrap();
+    assert_eq!(r.rejected_skipped, 1, "{r:?}");
+    assert!(learned(&e, "topic").is_empty());
+    // A new mention is new evidence, under the same key.
+    later(&t, 7);
+    let again = said(&e, "s6", "Any news on the gRPC stream deadlines?");
+    e.learn().unwrap();
+    let v = learned(&e, "topic");
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].0.key, m.key);
+    assert!(v[0].1.evidence.contains(&again.id));
+    // Off, it learns nothing.
+    let off = make(&|c| c.learning.topics = false);
+    for (s, text) in [
+        ("s1", "Can we revisit the gRPC streaming deadlines?"),
+        ("s2", "The deadline on gRPC streams bit us again."),
+        ("s3", "I read a post about gRPC stream deadlines."),
+    ] {
+        off.remember(
+            NewMemory::new(acme(), text)
+                .kind(Kind::Conversation)
+                .role(Role::User)
+                .session(s)
+                .created_at(
+                    Timestamp::now()
+                        - SignedDuration::from_hours(24 * 30 * s[1..].parse::<i64>().unwrap()),
+                ),
+        )
+        .unwrap();
+    }
+    off.learn().unwrap();
+    assert!(learned(&off, "topic").is_empty());
+    let mut c = Config::default();
+    let err = c
+        .apply_toml("[learning]\ntopic_min_sessions = 1\n", None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("learning.topic_min_sessions"), "{err}");
+    let err = c
+        .apply_toml("[learning]\ntopic_min_shares = 0.5\n", None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("topic_min_shares"), "{err}");
 }
