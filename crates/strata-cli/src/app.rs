@@ -354,6 +354,19 @@ pub fn with_password(store: &mut strata::StoreConfig) {
     }
 }
 
+/// The key of `e`'s store, when it is an encrypted SQLite file.
+pub fn store_key(e: &strata::Engine) -> Option<strata::StoreKey> {
+    config_key(e.config())
+}
+
+/// The store key `cfg` gives, when its store is an encrypted SQLite file.
+pub fn config_key(cfg: &strata::Config) -> Option<strata::StoreKey> {
+    match &cfg.store {
+        strata::StoreConfig::Sqlite { options, .. } => options.key.clone(),
+        _ => None,
+    }
+}
+
 /// A SQLite store without a configured key takes `STRATA_KEY` when it is
 /// set (an encrypted store, feature `encryption`).
 pub fn with_key(store: &mut strata::StoreConfig) -> Result<()> {

@@ -34,6 +34,7 @@ mod llm;
 mod model;
 mod rank;
 mod scope;
+mod sealed;
 mod secrets;
 mod store;
 mod sync;
@@ -110,6 +111,9 @@ pub use store::{
     VectorSearch,
 };
 // Encryption at rest of a SQLite store (feature `encryption`).
+#[cfg(feature = "encryption")]
+pub use sealed::Sealer;
+pub use sealed::{SEALED_MAGIC, is_sealed, open as open_sealed};
 pub use store::{Conversion, StoreKey, convert as convert_store};
 #[cfg(feature = "postgres")]
 pub use store::{PG_SCHEMA_VERSION, PostgresStore};

@@ -36,6 +36,10 @@ pub struct ExportArgs {
     /// Write here instead of standard output.
     #[arg(long, short)]
     pub output: Option<PathBuf>,
+    /// From an encrypted store, write plain JSONL instead of a stream
+    /// sealed with the store's key.
+    #[arg(long)]
+    pub plain: bool,
 }
 
 pub fn run(g: &Global, a: ExportArgs) -> Result<()> {
@@ -72,7 +76,20 @@ pub fn run(g: &Global, a: ExportArgs) -> Result<()> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let r = e.export(&req, &mut out, &mut |n| bar.set_position(n as u64));
+    // An encrypted store's export is sealed with its key (XChaCha20-
+    // Poly1305), unless asked for plain JSONL.
+    let key = app::store_key(&e).filter(|_| !a.plain);
+    let r = match key {
+        #[cfg(feature = "encryption")]
+        Some(k) => strata::Sealer::new(&mut out, &k).and_then(|mut s| {
+            let r = e.export(&req, &mut s, &mut |n| bar.set_position(n as u64))?;
+            s.finish()?;
+            Ok(r)
+        }),
+        #[cfg(not(feature = "encryption"))]
+        Some(_) => unreachable!("a store with a key opens only with the encryption feature"),
+        None => e.export(&req, &mut out, &mut |n| bar.set_position(n as u64)),
+    };
     bar.finish_and_clear();
     let r = match r {
         Err(strata::Error::Io { source, .. })

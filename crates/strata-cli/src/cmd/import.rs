@@ -43,7 +43,6 @@ pub fn run(g: &Global, a: ImportArgs) -> Result<()> {
             ));
         }
     };
-    let e = app::open(g)?;
     let (mut input, len): (Box<dyn std::io::BufRead>, Option<u64>) = if a.file.as_os_str() == "-" {
         (Box::new(BufReader::new(std::io::stdin())), None)
     } else {
@@ -52,6 +51,21 @@ pub fn run(g: &Global, a: ImportArgs) -> Result<()> {
         let len = f.metadata().ok().map(|m| m.len());
         (Box::new(BufReader::new(f)), len)
     };
+    // An export sealed with a store's key (see `strata export`) opens
+    // with this store's key, whole, before anything is imported (or the
+    // store is even opened).
+    if strata::is_sealed(input.fill_buf().context("reading the import")?) {
+        let Some(key) = app::config_key(&app::resolve_config(g)?) else {
+            anyhow::bail!(
+                "{} is an export sealed with an encrypted store's key: give that key in \
+                 STRATA_KEY (or [store] key_file) to import it",
+                a.file.display()
+            );
+        };
+        let plain = strata::open_sealed(&mut input, &key)?;
+        input = Box::new(std::io::Cursor::new(plain));
+    }
+    let e = app::open(g)?;
     let bar = match len {
         Some(l) if !g.json => crate::output::bytes_bar(l),
         _ => indicatif::ProgressBar::hidden(),

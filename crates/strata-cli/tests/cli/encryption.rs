@@ -96,3 +96,73 @@ fn store_says(e: &Env, text: &str) -> bool {
             && String::from_utf8_lossy(&std::fs::read(f.path()).unwrap()).contains(text)
     })
 }
+
+/// An encrypted store's export is sealed with its key: no memory text in
+/// the file, importable only with the key; `--plain` writes JSONL.
+#[test]
+fn exports_of_an_encrypted_store_are_sealed() {
+    let e = Env::new();
+    let o = with_key(
+        &e,
+        Some(KEY),
+        &[
+            "remember",
+            "the vault opens with tulip-42",
+            "--scope",
+            "project/acme",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = with_key(&e, Some(KEY), &["export", "-o", "out.sealed"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sealed = std::fs::read(e.path("out.sealed")).unwrap();
+    assert!(sealed.starts_with(b"STRATA-SEALED1\n"));
+    assert!(!String::from_utf8_lossy(&sealed).contains("tulip"));
+
+    // Into another store: without the key, refused; with it, imported.
+    let other = Env::new();
+    let file = e.path("out.sealed");
+    let file = file.to_str().unwrap();
+    let o = with_key(&other, None, &["import", file]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("sealed") && stderr(&o).contains("STRATA_KEY"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!other.db().exists(), "a refused import creates no store");
+    let o = with_key(&other, Some(KEY), &["import", file]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = with_key(&other, Some(KEY), &["list", "--view", "project/acme"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("tulip-42"),
+        "{}",
+        stderr(&o)
+    );
+    // A changed byte: refused, nothing imported.
+    let mut bad = sealed.clone();
+    let at = bad.len() - 20;
+    bad[at] ^= 1;
+    write_bytes(&e.path("bad.sealed"), &bad);
+    let third = Env::new();
+    let o = with_key(
+        &third,
+        Some(KEY),
+        &["import", e.path("bad.sealed").to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = with_key(&third, Some(KEY), &["list", "--view", "project/acme"]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("tulip"));
+
+    let o = with_key(&e, Some(KEY), &["export", "--plain", "-o", "out.jsonl"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::fs::read_to_string(e.path("out.jsonl"))
+            .unwrap()
+            .contains("tulip-42")
+    );
+}
+
+fn write_bytes(path: &std::path::Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap();
+}

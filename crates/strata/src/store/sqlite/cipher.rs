@@ -72,9 +72,21 @@ impl StoreKey {
         &self.from
     }
 
+    /// Whether the key is a raw 256-bit key (64 hex digits) rather than a
+    /// passphrase.
+    pub(crate) fn is_raw(&self) -> bool {
+        self.secret.len() == 64 && self.secret.bytes().all(|b| b.is_ascii_hexdigit())
+    }
+
+    /// The key's bytes, for deriving other keys from it.
+    #[cfg_attr(not(feature = "encryption"), allow(dead_code))]
+    pub(crate) fn secret_bytes(&self) -> &[u8] {
+        self.secret.as_bytes()
+    }
+
     /// What `PRAGMA key` takes: `x'…'` for a raw key, else the passphrase.
     fn pragma_value(&self) -> String {
-        if self.secret.len() == 64 && self.secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if self.is_raw() {
             format!("x'{}'", self.secret)
         } else {
             self.secret.clone()
