@@ -515,12 +515,14 @@ pub fn http_body(data: &[u8]) {
         return;
     };
     let (method, path, content_type) = ROUTES[pick as usize % ROUTES.len()];
-    let shared = strata_server::Shared::new(
-        small_engine(),
-        &strata_server::ServerConfig::default(),
-        strata_server::AuthMode::Off,
-    )
-    .unwrap();
+    // No upkeep thread: stopping one waits out its nap (up to 200 ms),
+    // every input.
+    let cfg = strata_server::ServerConfig {
+        upkeep_every_secs: 0,
+        ..Default::default()
+    };
+    let shared =
+        strata_server::Shared::new(small_engine(), &cfg, strata_server::AuthMode::Off).unwrap();
     let app = strata_server::router(shared);
     let req = axum::http::Request::builder()
         .method(method)

@@ -15,6 +15,7 @@ fn every_corpus_file_replays_without_a_panic() {
             .collect();
         files.sort();
         assert!(!files.is_empty(), "{}: no corpus", dir.display());
+        let started = std::time::Instant::now();
         for f in &files {
             let data = std::fs::read(f).unwrap();
             if std::panic::catch_unwind(|| target(&data)).is_err() {
@@ -25,6 +26,6 @@ fn every_corpus_file_replays_without_a_panic() {
                 );
             }
         }
-        eprintln!("{name}: {} files", files.len());
+        eprintln!("{name}: {} files in {:.2?}", files.len(), started.elapsed());
     }
 }
