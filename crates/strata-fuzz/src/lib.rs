@@ -30,9 +30,12 @@ use strata::{
     ViewEntry,
 };
 
+/// A fuzz target: panics when strata breaks an invariant on `data`.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, as `fuzz/fuzz_targets/` and `fuzz/corpus/` name
 /// them.
-pub const TARGETS: [(&str, fn(&[u8])); 7] = [
+pub const TARGETS: [(&str, Target); 7] = [
     ("filter", filter),
     ("jsonl_import", jsonl_import),
     ("config_toml", config_toml),
@@ -142,7 +145,7 @@ fn filter_corpus() -> Vec<Memory> {
             m.key = (i % 4 == 1).then(|| format!("key{i}"));
             m.access_count = (i % 7) as u64;
             m.version = 1 + (i % 3) as u64;
-            m.last_accessed_at = (i % 3 == 0).then(|| m.created_at);
+            m.last_accessed_at = (i % 3 == 0).then_some(m.created_at);
             // Some expired (before `fixed_now`), some not yet.
             m.expires_at = match i % 6 {
                 2 => Some(Timestamp::from_millisecond(1_749_500_000_000).unwrap()),
