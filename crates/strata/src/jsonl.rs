@@ -282,12 +282,15 @@ impl Engine {
             dims.entry(e.model().to_string()).or_insert(e.dim());
         }
         let mut read = 0u64;
-        let mut line = String::new();
+        let mut line = Vec::new();
         let mut n = 0usize;
         loop {
             line.clear();
+            // Bytes, not `read_line`: text that is not UTF-8 is the input's
+            // fault and names its line, where `read_line` fails with an I/O
+            // error (a server's 500).
             let got = input
-                .read_line(&mut line)
+                .read_until(b'\n', &mut line)
                 .map_err(|e| Error::io("reading import", e))?;
             if got == 0 {
                 break;
@@ -295,7 +298,12 @@ impl Engine {
             n += 1;
             read += got as u64;
             progress(read);
-            let text = line.trim();
+            let text = std::str::from_utf8(&line)
+                .map_err(|e| Error::InvalidImport {
+                    line: n,
+                    reason: format!("not UTF-8: {e}"),
+                })?
+                .trim();
             if text.is_empty() {
                 continue;
             }

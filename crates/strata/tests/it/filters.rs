@@ -169,6 +169,41 @@ fn the_seed_example_selects_what_it_says() {
     }
 }
 
+/// Found by the `filter` fuzz target: SQLite compared payload integers
+/// exactly, the in-memory evaluator and PostgreSQL as doubles, so
+/// `2^53 + 1 > 2^53` matched on SQLite alone.
+#[test]
+fn payload_numbers_past_2_pow_53_compare_as_doubles_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = SqliteStore::open(dir.path().join("f.db"), Default::default()).unwrap();
+    let model = MemoryStore::new();
+    let mut m = mem("global", "a big number");
+    m.payload = Some(json!({"n": 9_007_199_254_740_993_i64}));
+    m.checksum = strata::checksum(&m.content, m.payload.as_ref());
+    model.put(&m).unwrap();
+    sqlite.put(&m).unwrap();
+    for (f, hit) in [
+        (
+            json!({"payload.n": {"$gt": 9_007_199_254_740_992_i64}}),
+            false,
+        ),
+        (json!({"payload.n": 9_007_199_254_740_992_i64}), true),
+        (
+            json!({"payload.n": {"$in": [9_007_199_254_740_992.0]}}),
+            true,
+        ),
+        (
+            json!({"payload.n": {"$gte": 9_007_199_254_740_993_i64}}),
+            true,
+        ),
+    ] {
+        let q = Query::view(view(&["global"]), now()).filter(Filter::parse(&f).unwrap());
+        let a = model.query(&q).unwrap().len();
+        let b = sqlite.query(&q).unwrap().len();
+        assert_eq!((a, b), (hit as usize, hit as usize), "{f}");
+    }
+}
+
 #[test]
 fn bad_filters_name_the_problem() {
     for (f, want) in [

@@ -97,7 +97,7 @@ proptest! {
     }
 }
 
-backends!(engine: bad_lines_are_named_and_change_nothing, conflicts_follow_the_mode, sensitive_is_left_out_unless_asked, a_default_export_is_a_full_backup);
+backends!(engine: bad_lines_are_named_and_change_nothing, an_import_that_is_not_utf8_names_its_line, conflicts_follow_the_mode, sensitive_is_left_out_unless_asked, a_default_export_is_a_full_backup);
 
 /// `Export::default()` leaves nothing out: imported into an empty store it
 /// gives the same store back (every line, archive, history, session).
@@ -207,6 +207,23 @@ fn bad_lines_are_named_and_change_nothing(make: MakeEngine) {
     ));
     assert_eq!(fingerprint(&e), before);
     import(&e, &format!("\n{line}\n\n"), OnConflict::Error).unwrap();
+}
+
+/// Found by the `jsonl_import` fuzz target: bytes that are not UTF-8 were
+/// an I/O error ("reading import", as if the file were unreadable), not
+/// the input's fault naming its line. The server checked UTF-8 itself.
+fn an_import_that_is_not_utf8_names_its_line(make: MakeEngine) {
+    let e = make(&|_| {});
+    let before = fingerprint(&e);
+    let err = e
+        .import(&mut &b"\n\xff{\n"[..], OnConflict::Error, &mut |_| {})
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidImport { line: 2, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("UTF-8"), "{err}");
+    assert_eq!(fingerprint(&e), before);
 }
 
 fn conflicts_follow_the_mode(make: MakeEngine) {

@@ -106,6 +106,16 @@ fn cond_sql(cond: &Cond, alias: &str, params: &mut Vec<V>) -> String {
                             Scalar::Null => unreachable!(),
                         };
                         params.push(V::Text(json_path.clone()));
+                        // Payload numbers compare as doubles, as in memory
+                        // and on PostgreSQL (`::float8`): SQLite compares
+                        // integers exactly, so `2^53 + 1 > 2^53` held here
+                        // alone (found by the `filter` fuzz target).
+                        if let Some(x) = v.as_f64() {
+                            params.push(V::Real(x));
+                            return format!(
+                                "({guard} AND CAST(json_extract({alias}payload, ?) AS REAL) {sym} ?)"
+                            );
+                        }
                         let b = bind(v, params);
                         format!("({guard} AND json_extract({alias}payload, ?) {sym} {b})")
                     })
