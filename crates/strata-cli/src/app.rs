@@ -152,17 +152,19 @@ pub enum Command {
     /// Encrypt a plain SQLite store in place with the key in STRATA_KEY (or
     /// `[store] key_file`); needs the `encryption` feature.
     #[command(
-        after_help = "Examples:\n  STRATA_KEY=$(cat ~/.strata.key) strata encrypt\n  openssl rand -hex 32 > ~/.strata.key   (a raw 256-bit key: no key stretching on open)\nStop servers using the store first. Keep the key: without it nothing can be read."
+        after_help = "Examples:\n  strata encrypt   (the key in STRATA_KEY, e.g. STRATA_KEY=$(cat ~/.strata.key))\n  openssl rand -hex 32 > ~/.strata.key   (a raw 256-bit key: no key stretching on open)\nStop servers using the store first. Keep the key: without it nothing can be read."
     )]
     Encrypt,
     /// Decrypt an encrypted SQLite store in place (its key in STRATA_KEY or
     /// `[store] key_file`).
-    #[command(after_help = "Examples:\n  STRATA_KEY=... strata decrypt")]
+    #[command(
+        after_help = "Examples:\n  strata decrypt   (the current key in STRATA_KEY or [store] key_file)"
+    )]
     Decrypt,
     /// Re-encrypt a SQLite store under a new key (STRATA_NEW_KEY or
     /// --new-key-file), reading it with the current one.
     #[command(
-        after_help = "Examples:\n  STRATA_KEY=$(cat old.key) strata rekey --new-key-file new.key"
+        after_help = "Examples:\n  strata rekey --new-key-file new.key   (the current key in STRATA_KEY)\n  strata rekey   (the new key in STRATA_NEW_KEY)"
     )]
     Rekey(crate::cmd::crypt::RekeyArgs),
     /// Read JSONL (from `strata export`), or another tool's memories, into the store.
