@@ -159,24 +159,20 @@ impl ColdConfig {
         if !self.enabled {
             return Ok(None);
         }
-        if let StoreConfig::Sqlite { options, .. } = store
-            && options.key.is_some()
-        {
-            // Segments are not encrypted: memories must not leave an
-            // encrypted file for plain ones.
-            return Err(Error::InvalidConfig(
-                "cold.enabled: the cold tier's segment files are not encrypted, and this store                  is: keep memories in the encrypted database (cold.enabled = false)"
-                    .into(),
-            ));
-        }
+        self.dir_for(store).map(Some)
+    }
+
+    /// Where the segments of `store` are (or would be), whether or not
+    /// the tier is on.
+    pub fn dir_for(&self, store: &StoreConfig) -> Result<PathBuf, Error> {
         if let Some(d) = &self.dir {
-            return Ok(Some(d.clone()));
+            return Ok(d.clone());
         }
         match store {
             StoreConfig::Sqlite { path, .. } => {
                 let mut p = path.clone().into_os_string();
                 p.push(".cold");
-                Ok(Some(PathBuf::from(p)))
+                Ok(PathBuf::from(p))
             }
             _ => Err(Error::InvalidConfig(format!(
                 "cold.dir: required with the store `{}` (only a SQLite file has a default)",

@@ -57,7 +57,7 @@ pub use scope::{Fence, Scope, Tier, View, ViewEntry};
 pub use secrets::{DETECTORS, Screened, Secret, SecretAction, SecretRule, redact, scan};
 
 // The engine and its operations, each with its request and report.
-pub use cold::{ColdDir, ColdRecord, ColdStats};
+pub use cold::{ColdDir, ColdRecord, ColdStats, convert as convert_cold};
 pub use config::{ColdConfig, Config, FileConfig, StoreConfig, default_db_path};
 pub use engine::{
     ArchiveMark, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions, ForgetReport,
@@ -111,10 +111,11 @@ pub use store::{
     VectorSearch,
 };
 // Encryption at rest of a SQLite store (feature `encryption`).
+pub use cold::{Converted, convert_store};
 #[cfg(feature = "encryption")]
 pub use sealed::Sealer;
 pub use sealed::{SEALED_MAGIC, is_sealed, open as open_sealed};
-pub use store::{Conversion, StoreKey, convert as convert_store};
+pub use store::{Conversion, StoreKey};
 #[cfg(feature = "postgres")]
 pub use store::{PG_SCHEMA_VERSION, PostgresStore};
 pub use store::{

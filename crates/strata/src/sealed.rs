@@ -35,7 +35,9 @@ mod imp {
     const FRAME: usize = 64 * 1024;
     const LAST: u32 = 1 << 31;
 
-    fn cipher(key: &StoreKey, salt: &[u8]) -> XChaCha20Poly1305 {
+    /// The XChaCha20-Poly1305 key derived from `key` and `salt` (also the
+    /// cold tier's segment key).
+    pub(crate) fn cipher(key: &StoreKey, salt: &[u8]) -> XChaCha20Poly1305 {
         let rounds = if key.is_raw() { 1 } else { 600_000 };
         let mut k = [0u8; 32];
         pbkdf2::pbkdf2_hmac::<sha2::Sha256>(key.secret_bytes(), salt, rounds, &mut k);
@@ -188,6 +190,8 @@ mod imp {
     }
 }
 
+#[cfg(feature = "encryption")]
+pub(crate) use imp::cipher;
 #[cfg(feature = "encryption")]
 pub use imp::{Sealer, open};
 

@@ -57,16 +57,25 @@ pub fn run(g: &Global, op: Op, rekey: Option<RekeyArgs>) -> Result<()> {
         }
     };
     let started = std::time::Instant::now();
-    strata::convert_store(path, from.as_ref(), to.as_ref())?;
+    // The cold tier's segments go with the file, whether or not the tier
+    // is on now (segments left from when it was are memories too).
+    let cold = cfg.cold.dir_for(&cfg.store)?;
+    let done = strata::convert_store(path, Some(&cold), from.as_ref(), to.as_ref())?;
     if g.json {
         return output::json(&serde_json::json!({
             "store": path.display().to_string(),
             "done": op.word(),
+            "cold_segments": done.segments,
             "seconds": started.elapsed().as_secs_f64(),
         }));
     }
+    let segments = match done.segments {
+        0 => String::new(),
+        1 => " and 1 cold segment".to_string(),
+        n => format!(" and {n} cold segments"),
+    };
     output::line(format!(
-        "{} {} in {:.2} s{}",
+        "{} {}{segments} in {:.2} s{}",
         op.done(),
         path.display(),
         started.elapsed().as_secs_f64(),

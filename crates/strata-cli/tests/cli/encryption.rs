@@ -166,3 +166,141 @@ fn exports_of_an_encrypted_store_are_sealed() {
 fn write_bytes(path: &std::path::Path, bytes: &[u8]) {
     std::fs::write(path, bytes).unwrap();
 }
+
+/// Bad keys and key settings: each an error naming what was wrong, and no
+/// store file created or changed.
+#[test]
+fn bad_keys_are_named_and_change_nothing() {
+    let e = Env::new();
+    let remember = ["remember", "a note", "--scope", "project/acme"];
+    let refused = |o: &std::process::Output, want: &str| {
+        assert!(!o.status.success(), "{}", stderr(o));
+        assert!(stderr(o).contains(want), "want {want:?}: {}", stderr(o));
+        assert!(!e.db().exists(), "a refused key creates no store");
+    };
+    refused(
+        &with_key(&e, Some(" \n"), &remember),
+        "`STRATA_KEY` is empty",
+    );
+    write(&e.path("empty.key"), "\n");
+    write(
+        &e.path("strata.toml"),
+        "[store]\nkey_file = \"empty.key\"\n",
+    );
+    refused(&with_key(&e, None, &remember), "empty.key is empty");
+    write(
+        &e.path("strata.toml"),
+        "[store]\nkey_file = \"missing.key\"\n",
+    );
+    refused(&with_key(&e, None, &remember), "missing.key");
+    write(
+        &e.path("strata.toml"),
+        "[store]\nkey_env = \"STRATA_TEST_UNSET_KEY\"\n",
+    );
+    refused(
+        &with_key(&e, None, &remember),
+        "`STRATA_TEST_UNSET_KEY` is not set",
+    );
+    write(&e.path("key.txt"), "a passphrase long enough\n");
+    write(
+        &e.path("strata.toml"),
+        "[store]\nkey_env = \"STRATA_KEY\"\nkey_file = \"key.txt\"\n",
+    );
+    refused(&with_key(&e, Some(KEY), &remember), "give one of the two");
+    std::fs::remove_file(e.path("strata.toml")).unwrap();
+
+    // An encrypted store: a bad new key for rekey leaves it as it was.
+    let o = with_key(&e, Some(KEY), &remember);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let before = std::fs::read(e.db()).unwrap();
+    let o = with_key(&e, Some(KEY), &["rekey", "--new-key-file", "missing.key"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("missing.key"), "{}", stderr(&o));
+    let o = with_key(&e, Some(KEY), &["rekey", "--new-key-file", "empty.key"]);
+    assert!(stderr(&o).contains("empty.key is empty"), "{}", stderr(&o));
+    let mut c = e.cmd();
+    c.env("STRATA_KEY", KEY)
+        .env("STRATA_NEW_KEY", KEY)
+        .arg("rekey");
+    let o = c.output().unwrap();
+    assert!(
+        stderr(&o).contains("the new key is the same as the current one"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(e.db()).unwrap(), before);
+    let o = with_key(&e, Some(KEY), &["list", "--view", "project/acme"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("a note"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// The cold tier's segments are encrypted, rekeyed and decrypted with the
+/// file, and read only with the key.
+#[test]
+fn the_cold_tier_goes_with_the_file() {
+    let e = Env::new();
+    write(
+        &e.path("strata.toml"),
+        "[cold]\nenabled = true\n\n[learning]\nenabled = false\n",
+    );
+    let line = serde_json::json!({
+        "id": "01900000-0000-7000-8000-000000000001",
+        "scope": "project/acme",
+        "kind": "note",
+        "content": "the vault opens with tulip-42",
+        "tags": [],
+        "importance": 0.5,
+        "source": "external",
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "access_count": 0,
+        "pinned": false,
+        "sensitive": false,
+        "tokens": 8,
+        "version": 1,
+        "archived": {"at": "2026-01-02T00:00:00Z", "reason": "evicted"},
+    });
+    write(&e.path("in.jsonl"), &format!("{line}\n"));
+    for args in [&["import", "in.jsonl"][..], &["upkeep"]] {
+        let o = with_key(&e, None, args);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let recall = [
+        "recall",
+        "vault tulip",
+        "--view",
+        "project/acme",
+        "--include-cold",
+    ];
+    let finds = |key: Option<&str>| {
+        let o = with_key(&e, key, &recall);
+        o.status.success() && String::from_utf8_lossy(&o.stdout).contains("tulip-42")
+    };
+    assert!(finds(None));
+    let o = with_key(&e, Some(KEY), &["encrypt"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("and 1 cold segment"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(finds(Some(KEY)));
+    assert!(!finds(None));
+    write(&e.path("new.key"), "another passphrase\n");
+    let o = with_key(
+        &e,
+        Some(KEY),
+        &["--json", "rekey", "--new-key-file", "new.key"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cold_segments"], 1, "{v}");
+    assert!(!finds(Some(KEY)));
+    assert!(finds(Some("another passphrase")));
+    let o = with_key(&e, Some("another passphrase"), &["decrypt"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(finds(None));
+}

@@ -147,7 +147,13 @@ impl Engine {
         }
         let tokens = TokenCounter::new(&cfg.tokenizer)?;
         let cold = match cfg.cold.resolve_dir(&cfg.store)? {
-            Some(d) => Some(crate::cold::ColdDir::open(d)?),
+            Some(d) => {
+                let key = match &cfg.store {
+                    crate::StoreConfig::Sqlite { options, .. } => options.key.as_ref(),
+                    _ => None,
+                };
+                Some(crate::cold::ColdDir::open_keyed(d, key)?)
+            }
             None => None,
         };
         let engine = Engine {

@@ -40,7 +40,7 @@ pub use pg_options::{PostgresOptions, TlsMode, is_postgres_url, redact_url};
 #[cfg(feature = "postgres")]
 pub use postgres::{PG_SCHEMA_VERSION, PostgresStore};
 pub use sqlite::{
-    Conversion, Durability, SCHEMA_VERSION, SqliteOptions, SqliteStore, StoreKey, convert,
+    Conversion, Durability, SCHEMA_VERSION, SqliteOptions, SqliteStore, StoreKey, convert_with,
 };
 
 /// Result order of a [`Query`].

@@ -162,6 +162,13 @@ pub(super) fn apply(c: &Connection, path: &Path, key: Option<&StoreKey>) -> Resu
     }
 }
 
+/// Whether the encrypted file at `path` opens with `key`.
+pub(crate) fn opens_with(path: &Path, key: &StoreKey) -> bool {
+    looks_encrypted(path)
+        && Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .is_ok_and(|c| apply(&c, path, Some(key)).is_ok())
+}
+
 fn wrong_key(path: &Path, k: &StoreKey) -> Error {
     Error::InvalidConfig(format!(
         "{} cannot be read with the key from {}: the key is wrong (or the file is damaged)",
@@ -170,7 +177,7 @@ fn wrong_key(path: &Path, k: &StoreKey) -> Error {
     ))
 }
 
-/// What [`convert`] does to a store file.
+/// What [`crate::convert_store`] does to a store file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Conversion {
     /// Plain → encrypted.
@@ -187,7 +194,17 @@ pub enum Conversion {
 /// crash leaves either the old file or the new one whole. The store must
 /// not be open elsewhere: the copy holds an exclusive lock, and a process
 /// that has the file open fails this with "database is locked".
-pub fn convert(path: &Path, from: Option<&StoreKey>, to: Option<&StoreKey>) -> Result<Conversion> {
+///
+/// `also` runs once the file is locked for this process alone and before
+/// its pages are copied (the cold tier's segments are converted there, so
+/// no other process sees them change); an error from it leaves the file as
+/// it was.
+pub fn convert_with(
+    path: &Path,
+    from: Option<&StoreKey>,
+    to: Option<&StoreKey>,
+    also: &mut dyn FnMut() -> Result<()>,
+) -> Result<Conversion> {
     if !cfg!(feature = "encryption") {
         return Err(Error::InvalidConfig(
             "encrypt, decrypt and rekey need a strata built with encryption at rest (cargo \
@@ -239,6 +256,7 @@ pub fn convert(path: &Path, from: Option<&StoreKey>, to: Option<&StoreKey>) -> R
     c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
     c.query_row("PRAGMA locking_mode=EXCLUSIVE", [], |_| Ok(()))?;
     c.execute_batch("BEGIN EXCLUSIVE; COMMIT;")?;
+    also()?;
     let tmp = sibling(path, ".convert-tmp");
     let _ = std::fs::remove_file(&tmp);
     let target_key = to.map_or(String::new(), StoreKey::pragma_value);

@@ -58,12 +58,12 @@ use crate::error::Error;
 use crate::model::{Embedding, Kind, Memory, Provenance};
 use crate::rank::Signals;
 use crate::scope::{Scope, View};
-pub use cipher::{Conversion, StoreKey, convert};
+pub use cipher::{Conversion, StoreKey, convert_with};
 
 #[cfg(feature = "ann")]
 mod ann;
 mod audit;
-mod cipher;
+pub(crate) mod cipher;
 mod filter_sql;
 mod fts;
 mod group;
@@ -697,7 +697,13 @@ impl Rows for SqliteStore {
             *s.by_kind.entry(kind).or_default() += 1;
         }
         let pages = one("PRAGMA page_count")?;
-        let size = one("PRAGMA page_size")?;
+        // SQLCipher answers `page_size` on an encrypted file as text (its
+        // `cipher_page_size`).
+        let size = match c.query_row("PRAGMA page_size", [], |r| r.get::<_, SqlValue>(0))? {
+            SqlValue::Integer(n) => n as u64,
+            SqlValue::Text(t) => t.trim().parse().unwrap_or(0),
+            _ => 0,
+        };
         s.file_bytes = pages * size;
         s.schema_version =
             c.query_row("SELECT MAX(version) FROM schema_version", [], |r| r.get(0))?;

@@ -25,7 +25,11 @@
 //! ```
 //!
 //! All integers little-endian; each crc is CRC-32 (IEEE) of the compressed
-//! bytes it follows. The index alone (read without the data) tells a search
+//! bytes it follows.
+//!
+//! Beside an encrypted store the magic is `STRCOLDX`, the header ends with
+//! the directory's 16-byte salt, and the index and each compressed block
+//! are sealed (see [`seal`]; the crcs are of the sealed bytes). The index alone (read without the data) tells a search
 //! whether the segment can match: its scopes, time range and a term →
 //! entries map built with the same stemming as full-text search.
 
@@ -41,9 +45,15 @@ use serde::{Deserialize, Serialize};
 use crate::filter::Filter;
 use crate::model::Memory;
 use crate::scope::{Scope, View};
+use crate::store::StoreKey;
 use crate::{Error, Result, text};
 
+mod seal;
+
+use seal::{KEY_CHECK, KEY_NEXT, KeyFile, PART_INDEX, SegKey};
+
 const MAGIC: &[u8; 8] = b"STRCOLD1";
+const MAGIC_SEALED: &[u8; 8] = b"STRCOLDX";
 const HEADER: usize = 8 + 4 + 4 + 8 + 4;
 const ZSTD_LEVEL: i32 = 7;
 /// Records per compressed block of a segment's data: a search decompresses
@@ -197,12 +207,54 @@ impl StoredIndex {
     }
 }
 
-fn compress_block(raw: &[u8]) -> Result<Vec<u8>> {
-    zstd::bulk::compress(raw, ZSTD_LEVEL).map_err(io("compressing"))
+/// `raw` compressed, then sealed as part `part` when there is a key.
+fn compress_block(raw: &[u8], seal: Option<&SegKey>, part: u64) -> Result<Vec<u8>> {
+    let z = zstd::bulk::compress(raw, ZSTD_LEVEL).map_err(io("compressing"))?;
+    Ok(match seal {
+        Some(k) => k.seal(part, &z),
+        None => z,
+    })
 }
 
-fn decompress_block(z: &[u8]) -> std::io::Result<Vec<u8>> {
-    zstd::stream::decode_all(z)
+/// The inverse of [`compress_block`]; the error says what failed.
+fn decompress_block(
+    z: &[u8],
+    seal: Option<&SegKey>,
+    part: u64,
+) -> std::result::Result<Vec<u8>, String> {
+    let opened;
+    let z = match seal {
+        Some(k) => {
+            opened = k
+                .open(part, z)
+                .ok_or("does not open with the key (changed bytes)")?;
+            &opened[..]
+        }
+        None => z,
+    };
+    zstd::stream::decode_all(z).map_err(|e| format!("does not decompress ({e})"))
+}
+
+/// A segment file's header.
+struct Header {
+    index_len: u32,
+    index_crc: u32,
+    data_len: u64,
+    data_crc: u32,
+    /// The salt of a sealed segment.
+    salt: Option<[u8; 16]>,
+}
+
+impl Header {
+    /// Its length in the file.
+    fn len(&self) -> usize {
+        HEADER + if self.salt.is_some() { 16 } else { 0 }
+    }
+
+    /// The file length it implies.
+    fn file_len(&self) -> u64 {
+        self.len() as u64 + u64::from(self.index_len) + self.data_len
+    }
 }
 
 /// A segment's compressed data (checked), and the blocks decompressed so
@@ -227,6 +279,8 @@ pub struct ColdStats {
 #[derive(Debug)]
 pub struct ColdDir {
     dir: PathBuf,
+    /// The segment key, beside an encrypted store.
+    seal: Option<SegKey>,
     /// Indexes already read, by file path, with the file length they were
     /// read at (a rewritten segment has a new length or is re-read).
     cache: Mutex<HashMap<PathBuf, (u64, Arc<SegmentIndex>)>>,
@@ -275,15 +329,270 @@ fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A segment file's header, unchecked against any tier.
+fn read_header(path: &Path, f: &mut impl Read) -> Result<Header> {
+    let mut h = [0u8; HEADER];
+    f.read_exact(&mut h)
+        .map_err(|e| corrupt(path, format!("header unreadable ({e})")))?;
+    let sealed = match &h[..8] {
+        m if m == MAGIC => false,
+        m if m == MAGIC_SEALED => true,
+        _ => return Err(corrupt(path, "not a strata cold segment (bad magic)")),
+    };
+    let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
+    let salt = if sealed {
+        let mut salt = [0u8; 16];
+        f.read_exact(&mut salt)
+            .map_err(|e| corrupt(path, format!("header unreadable ({e})")))?;
+        Some(salt)
+    } else {
+        None
+    };
+    Ok(Header {
+        index_len: u32at(8),
+        index_crc: u32at(12),
+        data_len: u64::from_le_bytes(h[16..24].try_into().unwrap()),
+        data_crc: u32at(24),
+        salt,
+    })
+}
+
+/// Rewrites every segment in `dir` (if it exists) as `to` keys it
+/// (`None`: plain), reading those not yet converted with `from`; returns
+/// how many it rewrote. Resumable: `key.next` names the target first, each
+/// segment is replaced whole by rename, and a run after a crash skips the
+/// segments already converted. Nothing else may use the tier meanwhile
+/// (`strata encrypt`, `decrypt` and `rekey` run this while holding the
+/// store's exclusive lock).
+pub fn convert(dir: &Path, from: Option<&StoreKey>, to: Option<&StoreKey>) -> Result<usize> {
+    convert_until(dir, from, to, usize::MAX)
+}
+
+/// What [`convert_store`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Converted {
+    /// What it did to the database file.
+    pub what: crate::Conversion,
+    /// Cold segments it rewrote.
+    pub segments: usize,
+}
+
+/// Encrypts, decrypts or rekeys a SQLite store and its cold tier in `cold`
+/// (if that directory exists), the tier first, while the database is
+/// locked for this process alone. The file is rewritten into a new one
+/// beside it (every page through `sqlcipher_export`), synced, and renamed
+/// over the old: a crash leaves one or the other whole. The store must not
+/// be open elsewhere (a locked file is refused, "database is locked"). A crash between the two leaves the tier converted
+/// and the file not; running the same conversion again finishes it.
+pub fn convert_store(
+    db: &Path,
+    cold: Option<&Path>,
+    from: Option<&StoreKey>,
+    to: Option<&StoreKey>,
+) -> Result<Converted> {
+    // The file encrypted already (by a strata that left the tier out): the
+    // tier alone is encrypted now.
+    if let (None, Some(k), Some(dir)) = (from, to, cold)
+        && crate::store::sqlite::cipher::opens_with(db, k)
+        && KeyFile::read(&dir.join(KEY_CHECK))?.is_none()
+        && dir.is_dir()
+        && !ColdDir::open_raw(dir, None).segments()?.is_empty()
+    {
+        let segments = convert(dir, None, to)?;
+        return Ok(Converted {
+            what: crate::Conversion::Encrypt,
+            segments,
+        });
+    }
+    let mut segments = 0;
+    let what = crate::store::convert_with(db, from, to, &mut || {
+        if let Some(dir) = cold {
+            segments = convert(dir, from, to)?;
+        }
+        Ok(())
+    })?;
+    Ok(Converted { what, segments })
+}
+
+/// [`convert`], stopping (as a crash would) after `stop` rewrites.
+fn convert_until(
+    dir: &Path,
+    from: Option<&StoreKey>,
+    to: Option<&StoreKey>,
+    stop: usize,
+) -> Result<usize> {
+    if !dir.is_dir() {
+        return Ok(0);
+    }
+    let (check_path, next_path) = (dir.join(KEY_CHECK), dir.join(KEY_NEXT));
+    let current = KeyFile::read(&check_path)?;
+    let next = KeyFile::read(&next_path)?;
+    let unlock_target = |f: &KeyFile| -> Result<Option<SegKey>> {
+        let opened = match (f, to) {
+            (KeyFile::Plain, None) => return Ok(None),
+            (KeyFile::Keyed { .. }, Some(k)) => f.unlock(k, dir).ok(),
+            _ => None,
+        };
+        opened.map(Some).ok_or_else(|| {
+            Error::InvalidConfig(format!(
+                "the cold tier at {}: a conversion to {} was interrupted; run that one again \
+                 to finish it first",
+                dir.display(),
+                if *f == KeyFile::Plain {
+                    "plain"
+                } else {
+                    "another key"
+                }
+            ))
+        })
+    };
+    let (target, target_file) = match next {
+        Some(f) => (unlock_target(&f)?, f),
+        None => {
+            // Already what `to` asks for: nothing to do (a run after a
+            // crash between this step and the store's).
+            match (&current, to) {
+                (None, None) => return Ok(0),
+                (Some(f), Some(k)) if f.unlock(k, dir).is_ok() => return Ok(0),
+                _ => {}
+            }
+            let (target, f) = match to {
+                Some(k) => {
+                    let (k, f) = SegKey::fresh(k)?;
+                    (Some(k), f)
+                }
+                None => (None, KeyFile::Plain),
+            };
+            let cold = ColdDir::open_raw(dir, None);
+            cold.write_durably(&next_path, &f.bytes())?;
+            (target, f)
+        }
+    };
+    let source = match (&current, from) {
+        (None, _) => None,
+        (Some(f), Some(k)) => Some(f.unlock(k, dir)?),
+        (Some(_), None) => {
+            return Err(Error::InvalidConfig(format!(
+                "the cold tier at {} is encrypted: give its key in STRATA_KEY or `[store] \
+                 key_file`",
+                dir.display()
+            )));
+        }
+    };
+    let reader = ColdDir::open_raw(dir, source);
+    let writer = ColdDir::open_raw(dir, target);
+    let mut rewritten = 0;
+    for seg in reader.segments()? {
+        let mut f = File::open(&seg.path).map_err(io(format!("opening {}", seg.path.display())))?;
+        let salt = read_header(&seg.path, &mut f)?.salt;
+        if salt.as_ref() == writer.seal.as_ref().map(SegKey::salt) {
+            continue;
+        }
+        if rewritten == stop {
+            return Ok(rewritten);
+        }
+        let records = reader.read_all(&seg.path)?;
+        writer.write_durably(&seg.path, &writer.encode(&records)?)?;
+        rewritten += 1;
+    }
+    match target_file {
+        KeyFile::Keyed { .. } => {
+            fs::rename(&next_path, &check_path)
+                .map_err(io(format!("renaming {}", next_path.display())))?;
+            sync_dir(dir)?;
+        }
+        KeyFile::Plain => {
+            if current.is_some() {
+                fs::remove_file(&check_path)
+                    .map_err(io(format!("removing {}", check_path.display())))?;
+                sync_dir(dir)?;
+            }
+            fs::remove_file(&next_path).map_err(io(format!("removing {}", next_path.display())))?;
+            sync_dir(dir)?;
+        }
+    }
+    Ok(rewritten)
+}
+
 impl ColdDir {
-    /// Opens (creating) the directory.
+    /// Opens (creating) the directory of a plain store.
     pub fn open(dir: impl Into<PathBuf>) -> Result<ColdDir> {
+        ColdDir::open_keyed(dir, None)
+    }
+
+    /// Opens (creating) the directory of a store opened with `key` (`None`:
+    /// a plain store). An encrypted tier needs the key that made it; a new
+    /// or empty tier beside an encrypted store becomes encrypted; plain
+    /// segments beside an encrypted store, or a conversion left half done,
+    /// are errors that say what to run.
+    pub fn open_keyed(dir: impl Into<PathBuf>, key: Option<&StoreKey>) -> Result<ColdDir> {
         let dir = dir.into();
         fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
-        Ok(ColdDir {
+        if dir.join(KEY_NEXT).exists() {
+            return Err(Error::InvalidConfig(format!(
+                "the cold tier at {}: an encrypt, decrypt or rekey was interrupted; run it again                  to finish it",
+                dir.display()
+            )));
+        }
+        let mut cold = ColdDir {
             dir,
+            seal: None,
             cache: Mutex::new(HashMap::new()),
-        })
+        };
+        let check = cold.dir.join(KEY_CHECK);
+        cold.seal = match (KeyFile::read(&check)?, key) {
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(Error::InvalidConfig(format!(
+                    "the cold tier at {} is encrypted: give the store's key in the environment                      variable STRATA_KEY or a file named by `[store] key_file`",
+                    cold.dir.display()
+                )));
+            }
+            (Some(f), Some(k)) => Some(f.unlock(k, &cold.dir)?),
+            (None, Some(k)) => {
+                if !cold.segments()?.is_empty() {
+                    return Err(Error::InvalidConfig(format!(
+                        "the cold tier at {} holds plain segments, and the store is encrypted:                          run `strata encrypt` again to encrypt them",
+                        cold.dir.display()
+                    )));
+                }
+                let (seg_key, file) = SegKey::fresh(k)?;
+                // Two processes opening a new tier at once: the first key
+                // file wins (a hard link fails where the name exists), and
+                // the other unlocks it.
+                let tmp = cold.dir.join(format!("key.{}.tmp", std::process::id()));
+                cold.write_durably(&tmp, &file.bytes())?;
+                let linked = fs::hard_link(&tmp, &check);
+                let _ = fs::remove_file(&tmp);
+                match linked {
+                    Ok(()) => {
+                        sync_dir(&cold.dir)?;
+                        Some(seg_key)
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        let f = KeyFile::read(&check)?
+                            .ok_or_else(|| Error::io(format!("reading {}", check.display()), e))?;
+                        Some(f.unlock(k, &cold.dir)?)
+                    }
+                    Err(e) => return Err(Error::io(format!("creating {}", check.display()), e)),
+                }
+            }
+        };
+        Ok(cold)
+    }
+
+    /// A directory handle with `seal`, checking nothing.
+    fn open_raw(dir: &Path, seal: Option<SegKey>) -> ColdDir {
+        ColdDir {
+            dir: dir.to_path_buf(),
+            seal,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether the segments are encrypted.
+    pub fn is_encrypted(&self) -> bool {
+        self.seal.is_some()
     }
 
     /// The directory.
@@ -309,8 +618,13 @@ impl ColdDir {
         Ok(out)
     }
 
-    /// Encodes records as one segment file's bytes.
-    pub fn encode(records: &[ColdRecord]) -> Result<Vec<u8>> {
+    /// Encodes records as one segment file's bytes, sealed when the tier is
+    /// encrypted.
+    pub fn encode(&self, records: &[ColdRecord]) -> Result<Vec<u8>> {
+        Self::encode_with(records, self.seal.as_ref())
+    }
+
+    fn encode_with(records: &[ColdRecord], seal: Option<&SegKey>) -> Result<Vec<u8>> {
         let mut data = Vec::new();
         let mut zd = Vec::new();
         let mut idx = SegmentIndex {
@@ -319,8 +633,9 @@ impl ColdDir {
         };
         for (i, r) in records.iter().enumerate() {
             if i % BLOCK_RECORDS == 0 && i > 0 {
+                let part = idx.blocks.len() as u64;
                 idx.blocks.push(zd.len() as u64);
-                zd.extend(compress_block(&data)?);
+                zd.extend(compress_block(&data, seal, part)?);
                 data.clear();
             }
             let mut r = r.clone();
@@ -349,21 +664,25 @@ impl ColdDir {
             data.push(b'\n');
         }
         if !records.is_empty() {
+            let part = idx.blocks.len() as u64;
             idx.blocks.push(zd.len() as u64);
-            zd.extend(compress_block(&data)?);
+            zd.extend(compress_block(&data, seal, part)?);
         }
         idx.blocks.push(zd.len() as u64);
         let ijson = serde_json::to_vec(&StoredIndex::of(&idx)).map_err(|e| Error::Corrupt {
             what: "cold segment index".into(),
             source: e.into(),
         })?;
-        let zi = zstd::bulk::compress(&ijson, ZSTD_LEVEL).map_err(io("compressing"))?;
-        let mut out = Vec::with_capacity(HEADER + zi.len() + zd.len());
-        out.extend_from_slice(MAGIC);
+        let zi = compress_block(&ijson, seal, PART_INDEX)?;
+        let mut out = Vec::with_capacity(HEADER + 16 + zi.len() + zd.len());
+        out.extend_from_slice(if seal.is_some() { MAGIC_SEALED } else { MAGIC });
         out.extend_from_slice(&(zi.len() as u32).to_le_bytes());
         out.extend_from_slice(&crc32fast::hash(&zi).to_le_bytes());
         out.extend_from_slice(&(zd.len() as u64).to_le_bytes());
         out.extend_from_slice(&crc32fast::hash(&zd).to_le_bytes());
+        if let Some(k) = seal {
+            out.extend_from_slice(k.salt());
+        }
         out.extend_from_slice(&zi);
         out.extend_from_slice(&zd);
         Ok(out)
@@ -388,7 +707,7 @@ impl ColdDir {
     pub fn write_pending(&self, records: &[ColdRecord]) -> Result<PathBuf> {
         let name = format!("seg-{}.pending", uuid::Uuid::now_v7().simple());
         let path = self.dir.join(name);
-        self.write_durably(&path, &Self::encode(records)?)?;
+        self.write_durably(&path, &self.encode(records)?)?;
         Ok(path)
     }
 
@@ -428,26 +747,34 @@ impl ColdDir {
             fs::remove_file(path).map_err(io(format!("removing {}", path.display())))?;
             sync_dir(&self.dir)?;
         } else {
-            self.write_durably(path, &Self::encode(&keep)?)?;
+            self.write_durably(path, &self.encode(&keep)?)?;
         }
         self.cache.lock().unwrap().remove(path);
         Ok(dropped)
     }
 
-    fn read_header(path: &Path, f: &mut File) -> Result<(u32, u32, u64, u32)> {
-        Self::read_header_from(path, f)
-    }
-
-    fn read_header_from(path: &Path, f: &mut impl Read) -> Result<(u32, u32, u64, u32)> {
-        let mut h = [0u8; HEADER];
-        f.read_exact(&mut h)
-            .map_err(|e| corrupt(path, format!("header unreadable ({e})")))?;
-        if &h[..8] != MAGIC {
-            return Err(corrupt(path, "not a strata cold segment (bad magic)"));
+    /// A segment's header, checked against the tier: a sealed segment
+    /// needs the tier's key, a plain one a plain tier.
+    fn read_header(&self, path: &Path, f: &mut impl Read) -> Result<Header> {
+        let h = read_header(path, f)?;
+        match (&h.salt, &self.seal) {
+            (None, None) => Ok(h),
+            (Some(s), Some(k)) if s == k.salt() => Ok(h),
+            (Some(_), Some(_)) => Err(Error::InvalidConfig(format!(
+                "{} is encrypted under another key than its tier's (an interrupted rekey? run it \
+                 again)",
+                path.display()
+            ))),
+            (Some(_), None) => Err(Error::InvalidConfig(format!(
+                "{} is encrypted: give the store's key in the environment variable STRATA_KEY or \
+                 a file named by `[store] key_file`",
+                path.display()
+            ))),
+            (None, Some(_)) => Err(corrupt(
+                path,
+                "a plain segment in an encrypted tier (run `strata encrypt` again)",
+            )),
         }
-        let u32at = |i: usize| u32::from_le_bytes(h[i..i + 4].try_into().unwrap());
-        let data_len = u64::from_le_bytes(h[16..24].try_into().unwrap());
-        Ok((u32at(8), u32at(12), data_len, u32at(24)))
     }
 
     /// A segment's index (cached by file length).
@@ -462,20 +789,20 @@ impl ColdDir {
         {
             return Ok(idx.clone());
         }
-        let (ilen, icrc, dlen, _) = Self::read_header(path, &mut f)?;
-        if HEADER as u64 + ilen as u64 + dlen != flen {
+        let h = self.read_header(path, &mut f)?;
+        if h.file_len() != flen {
             return Err(corrupt(
                 path,
                 format!(
                     "truncated or extended: {flen} bytes, the header says {}",
-                    HEADER as u64 + ilen as u64 + dlen
+                    h.file_len()
                 ),
             ));
         }
-        let mut zi = vec![0u8; ilen as usize];
+        let mut zi = vec![0u8; h.index_len as usize];
         f.read_exact(&mut zi)
             .map_err(|e| corrupt(path, format!("index unreadable ({e})")))?;
-        let idx = Arc::new(Self::decode_index(path, &zi, icrc)?);
+        let idx = Arc::new(self.decode_index(path, &zi, h.index_crc)?);
         self.cache
             .lock()
             .unwrap()
@@ -483,25 +810,25 @@ impl ColdDir {
         Ok(idx)
     }
 
-    /// A segment's index and decompressed data, from one read of the file
+    /// A segment's index and compressed data, from one read of the file
     /// (a segment replaced meanwhile by another process's rewrite is read
     /// whole, old or new, never half of each), both checked.
     fn load(&self, path: &Path) -> Result<(Arc<SegmentIndex>, Blocks)> {
         let bytes = fs::read(path).map_err(io(format!("reading {}", path.display())))?;
         let flen = bytes.len() as u64;
-        let mut head = &bytes[..];
-        let (ilen, icrc, dlen, dcrc) = Self::read_header_from(path, &mut head)?;
-        if HEADER as u64 + ilen as u64 + dlen != flen {
+        let h = self.read_header(path, &mut &bytes[..])?;
+        if h.file_len() != flen {
             return Err(corrupt(
                 path,
                 format!(
                     "truncated or extended: {flen} bytes, the header says {}",
-                    HEADER as u64 + ilen as u64 + dlen
+                    h.file_len()
                 ),
             ));
         }
-        let zi = &bytes[HEADER..HEADER + ilen as usize];
-        let zd = &bytes[HEADER + ilen as usize..];
+        let at = h.len() + h.index_len as usize;
+        let zi = &bytes[h.len()..at];
+        let zd = &bytes[at..];
         let cached = match self.cache.lock().unwrap().get(path) {
             Some((len, idx)) if *len == flen => Some(idx.clone()),
             _ => None,
@@ -509,7 +836,7 @@ impl ColdDir {
         let idx = match cached {
             Some(idx) => idx,
             None => {
-                let idx = Arc::new(Self::decode_index(path, zi, icrc)?);
+                let idx = Arc::new(self.decode_index(path, zi, h.index_crc)?);
                 self.cache
                     .lock()
                     .unwrap()
@@ -517,7 +844,7 @@ impl ColdDir {
                 idx
             }
         };
-        if crc32fast::hash(zd) != dcrc {
+        if crc32fast::hash(zd) != h.data_crc {
             return Err(corrupt(path, "data checksum mismatch"));
         }
         Ok((
@@ -529,34 +856,39 @@ impl ColdDir {
         ))
     }
 
-    fn decode_index(path: &Path, zi: &[u8], icrc: u32) -> Result<SegmentIndex> {
+    fn decode_index(&self, path: &Path, zi: &[u8], icrc: u32) -> Result<SegmentIndex> {
         if crc32fast::hash(zi) != icrc {
             return Err(corrupt(path, "index checksum mismatch"));
         }
-        let raw = zstd::stream::decode_all(zi)
-            .map_err(|e| corrupt(path, format!("index does not decompress ({e})")))?;
+        let raw = decompress_block(zi, self.seal.as_ref(), PART_INDEX)
+            .map_err(|e| corrupt(path, format!("index {e}")))?;
         let stored: StoredIndex = serde_json::from_slice(&raw)
             .map_err(|e| corrupt(path, format!("index unreadable ({e})")))?;
         stored.resolve(path)
     }
 
-    /// A segment's bytes decompressed: its index and every block, for
-    /// checks that a text is in no file (a compressed file does not show
-    /// it to a plain scan).
+    /// A segment's bytes opened and decompressed: its index and every
+    /// block, for checks that a text is in no file (a compressed file does
+    /// not show it to a plain scan).
     pub fn plain_bytes(&self, path: &Path) -> Result<Vec<u8>> {
         let bytes = fs::read(path).map_err(io(format!("reading {}", path.display())))?;
-        let (ilen, icrc, _, _) = Self::read_header_from(path, &mut &bytes[..])?;
+        let h = self.read_header(path, &mut &bytes[..])?;
+        let at = h.len() + h.index_len as usize;
         let zi = bytes
-            .get(HEADER..HEADER + ilen as usize)
+            .get(h.len()..at)
             .ok_or_else(|| corrupt(path, "truncated"))?;
-        let idx = Self::decode_index(path, zi, icrc)?;
-        let mut out = zstd::stream::decode_all(zi).map_err(io("decompressing"))?;
-        let zd = &bytes[HEADER + ilen as usize..];
-        for w in idx.blocks.windows(2) {
+        let idx = self.decode_index(path, zi, h.index_crc)?;
+        let mut out = decompress_block(zi, self.seal.as_ref(), PART_INDEX)
+            .map_err(|e| corrupt(path, format!("index {e}")))?;
+        let zd = &bytes[at..];
+        for (b, w) in idx.blocks.windows(2).enumerate() {
             let block = zd
                 .get(w[0] as usize..w[1] as usize)
                 .ok_or_else(|| corrupt(path, "truncated"))?;
-            out.extend(decompress_block(block).map_err(io("decompressing"))?);
+            out.extend(
+                decompress_block(block, self.seal.as_ref(), b as u64)
+                    .map_err(|e| corrupt(path, format!("block {b} {e}")))?,
+            );
         }
         Ok(out)
     }
@@ -565,11 +897,17 @@ impl ColdDir {
     pub fn read_all(&self, path: &Path) -> Result<Vec<ColdRecord>> {
         let (idx, mut data) = self.load(path)?;
         (0..idx.entries.len())
-            .map(|i| Self::record(path, &idx, &mut data, i))
+            .map(|i| self.record(path, &idx, &mut data, i))
             .collect()
     }
 
-    fn record(path: &Path, idx: &SegmentIndex, data: &mut Blocks, i: usize) -> Result<ColdRecord> {
+    fn record(
+        &self,
+        path: &Path,
+        idx: &SegmentIndex,
+        data: &mut Blocks,
+        i: usize,
+    ) -> Result<ColdRecord> {
         let e = &idx.entries[i];
         let b = i / BLOCK_RECORDS;
         if !data.raw.contains_key(&b) {
@@ -579,8 +917,8 @@ impl ColdDir {
                 }
                 _ => return Err(corrupt(path, format!("block {b} lies outside the data"))),
             };
-            let raw = decompress_block(&data.zd[from..to])
-                .map_err(|e| corrupt(path, format!("block {b} does not decompress ({e})")))?;
+            let raw = decompress_block(&data.zd[from..to], self.seal.as_ref(), b as u64)
+                .map_err(|e| corrupt(path, format!("block {b} {e}")))?;
             data.raw.insert(b, raw);
         }
         let data = &data.raw[&b];
@@ -666,7 +1004,7 @@ impl ColdDir {
                 ));
             }
             for i in cands {
-                let r = Self::record(&seg.path, &idx, &mut data, i)?;
+                let r = self.record(&seg.path, &idx, &mut data, i)?;
                 if filter.matches(&r.memory) {
                     out.push((r, seg.clone()));
                 }
@@ -790,7 +1128,7 @@ impl ColdDir {
                 ));
             }
             for (entry, score) in wanted {
-                let r = Self::record(&seg.path, &fresh, &mut data, entry as usize)?;
+                let r = self.record(&seg.path, &fresh, &mut data, entry as usize)?;
                 out.push((r, seg.clone(), score));
             }
         }
@@ -808,7 +1146,7 @@ impl ColdDir {
             if idx.entries.iter().any(|e| e.id == id) {
                 let (idx, mut data) = self.load(&seg.path)?;
                 if let Some(i) = idx.entries.iter().position(|e| e.id == id) {
-                    return Ok(Some((Self::record(&seg.path, &idx, &mut data, i)?, seg)));
+                    return Ok(Some((self.record(&seg.path, &idx, &mut data, i)?, seg)));
                 }
             }
         }
@@ -1008,6 +1346,160 @@ mod tests {
             c.segments().unwrap().is_empty(),
             "an emptied segment is deleted"
         );
+    }
+
+    #[cfg(feature = "encryption")]
+    fn key(k: &str) -> StoreKey {
+        StoreKey::new(k, "the test").unwrap()
+    }
+
+    #[cfg(feature = "encryption")]
+    const K1: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+    #[cfg(feature = "encryption")]
+    const K2: &str = "2222222222222222222222222222222222222222222222222222222222222222";
+
+    /// Records in several blocks, so both the index and more than one
+    /// block are sealed.
+    #[cfg(feature = "encryption")]
+    fn many(n: usize) -> Vec<ColdRecord> {
+        (0..n)
+            .map(|i| {
+                rec(
+                    &format!("m{i:05}"),
+                    "project/x",
+                    &format!("note number {i}"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    #[cfg(feature = "encryption")]
+    fn a_sealed_segment_reads_back_and_refuses_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let c = ColdDir::open_keyed(d.path(), Some(&key(K1))).unwrap();
+        assert!(c.is_encrypted());
+        let rs = many(BLOCK_RECORDS + 5);
+        let p = c.commit(&c.write_pending(&rs).unwrap()).unwrap();
+        assert_eq!(c.read_all(&p).unwrap(), rs);
+        let hits = c.search(None, &Filter::all(), &["number".into()]).unwrap();
+        assert_eq!(hits.len(), rs.len());
+        let bytes = fs::read(&p).unwrap();
+        assert_eq!(&bytes[..8], MAGIC_SEALED);
+        // Two sealed blocks and a sealed index, each with its overhead.
+        let plain = ColdDir::encode_with(&rs, None).unwrap();
+        assert_eq!(bytes.len(), plain.len() + 16 + 3 * seal::OVERHEAD);
+        // A byte changed and its checksum fixed: the tag catches it.
+        let (ilen, at) = (
+            u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize,
+            HEADER + 16,
+        );
+        let mut changed = bytes.clone();
+        changed[at + ilen + 30] ^= 1;
+        let crc = crc32fast::hash(&changed[at + ilen..]);
+        changed[24..28].copy_from_slice(&crc.to_le_bytes());
+        fs::write(&p, &changed).unwrap();
+        let c = ColdDir::open_keyed(d.path(), Some(&key(K1))).unwrap();
+        let e = c.read_all(&p).unwrap_err().to_string();
+        assert!(e.contains("block 0 does not open with the key"), "{e}");
+        // The blocks swapped (offsets, lengths and checksum made to fit):
+        // each is bound to its place.
+        let idx = c.index(&p).unwrap();
+        let (b0, b1, end) = (
+            idx.blocks[0] as usize,
+            idx.blocks[1] as usize,
+            idx.blocks[2] as usize,
+        );
+        let data = &bytes[at + ilen..];
+        if b1 - b0 == end - b1 {
+            let mut swapped = bytes[..at + ilen].to_vec();
+            swapped.extend_from_slice(&data[b1..end]);
+            swapped.extend_from_slice(&data[b0..b1]);
+            let crc = crc32fast::hash(&swapped[at + ilen..]);
+            swapped[24..28].copy_from_slice(&crc.to_le_bytes());
+            fs::write(&p, &swapped).unwrap();
+            let c = ColdDir::open_keyed(d.path(), Some(&key(K1))).unwrap();
+            assert!(c.read_all(&p).is_err());
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "encryption")]
+    fn a_sealed_tier_needs_its_key() {
+        let d = tempfile::tempdir().unwrap();
+        let c = ColdDir::open_keyed(d.path(), Some(&key(K1))).unwrap();
+        c.commit(&c.write_pending(&many(3)).unwrap()).unwrap();
+        let e = ColdDir::open(d.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("is encrypted") && e.contains("STRATA_KEY"),
+            "{e}"
+        );
+        let e = ColdDir::open_keyed(d.path(), Some(&key(K2)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot be read with the key from the test"),
+            "{e}"
+        );
+        // A damaged key file is named.
+        fs::write(d.path().join(KEY_CHECK), b"junk").unwrap();
+        let e = ColdDir::open_keyed(d.path(), Some(&key(K1)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("key.check") && e.contains("not a strata cold tier key file"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    #[cfg(feature = "encryption")]
+    fn an_interrupted_conversion_is_refused_then_resumed() {
+        let d = tempfile::tempdir().unwrap();
+        let c = ColdDir::open(d.path()).unwrap();
+        let mut all = Vec::new();
+        for s in 0..3 {
+            let rs = many(4 + s);
+            all.extend(rs.clone());
+            c.commit(&c.write_pending(&rs).unwrap()).unwrap();
+        }
+        let (k1, k2) = (key(K1), key(K2));
+        // Stopped after one of three segments, as a crash would.
+        assert_eq!(convert_until(d.path(), None, Some(&k1), 1).unwrap(), 1);
+        for k in [None, Some(&k1)] {
+            let e = ColdDir::open_keyed(d.path(), k).unwrap_err().to_string();
+            assert!(
+                e.contains("interrupted") && e.contains("run it again"),
+                "{e}"
+            );
+        }
+        // Resumed towards another key: refused, nothing changes.
+        let e = convert(d.path(), None, Some(&k2)).unwrap_err().to_string();
+        assert!(e.contains("was interrupted"), "{e}");
+        // The same conversion again finishes the other two.
+        assert_eq!(convert(d.path(), None, Some(&k1)).unwrap(), 2);
+        let c = ColdDir::open_keyed(d.path(), Some(&k1)).unwrap();
+        let mut got: Vec<ColdRecord> = c
+            .segments()
+            .unwrap()
+            .iter()
+            .flat_map(|s| c.read_all(&s.path).unwrap())
+            .collect();
+        got.sort_by(|a, b| a.memory.id.cmp(&b.memory.id));
+        all.sort_by(|a, b| a.memory.id.cmp(&b.memory.id));
+        assert_eq!(got, all);
+        // Already there: nothing to do. A rekey stopped half way resumes too.
+        assert_eq!(convert(d.path(), None, Some(&k1)).unwrap(), 0);
+        assert_eq!(convert_until(d.path(), Some(&k1), Some(&k2), 2).unwrap(), 2);
+        assert_eq!(convert(d.path(), Some(&k1), Some(&k2)).unwrap(), 1);
+        let c = ColdDir::open_keyed(d.path(), Some(&k2)).unwrap();
+        assert_eq!(c.stats().unwrap().memories, all.len() as u64);
+        // Decrypted, interrupted, resumed: plain, with no key file left.
+        assert_eq!(convert_until(d.path(), Some(&k2), None, 1).unwrap(), 1);
+        assert_eq!(convert(d.path(), Some(&k2), None).unwrap(), 2);
+        let c = ColdDir::open(d.path()).unwrap();
+        assert_eq!(c.stats().unwrap().memories, all.len() as u64);
+        assert!(!d.path().join(KEY_CHECK).exists() && !d.path().join(KEY_NEXT).exists());
     }
 
     #[test]
