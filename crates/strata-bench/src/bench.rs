@@ -20,6 +20,11 @@
 //! - `http` (not in the default set; `bench/http.rs`): recall over HTTP
 //!   against the same recalls in process, a paced phase, and a 90/10
 //!   recall/remember mix that checks every acknowledged write.
+//!
+//! `--encrypted` runs them all on stores encrypted at rest (SQLCipher under
+//! a throwaway raw 256-bit key, the cold tier sealed with it); the raw
+//! rusqlite ceiling of `insert` stays plain. Two runs, with and without,
+//! give the cost of encryption.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -115,11 +120,30 @@ pub struct BenchArgs {
     /// used and dropped; password from STRATA_DB_PASSWORD or PGPASSWORD).
     #[arg(long, env = "STRATA_BENCH_PG_URL", value_name = "URL")]
     pub pg_url: Option<String>,
+    /// Run on stores encrypted at rest (a throwaway raw key the benchmark
+    /// makes; needs the `encryption` feature).
+    #[arg(long)]
+    pub encrypted: bool,
+}
+
+/// The key of `--encrypted` (64 hex digits), once set.
+static BENCH_KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The store options of every benchmark store: keyed under `--encrypted`.
+fn bench_options() -> strata::SqliteOptions {
+    strata::SqliteOptions {
+        key: BENCH_KEY
+            .get()
+            .map(|k| strata::StoreKey::new(k, "the benchmark's key").expect("a 64-digit key")),
+        ..strata::SqliteOptions::default()
+    }
 }
 
 #[derive(Debug, Default, Serialize)]
 struct Report {
     machine: String,
+    /// Stores encrypted at rest (`--encrypted`).
+    encrypted: bool,
     memories: usize,
     scopes: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -518,7 +542,7 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
             .store()
             .archive(&ids, "evicted", jiff::Timestamp::now())?;
     }
-    strata::SqliteStore::open(&path, Default::default())?.checkpoint()?;
+    strata::SqliteStore::open(&path, bench_options())?.checkpoint()?;
     let sqlite_bytes = std::fs::metadata(&path)?.len();
     say(format!("tiers: demoting {n} archived memories to cold…"));
     let t = Instant::now();
@@ -554,6 +578,9 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
 
 fn bench_config(path: &Path) -> strata::Config {
     let mut cfg = strata::Config::sqlite(path);
+    if let strata::StoreConfig::Sqlite { options, .. } = &mut cfg.store {
+        *options = bench_options();
+    }
     cfg.max_items = 1_000_000;
     // BM25 alone unless a benchmark sets its embedder.
     cfg.embedder = strata::EmbedderConfig::none();
@@ -640,6 +667,19 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
             );
         }
     }
+    if a.encrypted {
+        if !cfg!(feature = "encryption") {
+            return usage("bench --encrypted: built without the `encryption` feature");
+        }
+        if a.only.iter().any(|o| o == "postgres") {
+            return usage(
+                "bench --encrypted: PostgreSQL is not encrypted by strata (leave out postgres)",
+            );
+        }
+        let mut rng = Rng(a.seed ^ 0x5eed_c0de);
+        let key: String = (0..4).map(|_| format!("{:016x}", rng.next())).collect();
+        let _ = BENCH_KEY.set(key);
+    }
     let tmp;
     let dir = match &a.dir {
         Some(d) => {
@@ -657,6 +697,7 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
     let data = dataset(&mut datagen, a.memories, a.scopes);
     let mut rep = Report {
         machine: machine(),
+        encrypted: a.encrypted,
         memories: a.memories,
         scopes: a.scopes,
         ..Report::default()
@@ -793,6 +834,8 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
                     .args(["recall", &q, "--view", &view, "--json", "--db"])
                     .arg(&db)
                     .env_remove("STRATA_CONFIG")
+                    .env_remove("STRATA_KEY")
+                    .envs(BENCH_KEY.get().map(|k| ("STRATA_KEY", k)))
                     .env("STRATA_EMBEDDER", embedder)
                     .env("STRATA_MODEL_DIR", &model)
                     .stdout(std::process::Stdio::null())
@@ -856,8 +899,15 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
         return output::json(rep);
     }
     output::line(format!(
-        "strata bench — {} memories, {} scopes — {}",
-        rep.memories, rep.scopes, rep.machine
+        "strata bench — {} memories, {} scopes{} — {}",
+        rep.memories,
+        rep.scopes,
+        if rep.encrypted {
+            ", encrypted at rest (raw key)"
+        } else {
+            ""
+        },
+        rep.machine
     ))?;
     if let Some(i) = &rep.insert {
         output::line(format!(
@@ -1275,7 +1325,7 @@ fn vector_bench(
     let with_threshold = |ann_min_view: usize| -> Result<strata::Engine> {
         let opts = strata::SqliteOptions {
             ann_min_view,
-            ..strata::SqliteOptions::default()
+            ..bench_options()
         };
         let e = strata::Engine::with_store(
             bench_config(db),

@@ -34,6 +34,8 @@ use jiff::{SignedDuration, Timestamp};
 use serde::Serialize;
 use strata::{Engine, Kind, NewMemory, Recall, Role, Scope, View};
 
+use crate::rng::Rng;
+
 /// What to generate.
 #[derive(Clone, Debug)]
 pub struct LearningOptions {
@@ -137,21 +139,6 @@ pub struct LearningReport {
 
 fn ratio(a: usize, b: usize) -> f64 {
     if b == 0 { 1.0 } else { a as f64 / b as f64 }
-}
-
-/// xorshift64*: deterministic and enough for a generator.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n.max(1)
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[self.below(xs.len())]
-    }
 }
 
 const DO: &[&str] = &[

@@ -21,6 +21,7 @@ mod bench;
 mod eval;
 mod learn;
 mod out;
+mod rng;
 mod secrets;
 
 pub use bench::{BenchArgs, bench};

@@ -9,24 +9,7 @@
 
 use serde::Serialize;
 
-/// xorshift64*: deterministic and enough for a generator.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n.max(1)
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[self.below(xs.len())]
-    }
-    fn chars(&mut self, n: usize, set: &str) -> String {
-        let b = set.as_bytes();
-        (0..n).map(|_| b[self.below(b.len())] as char).collect()
-    }
-}
+use crate::rng::Rng;
 
 const UPPER: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 const DIGITS: &str = "0123456789";

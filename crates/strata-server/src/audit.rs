@@ -84,26 +84,16 @@ impl AuditArgs {
 
     /// The engine's query; errors name the field.
     pub fn query(&self) -> Result<strata::AuditQuery> {
-        let time = |field: &str, t: &Option<String>| -> Result<Option<jiff::Timestamp>> {
-            Ok(t.as_deref()
-                .map(|t| strata::parse_time(field, t))
-                .transpose()?)
-        };
-        let q = strata::AuditQuery {
-            since: time("since", &self.since)?,
-            until: time("until", &self.until)?,
-            actor: self.actor.clone(),
-            op: self.op.clone(),
-            scope: self
-                .scope
-                .as_deref()
-                .map(|s| strata::Scope::parse(s).map_err(|e| ApiError::invalid("scope", e)))
-                .transpose()?,
+        Ok(strata::AuditFilters {
+            since: self.since.as_deref(),
+            until: self.until.as_deref(),
+            actor: self.actor.as_deref(),
+            op: self.op.as_deref(),
+            scope: self.scope.as_deref(),
             before_seq: self.before_seq,
-            limit: self.limit.unwrap_or(100),
-        };
-        q.validate()?;
-        Ok(q)
+            limit: self.limit,
+        }
+        .query()?)
     }
 }
 

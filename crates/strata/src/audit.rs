@@ -327,6 +327,49 @@ impl Default for AuditQuery {
     }
 }
 
+/// An audit query as the CLI's flags and `GET /v1/audit`'s parameters give
+/// it: times (RFC 3339 or relative, as [`crate::parse_time`] reads them)
+/// and a scope as text.
+#[derive(Clone, Debug, Default)]
+pub struct AuditFilters<'a> {
+    /// Recorded at or after.
+    pub since: Option<&'a str>,
+    /// Recorded before.
+    pub until: Option<&'a str>,
+    /// This actor exactly.
+    pub actor: Option<&'a str>,
+    /// This operation exactly.
+    pub op: Option<&'a str>,
+    /// Touching this scope.
+    pub scope: Option<&'a str>,
+    /// Only entries numbered below this.
+    pub before_seq: Option<u64>,
+    /// At most this many (default 100).
+    pub limit: Option<usize>,
+}
+
+impl AuditFilters<'_> {
+    /// The query, parsed and checked; errors name the field.
+    pub fn query(&self) -> Result<AuditQuery> {
+        let time =
+            |field: &str, t: Option<&str>| t.map(|t| crate::parse_time(field, t)).transpose();
+        let q = AuditQuery {
+            since: time("since", self.since)?,
+            until: time("until", self.until)?,
+            actor: self.actor.map(str::to_string),
+            op: self.op.map(str::to_string),
+            scope: self
+                .scope
+                .map(|s| Scope::parse(s).map_err(|e| Error::field("scope", e)))
+                .transpose()?,
+            before_seq: self.before_seq,
+            limit: self.limit.unwrap_or(100),
+        };
+        q.validate()?;
+        Ok(q)
+    }
+}
+
 impl AuditQuery {
     /// Checks the limit and the time range; errors name the field.
     pub fn validate(&self) -> Result<()> {

@@ -69,9 +69,9 @@ pub use error::{Error, ErrorClass};
 // The audit trail: who did what, when, to which memories (never their
 // content), as a hash chain.
 pub use audit::{
-    AuditChain, AuditConfig, AuditEntry, AuditEvent, AuditPrune, AuditQuery, AuditVerify, GENESIS,
-    MAX_IDS as AUDIT_MAX_IDS, MAX_QUERY_LIMIT as AUDIT_MAX_QUERY_LIMIT, local_actor,
-    verify as verify_audit,
+    AuditChain, AuditConfig, AuditEntry, AuditEvent, AuditFilters, AuditPrune, AuditQuery,
+    AuditVerify, GENESIS, MAX_IDS as AUDIT_MAX_IDS, MAX_QUERY_LIMIT as AUDIT_MAX_QUERY_LIMIT,
+    local_actor, verify as verify_audit,
 };
 
 // Ranking and filtering.
@@ -89,7 +89,7 @@ pub use context::{
 pub use tokens::{TOKENIZERS, TokenCounter};
 
 // Learning: what upkeep's detectors learn, and a person's say over it.
-pub use learn::{CONSOLIDATED, LearnConfig, LearnReport, Learned, LearnedStatus, LlmRun};
+pub use learn::{CONSOLIDATED, FADED, LearnConfig, LearnReport, Learned, LearnedStatus, LlmRun};
 
 // Agents and pipelines.
 pub use agent::{Agent, Depth, NodeRun, NodeSpec, Pipeline, WriteSpec};

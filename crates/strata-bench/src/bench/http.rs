@@ -419,7 +419,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     // Start from an empty write-ahead log: pages still in it from loading
     // the data (read with pread, not through the memory map) would slow
     // whichever side ran first.
-    strata::SqliteStore::open(db, strata::SqliteOptions::default())?
+    strata::SqliteStore::open(db, super::bench_options())?
         .checkpoint()
         .context("checkpointing the benchmark database")?;
     let engine = strata::Engine::open(bench_config(db))?;

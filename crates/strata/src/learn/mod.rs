@@ -55,6 +55,13 @@ const STATE_SCOPE: &str = "strata/learn";
 const WATERMARK_KEY: &str = "watermark";
 /// Archive reason of a rejected learned memory.
 pub const REJECTED: &str = "rejected";
+/// Archive reason of a learned habit whose confidence fell below
+/// `min_confidence`.
+pub const FADED: &str = "faded";
+/// Detectors whose findings are habits that fade when not seen again:
+/// below `min_confidence` they are not surfaced. Facts (true until a newer
+/// one says otherwise) and failures (a known fix stays a fix) do not fade.
+const FADES: [&str; 3] = [preference::NAME, topic::NAME, confusion::NAME];
 /// Most evidence ids one learned memory lists (the newest are kept): the
 /// record stays a few KB however often a pattern recurs.
 const MAX_EVIDENCE: usize = 100;
@@ -99,6 +106,13 @@ pub struct LearnConfig {
     /// belong together meet in most of their turns, words that meet by
     /// chance in few; the sweep in docs/learning.md).
     pub topic_min_share: f64,
+    /// Confidence below which a proposed preference, topic or area of
+    /// confusion is not written, and one already written moves to the
+    /// archive (reason `faded`; a new mention learns it again) (default
+    /// 0.02: a preference stated once gets there after about five
+    /// half-lives without being said again, some 15 months at the default
+    /// 90 days). 0 keeps every one. Confirmed ones never fade.
+    pub min_confidence: f64,
     /// Whether upkeep also sends what changed to the `[summarizer]` chat
     /// endpoint for preferences and areas of confusion (default false: it
     /// costs money and sends memories off the machine).
@@ -125,6 +139,7 @@ impl Default for LearnConfig {
             topics: true,
             topic_min_sessions: 3,
             topic_min_share: 0.7,
+            min_confidence: 0.02,
             llm: false,
             llm_max_input_tokens: 20_000,
             llm_batch: 40,
@@ -165,6 +180,12 @@ impl LearnConfig {
             return Err(Error::InvalidConfig(format!(
                 "learning.topic_min_share: {} must be in (0, 1]",
                 self.topic_min_share
+            )));
+        }
+        if !(self.min_confidence >= 0.0 && self.min_confidence < 1.0) {
+            return Err(Error::InvalidConfig(format!(
+                "learning.min_confidence: {} must be in [0, 1)",
+                self.min_confidence
             )));
         }
         if self.llm_batch == 0 || self.llm_batch > 500 {
@@ -259,6 +280,10 @@ pub struct LearnReport {
     /// Near-duplicate memories merged into another (moved to the archive).
     #[serde(default)]
     pub consolidated: usize,
+    /// Preferences, topics and areas of confusion not written or moved to
+    /// the archive: their confidence is below `min_confidence`.
+    #[serde(default)]
+    pub faded: usize,
     /// What the LLM detector did, when it is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmRun>,
@@ -772,6 +797,14 @@ impl Engine {
             fresh.drain(..fresh.len() - MAX_EVIDENCE);
         }
         let record = self.record(f.detector, &fresh, status, cfg);
+        if fades(&record, cfg) {
+            if let Some(m) = &existing {
+                self.store()
+                    .archive(std::slice::from_ref(&m.id), FADED, self.now())?;
+            }
+            report.faded += 1;
+            return Ok(());
+        }
         let same = old.as_ref().is_some_and(|o| {
             o.evidence == record.evidence
                 && existing.as_ref().is_some_and(|m| m.content == f.content)
@@ -912,6 +945,12 @@ impl Engine {
             let mut ev: Vec<Evidence> = alive.iter().map(Evidence::of).collect();
             ev.sort();
             let next = self.record(&l.detector, &ev, l.status, cfg);
+            if fades(&next, cfg) {
+                self.store()
+                    .archive(std::slice::from_ref(&m.id), FADED, self.now())?;
+                report.faded += 1;
+                continue;
+            }
             // A confidence that moved less than this says nothing new, and
             // each rewrite keeps a version in the memory's history.
             if next.evidence == l.evidence && (next.confidence - l.confidence).abs() < 0.05 {
@@ -922,6 +961,13 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// Whether a learned record is a habit that has faded below the floor.
+fn fades(l: &Learned, cfg: &LearnConfig) -> bool {
+    l.status == LearnedStatus::Proposed
+        && FADES.contains(&l.detector.as_str())
+        && l.confidence < cfg.min_confidence
 }
 
 /// The ids a memory took in by consolidation (its payload's
@@ -977,6 +1023,18 @@ mod tests {
         assert!(two > one && two < 1.0, "{two}");
         assert_eq!(confidence(0.6, 1, 90.0, 90.0), 0.3);
         assert!(confidence(0.6, 1, 400.0, 90.0) < 0.05);
+    }
+
+    #[test]
+    fn min_confidence_is_checked() {
+        for bad in [-0.1, 1.0, f64::NAN] {
+            let c = LearnConfig {
+                min_confidence: bad,
+                ..LearnConfig::default()
+            };
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("learning.min_confidence"), "{e}");
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ backends!(engine:
     a_rejected_pattern_stays_rejected_once_it_is_cold,
     evidence_demoted_to_the_cold_tier_still_counts,
     a_recurring_topic_is_learned_once_and_a_rejected_one_stays_rejected,
+    a_habit_not_seen_for_a_year_fades_to_the_archive_and_returns_when_said_again,
 );
 
 /// A clock the test moves.
@@ -884,4 +885,60 @@ fn a_recurring_topic_is_learned_once_and_a_rejected_one_stays_rejected(make: Mak
         .unwrap_err()
         .to_string();
     assert!(err.contains("topic_min_shares"), "{err}");
+}
+
+fn a_habit_not_seen_for_a_year_fades_to_the_archive_and_returns_when_said_again(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    said(&e, "s1", "I prefer British spelling in documentation.");
+    said(&e, "s1", "Always tag releases with a v prefix.");
+    e.learn().unwrap();
+    let v = learned(&e, "preference");
+    assert_eq!(v.len(), 2);
+    let british = v
+        .iter()
+        .find(|(m, _)| m.content.contains("British"))
+        .unwrap()
+        .0
+        .id
+        .clone();
+    e.confirm_learned(&british).unwrap();
+    // 0.6 × 0.5^(500 / 90) < 0.02: the unconfirmed one fades, the confirmed
+    // one stays.
+    later(&t, 500);
+    let r = e.learn().unwrap();
+    assert_eq!(r.faded, 1, "{r:?}");
+    let left: Vec<String> = learned(&e, "preference")
+        .into_iter()
+        .map(|(m, _)| m.id)
+        .collect();
+    assert_eq!(left, vec![british.clone()]);
+    // Moved, not deleted: in the archive with its reason.
+    let gone = v
+        .iter()
+        .find(|(m, _)| m.id != british)
+        .unwrap()
+        .0
+        .id
+        .clone();
+    let a = e.get_archived(&gone).unwrap().expect("in the archive");
+    assert_eq!(a.reason, strata::FADED);
+    // Another run writes nothing back from the same old evidence.
+    let r = e.learn().unwrap();
+    assert_eq!(r.learned, 0, "{r:?}");
+    assert_eq!(learned(&e, "preference").len(), 1);
+    // Said again: learned again, at the confidence of fresh evidence.
+    said(&e, "s2", "Always tag releases with a v prefix.");
+    let r = e.learn().unwrap();
+    assert_eq!(r.learned, 1, "{r:?}");
+    let v = learned(&e, "preference");
+    assert_eq!(v.len(), 2);
+    assert!(v.iter().all(|(_, l)| l.confidence >= 0.5), "{v:?}");
+    // 0 keeps every habit however old.
+    let mut e = make(&|c| c.learning.min_confidence = 0.0);
+    let t = clock(&mut e);
+    said(&e, "s1", "Always tag releases with a v prefix.");
+    later(&t, 4000);
+    e.learn().unwrap();
+    assert_eq!(learned(&e, "preference").len(), 1);
 }
