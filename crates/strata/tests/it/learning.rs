@@ -270,7 +270,11 @@ fn talk_and_assistant_turns_teach_nothing(make: Make) {
     assert_eq!(r.learned, 0, "{r:?}");
 }
 
-fn confirmed_patterns_do_not_decay(make: Make) {
+/// Two preferences learned; the one about spelling confirmed (its id, and
+/// the other's).
+fn two_preferences_one_confirmed(
+    make: Make,
+) -> (TestEngine, Arc<Mutex<Timestamp>>, String, String) {
     let mut e = make(&|_| {});
     let t = clock(&mut e);
     said(&e, "s1", "I prefer British spelling in documentation.");
@@ -278,14 +282,17 @@ fn confirmed_patterns_do_not_decay(make: Make) {
     e.learn().unwrap();
     let v = learned(&e, "preference");
     assert_eq!(v.len(), 2);
-    let keep = v
-        .iter()
-        .find(|(m, _)| m.content.contains("British"))
-        .unwrap()
-        .0
-        .id
-        .clone();
+    let (keep, other) = if v[0].0.content.contains("British") {
+        (v[0].0.id.clone(), v[1].0.id.clone())
+    } else {
+        (v[1].0.id.clone(), v[0].0.id.clone())
+    };
     e.confirm_learned(&keep).unwrap();
+    (e, t, keep, other)
+}
+
+fn confirmed_patterns_do_not_decay(make: Make) {
+    let (e, t, keep, _) = two_preferences_one_confirmed(make);
     later(&t, 180);
     e.learn().unwrap();
     for (m, l) in learned(&e, "preference") {
@@ -888,21 +895,7 @@ fn a_recurring_topic_is_learned_once_and_a_rejected_one_stays_rejected(make: Mak
 }
 
 fn a_habit_not_seen_for_a_year_fades_to_the_archive_and_returns_when_said_again(make: Make) {
-    let mut e = make(&|_| {});
-    let t = clock(&mut e);
-    said(&e, "s1", "I prefer British spelling in documentation.");
-    said(&e, "s1", "Always tag releases with a v prefix.");
-    e.learn().unwrap();
-    let v = learned(&e, "preference");
-    assert_eq!(v.len(), 2);
-    let british = v
-        .iter()
-        .find(|(m, _)| m.content.contains("British"))
-        .unwrap()
-        .0
-        .id
-        .clone();
-    e.confirm_learned(&british).unwrap();
+    let (e, t, british, gone) = two_preferences_one_confirmed(make);
     // 0.6 × 0.5^(500 / 90) < 0.02: the unconfirmed one fades, the confirmed
     // one stays.
     later(&t, 500);
@@ -914,13 +907,6 @@ fn a_habit_not_seen_for_a_year_fades_to_the_archive_and_returns_when_said_again(
         .collect();
     assert_eq!(left, vec![british.clone()]);
     // Moved, not deleted: in the archive with its reason.
-    let gone = v
-        .iter()
-        .find(|(m, _)| m.id != british)
-        .unwrap()
-        .0
-        .id
-        .clone();
     let a = e.get_archived(&gone).unwrap().expect("in the archive");
     assert_eq!(a.reason, strata::FADED);
     // Another run writes nothing back from the same old evidence.
