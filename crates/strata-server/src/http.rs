@@ -980,7 +980,7 @@ async fn learned_confirm(State(st): St, g: G, Path(id): Path<String>) -> Result<
 
 /// Run learning now, as upkeep does (an admin token: it reads and writes every scope).
 #[utoipa::path(post, path = "/v1/learned/run",
-    responses((status = 200, description = "What the run examined, learned, updated, removed and consolidated", body = strata::LearnReport), (status = "4XX", body = ErrorBody)))]
+    responses((status = 200, description = "What the run examined, learned, updated, removed, consolidated and faded", body = strata::LearnReport), (status = "4XX", body = ErrorBody)))]
 async fn learned_run(State(st): St, g: G) -> Result<Response> {
     let r = run(&st, g.0, move |c| c.learned_run()).await?;
     Ok(ok(StatusCode::OK, r))

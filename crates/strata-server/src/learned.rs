@@ -188,7 +188,7 @@ impl Ctx<'_> {
                 }
                 Ok(self.engine.learn()?)
             },
-            |r| Touched::read(r.learned + r.updated + r.removed + r.consolidated),
+            |r| Touched::read(r.learned + r.updated + r.removed + r.consolidated + r.faded),
         )
     }
 

@@ -65,8 +65,8 @@ fn status(s: strata::LearnedStatus) -> &'static str {
 /// The line `upkeep` and `learned run` print for a learning run.
 pub fn report_line(r: &strata::LearnReport) -> Result<()> {
     output::line(format!(
-        "learned: examined {} · new {} · updated {} · removed {} · rejected evidence skipped {} · consolidated {}",
-        r.examined, r.learned, r.updated, r.removed, r.rejected_skipped, r.consolidated
+        "learned: examined {} · new {} · updated {} · removed {} · rejected evidence skipped {} · consolidated {} · faded {}",
+        r.examined, r.learned, r.updated, r.removed, r.rejected_skipped, r.consolidated, r.faded
     ))?;
     if let Some(l) = &r.llm {
         output::line(format!(
@@ -183,7 +183,7 @@ pub fn run(g: &Global, c: LearnedCmd) -> Result<()> {
                 &e,
                 "learn",
                 Vec::new(),
-                r.learned + r.updated + r.removed + r.consolidated,
+                r.learned + r.updated + r.removed + r.consolidated + r.faded,
                 Vec::new(),
             )?;
             if g.json {
