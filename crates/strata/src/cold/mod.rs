@@ -25,13 +25,14 @@
 //! ```
 //!
 //! All integers little-endian; each crc is CRC-32 (IEEE) of the compressed
-//! bytes it follows.
+//! bytes it follows. The index alone (read without the data) tells a search
+//! whether the segment can match: its scopes, time range and a term →
+//! entries map built with the same stemming as full-text search.
 //!
 //! Beside an encrypted store the magic is `STRCOLDX`, the header ends with
 //! the directory's 16-byte salt, and the index and each compressed block
-//! are sealed (see [`seal`]; the crcs are of the sealed bytes). The index alone (read without the data) tells a search
-//! whether the segment can match: its scopes, time range and a term →
-//! entries map built with the same stemming as full-text search.
+//! are sealed (see [`seal`]: `key.check` and `key.next` are its files; the
+//! crcs are of the sealed bytes).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};
@@ -382,8 +383,9 @@ pub struct Converted {
 /// locked for this process alone. The file is rewritten into a new one
 /// beside it (every page through `sqlcipher_export`), synced, and renamed
 /// over the old: a crash leaves one or the other whole. The store must not
-/// be open elsewhere (a locked file is refused, "database is locked"). A crash between the two leaves the tier converted
-/// and the file not; running the same conversion again finishes it.
+/// be open elsewhere (a locked file is refused, "database is locked"). A
+/// crash between the two leaves the tier converted and the file not;
+/// running the same conversion again finishes it.
 pub fn convert_store(
     db: &Path,
     cold: Option<&Path>,
