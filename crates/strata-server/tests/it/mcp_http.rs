@@ -312,6 +312,10 @@ fn answers_are_compact_and_carry_what_a_model_needs() {
     };
     handshake(&mut m);
     for (kind, content) in AGENT_MEMORIES {
+        // Ids are UUIDv7: two written in the same millisecond differ only
+        // in their last digits, and their short ids are whole ids. A pause
+        // keeps this test about the answers' size, not the clock.
+        std::thread::sleep(std::time::Duration::from_millis(2));
         let (err, t) = m.text("remember", json!({"content": content, "kind": kind}));
         assert!(
             !err && t.starts_with("remembered ") && t.contains(" in project/acme ("),
