@@ -125,6 +125,11 @@ pub struct LocomoArgs {
     /// before the questions, as upkeep would
     #[arg(long)]
     pub learn: bool,
+    /// Run as of a day after the file's last session (the engine's clock
+    /// fixed there), instead of now: decay, recency and learned
+    /// confidence as when the conversations were fresh.
+    #[arg(long)]
+    pub at_last_session: bool,
 }
 
 /// An engine over a fresh database in `--dir` (or a temporary directory),
@@ -191,6 +196,19 @@ fn finish<T>(
     Ok(out?)
 }
 
+/// The latest `session_N_date_time` of a LoCoMo file's conversations.
+fn last_session(data: &serde_json::Value) -> Option<jiff::Timestamp> {
+    data.as_array()?
+        .iter()
+        .filter_map(|s| s.get("conversation")?.as_object())
+        .flat_map(|c| {
+            c.iter()
+                .filter(|(k, _)| k.starts_with("session_") && k.ends_with("_date_time"))
+                .filter_map(|(_, v)| crate::eval::parse_date(v.as_str()?))
+        })
+        .max()
+}
+
 fn read_json(file: &std::path::Path) -> Result<serde_json::Value> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
@@ -234,7 +252,17 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         summary_share: a.summary_share,
         learn: a.learn,
     };
-    let (engine, tmp) = open(g, &a.common)?;
+    let (mut engine, tmp) = open(g, &a.common)?;
+    if a.at_last_session {
+        let last = last_session(&data).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--at-last-session: {} has no session dates",
+                a.file.display()
+            )
+        })?;
+        let at = last + jiff::SignedDuration::from_hours(24);
+        engine.set_clock(move || at);
+    }
     if !g.json {
         eprintln!(
             "evaluating {} ({})…",

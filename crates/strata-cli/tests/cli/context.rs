@@ -561,4 +561,24 @@ fn eval_locomo_reads_the_protocol_and_refuses_bad_input() {
     assert!(err.contains("--summary-share"), "{err}");
     let err = e.fails(&["eval", "locomo", "mini.json", "--k", "0"], 1);
     assert!(err.contains("positive"), "{err}");
+
+    // As of a day after the last session, learning included.
+    let r = e.json(&[
+        "eval",
+        "locomo",
+        "mini.json",
+        "--at-last-session",
+        "--learn",
+    ]);
+    assert_eq!(r["turns"], 2);
+    assert_eq!(r["overall"]["recall"]["1"], 1.0);
+    write(
+        &e.path("undated.json"),
+        r#"[{"conversation": {"session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "hi"}]}, "qa": []}]"#,
+    );
+    let err = e.fails(&["eval", "locomo", "undated.json", "--at-last-session"], 1);
+    assert!(
+        err.contains("--at-last-session") && err.contains("no session dates"),
+        "{err}"
+    );
 }
