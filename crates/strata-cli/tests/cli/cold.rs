@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::process::{Command, Stdio};
 
-use crate::util::Env;
+use crate::util::{Env, archived_line};
 
 /// A config with the cold tier on (beside the database) and no detectors.
 fn cold_env() -> (Env, std::path::PathBuf) {
@@ -48,26 +48,11 @@ fn import_archived(e: &Env, cfg: &std::path::Path, from: usize, n: usize) -> Vec
     let mut ids = Vec::new();
     for i in from..from + n {
         let id = format!("0190{i:04x}-0000-7000-8000-{i:012x}");
-        lines.push_str(
-            &serde_json::json!({
-                "id": id,
-                "scope": "project/crash",
-                "kind": "note",
-                "content": format!("cold crash memory number {i} about deploys"),
-                "tags": [],
-                "importance": 0.5,
-                "source": "external",
-                "created_at": "2026-01-01T00:00:00Z",
-                "updated_at": "2026-01-01T00:00:00Z",
-                "access_count": 0,
-                "pinned": false,
-                "sensitive": false,
-                "tokens": 8,
-                "version": 1,
-                "archived": {"at": "2026-01-02T00:00:00Z", "reason": "evicted"},
-            })
-            .to_string(),
-        );
+        lines.push_str(&archived_line(
+            &id,
+            "project/crash",
+            &format!("cold crash memory number {i} about deploys"),
+        ));
         lines.push('\n');
         ids.push(id);
     }

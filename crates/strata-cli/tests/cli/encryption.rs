@@ -2,7 +2,7 @@
 //! `encryption`): the key never on the command line, a missing or wrong key
 //! a clear error that changes nothing.
 
-use crate::util::{Env, write};
+use crate::util::{Env, archived_line, write};
 
 const KEY: &str = "5d41402abc4b2a76b9719d911017c592aa3b7c6e1f0e5d4c3b2a190817263544";
 
@@ -19,8 +19,8 @@ fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-#[test]
-fn encrypted_from_the_command_line() {
+/// A fresh store encrypted with `KEY`, holding one note about the vault.
+fn vault_note() -> Env {
     let e = Env::new();
     let o = with_key(
         &e,
@@ -33,6 +33,12 @@ fn encrypted_from_the_command_line() {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
+    e
+}
+
+#[test]
+fn encrypted_from_the_command_line() {
+    let e = vault_note();
     assert!(!store_says(&e, "tulip"));
 
     let o = with_key(&e, None, &["list", "--view", "project/acme"]);
@@ -101,18 +107,7 @@ fn store_says(e: &Env, text: &str) -> bool {
 /// the file, importable only with the key; `--plain` writes JSONL.
 #[test]
 fn exports_of_an_encrypted_store_are_sealed() {
-    let e = Env::new();
-    let o = with_key(
-        &e,
-        Some(KEY),
-        &[
-            "remember",
-            "the vault opens with tulip-42",
-            "--scope",
-            "project/acme",
-        ],
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
+    let e = vault_note();
     let o = with_key(&e, Some(KEY), &["export", "-o", "out.sealed"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let sealed = std::fs::read(e.path("out.sealed")).unwrap();
@@ -246,23 +241,11 @@ fn the_cold_tier_goes_with_the_file() {
         &e.path("strata.toml"),
         "[cold]\nenabled = true\n\n[learning]\nenabled = false\n",
     );
-    let line = serde_json::json!({
-        "id": "01900000-0000-7000-8000-000000000001",
-        "scope": "project/acme",
-        "kind": "note",
-        "content": "the vault opens with tulip-42",
-        "tags": [],
-        "importance": 0.5,
-        "source": "external",
-        "created_at": "2026-01-01T00:00:00Z",
-        "updated_at": "2026-01-01T00:00:00Z",
-        "access_count": 0,
-        "pinned": false,
-        "sensitive": false,
-        "tokens": 8,
-        "version": 1,
-        "archived": {"at": "2026-01-02T00:00:00Z", "reason": "evicted"},
-    });
+    let line = archived_line(
+        "01900000-0000-7000-8000-000000000001",
+        "project/acme",
+        "the vault opens with tulip-42",
+    );
     write(&e.path("in.jsonl"), &format!("{line}\n"));
     for args in [&["import", "in.jsonl"][..], &["upkeep"]] {
         let o = with_key(&e, None, args);

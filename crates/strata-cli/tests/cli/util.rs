@@ -108,3 +108,26 @@ impl Env {
 pub fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
+
+/// One archived memory as a JSONL export line holds it (`strata import`
+/// puts it in the archive, where upkeep moves it to the cold tier).
+pub fn archived_line(id: &str, scope: &str, content: &str) -> String {
+    serde_json::json!({
+        "id": id,
+        "scope": scope,
+        "kind": "note",
+        "content": content,
+        "tags": [],
+        "importance": 0.5,
+        "source": "external",
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+        "access_count": 0,
+        "pinned": false,
+        "sensitive": false,
+        "tokens": 8,
+        "version": 1,
+        "archived": {"at": "2026-01-02T00:00:00Z", "reason": "evicted"},
+    })
+    .to_string()
+}

@@ -330,6 +330,23 @@ fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Runs `search` again (up to three more times) when a segment it listed
+/// was renamed or emptied by another process before it was read: that is
+/// not an error, the listing is stale.
+fn relisting<T>(search: impl Fn() -> Result<T>) -> Result<T> {
+    let mut tries = 0;
+    loop {
+        match search() {
+            Err(Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && tries < 3 =>
+            {
+                tries += 1;
+            }
+            out => return out,
+        }
+    }
+}
+
 /// A segment file's header, unchecked against any tier.
 fn read_header(path: &Path, f: &mut impl Read) -> Result<Header> {
     let mut h = [0u8; HEADER];
@@ -949,19 +966,7 @@ impl ColdDir {
         filter: &Filter,
         terms: &[String],
     ) -> Result<Vec<(ColdRecord, Segment)>> {
-        // A segment renamed or emptied by another process between the
-        // listing and the read is not an error: list again.
-        let mut tries = 0;
-        loop {
-            match self.search_once(view, filter, terms) {
-                Err(Error::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound && tries < 3 =>
-                {
-                    tries += 1;
-                }
-                out => return out,
-            }
-        }
+        relisting(|| self.search_once(view, filter, terms))
     }
 
     fn search_once(
@@ -1025,17 +1030,7 @@ impl ColdDir {
         terms: &[String],
         limit: usize,
     ) -> Result<Vec<(ColdRecord, Segment, f64)>> {
-        let mut tries = 0;
-        loop {
-            match self.search_top_once(view, terms, limit) {
-                Err(Error::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::NotFound && tries < 3 =>
-                {
-                    tries += 1;
-                }
-                out => return out,
-            }
-        }
+        relisting(|| self.search_top_once(view, terms, limit))
     }
 
     fn search_top_once(
