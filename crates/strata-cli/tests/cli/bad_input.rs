@@ -211,6 +211,19 @@ fn every_boundary_names_the_problem() {
         2,
         &["--http-rounds", "0"],
     );
+    check(
+        &e,
+        &[
+            "bench",
+            "--encrypted",
+            "--only",
+            "postgres",
+            "--pg-url",
+            "postgres://u@127.0.0.1:1/db",
+        ],
+        2,
+        &["--encrypted", "PostgreSQL"],
+    );
 }
 
 #[test]
