@@ -253,7 +253,17 @@ impl SqliteStore {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let c = Connection::open_with_flags(&self.path, flags)?;
+        // Reading through a memory map, connections share one map of the
+        // file (`strata-vfs`): SQLite's own map is a connection's, dropped
+        // and faulted in again after every commit of another connection.
+        // An encrypted file is read through SQLCipher's pager, never a map.
+        let shared_map = (self.opts.mmap_bytes > 0 && self.opts.key.is_none())
+            .then(strata_vfs::register)
+            .flatten();
+        let c = match shared_map {
+            Some(vfs) => Connection::open_with_flags_and_vfs(&self.path, flags, vfs)?,
+            None => Connection::open_with_flags(&self.path, flags)?,
+        };
         cipher::apply(&c, &self.path, self.opts.key.as_ref())?;
         c.busy_timeout(self.opts.busy_timeout)?;
         // journal_mode is persistent in the file; setting it on every
