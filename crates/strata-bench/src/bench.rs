@@ -110,9 +110,14 @@ pub struct BenchArgs {
     /// measured HTTP throughput).
     #[arg(long, default_value_t = 0.0)]
     pub rate: f64,
-    /// Requests of the http benchmark's mixed workload.
+    /// Requests of each of the http benchmark's mixed workloads (90 %
+    /// recall / 10 % remember, and 50 / 50).
     #[arg(long, default_value_t = 10_000)]
     pub mixed_requests: usize,
+    /// Requests of each cell of the http benchmark's in-process scaling
+    /// table (recall only and the two mixes on 1, 2, 4 … threads).
+    #[arg(long, default_value_t = 6_000)]
+    pub scale_requests: usize,
     /// Random seed of the data generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -882,8 +887,10 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
         h.in_process.iter().map(|p| p.phase.errors).sum::<usize>()
             + h.http.errors
             + h.paced.phase.errors
-            + h.mixed.errors
-            + h.mixed.lost_writes
+            + h.mixed
+                .iter()
+                .map(|m| m.errors + m.lost_writes)
+                .sum::<usize>()
     });
     #[cfg(not(feature = "http"))]
     let http_failures = 0;
@@ -1052,20 +1059,45 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
             h.paced.rate,
             h.paced.phase.errors
         ))?;
-        let m = &h.mixed;
-        output::line(format!(
-            "mixed 90/10 HTTP  {:>8.0}/s  {}",
-            m.per_sec,
-            lat_line("recall", &m.recall)
-        ))?;
-        output::line(format!(
-            "                             {}",
-            lat_line("remember", &m.remember)
-        ))?;
-        output::line(format!(
-            "                   errors {}, writes acknowledged {}, lost {}",
-            m.errors, m.acknowledged_writes, m.lost_writes
-        ))?;
+        for m in &h.mixed {
+            output::line(format!(
+                "mixed {}/{} HTTP  {:>8.0}/s  {}",
+                100 - m.write_percent,
+                m.write_percent,
+                m.per_sec,
+                lat_line("recall", &m.recall)
+            ))?;
+            output::line(format!(
+                "                             {}",
+                lat_line("remember", &m.remember)
+            ))?;
+            output::line(format!(
+                "                   errors {}, writes acknowledged {}, lost {}; written on the event loop {}, on the blocking pool {}",
+                m.errors, m.acknowledged_writes, m.lost_writes, m.written_inline, m.written_pooled
+            ))?;
+        }
+        if !h.scaling.is_empty() {
+            output::line("scaling in process (requests/s; remember p50 / p95 in ms):".to_string())?;
+            let mut head = "  threads   recall only".to_string();
+            for w in http::MIXES {
+                head.push_str(&format!(
+                    "   mixed {}/{}  remember p50 / p95",
+                    100 - 10 * w,
+                    10 * w
+                ));
+            }
+            output::line(head)?;
+            for r in &h.scaling {
+                let mut line = format!("  {:>7}  {:>12.0}", r.threads, r.recall_per_sec);
+                for m in &r.mixed {
+                    line.push_str(&format!(
+                        "  {:>12.0}  {:>8.2} / {:>7.2}",
+                        m.per_sec, m.remember.p50_ms, m.remember.p95_ms
+                    ));
+                }
+                output::line(line)?;
+            }
+        }
     }
     Ok(())
 }

@@ -605,7 +605,7 @@ fn known_params(pairs: &[(String, String)], known: &[&str]) -> Result<()> {
 #[utoipa::path(post, path = "/v1/memories", request_body = RememberBody,
     responses((status = 201, description = "The stored memory", body = strata::Memory), (status = "4XX", body = ErrorBody)))]
 async fn remember(State(st): St, g: G, JsonBody(b): JsonBody<RememberBody>) -> Result<Response> {
-    let m = run(&st, g.0, move |c| c.remember(&b)).await?;
+    let m = st.run_write(g.0, move |c| c.remember(&b)).await?;
     Ok(ok(StatusCode::CREATED, m))
 }
 
@@ -642,7 +642,7 @@ async fn update(
     Path(id): Path<String>,
     JsonBody(b): JsonBody<PatchBody>,
 ) -> Result<Response> {
-    let m = run(&st, g.0, move |c| c.update(&id, &b)).await?;
+    let m = st.run_write(g.0, move |c| c.update(&id, &b)).await?;
     Ok(ok(StatusCode::OK, m))
 }
 

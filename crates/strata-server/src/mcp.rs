@@ -201,15 +201,15 @@ impl StrataMcp {
         if b.session.is_none() {
             b.session = d.session.clone();
         }
-        self.answer(grant, move |c| {
+        let write = move |c: Ctx<'_>| {
             let m = c.remember(&b)?;
             if verbose {
                 json(m)
             } else {
                 compact::written(&c, "remembered", &m).map(Answer::Text)
             }
-        })
-        .await
+        };
+        Ok(answer_result(self.shared.run_write(grant, write).await))
     }
 
     #[tool(

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Upper bounds of the latency buckets, in seconds.
@@ -31,6 +32,9 @@ pub struct Metrics {
     /// Route, then method: a request after the first of its kind finds its
     /// counters by `&str`, allocating nothing.
     routes: Mutex<BTreeMap<String, BTreeMap<String, Route>>>,
+    /// Remembers and updates answered on the event loop's thread, and on
+    /// the blocking pool (another write was in the way).
+    writes: [AtomicU64; 2],
 }
 
 impl Metrics {
@@ -45,6 +49,21 @@ impl Metrics {
         if let Some(i) = BUCKETS.iter().position(|b| secs <= *b) {
             r.buckets[i] += 1;
         }
+    }
+
+    /// Records one remember or update: answered on the event loop's
+    /// thread (`inline`) or on the blocking pool.
+    pub fn record_write(&self, inline: bool) {
+        self.writes[usize::from(!inline)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Remembers and updates so far: on the event loop's thread, on the
+    /// blocking pool.
+    pub fn writes(&self) -> (u64, u64) {
+        (
+            self.writes[0].load(Ordering::Relaxed),
+            self.writes[1].load(Ordering::Relaxed),
+        )
     }
 
     /// The exposition text; `stats` adds the store's figures.
@@ -93,6 +112,13 @@ impl Metrics {
             );
         }
         drop(routes);
+        out.push_str(
+            "# HELP strata_writes_total Remembers and updates, by the thread that wrote them: the event loop's, or the blocking pool's when another write was in the way.\n",
+        );
+        out.push_str("# TYPE strata_writes_total counter\n");
+        let (inline, pooled) = self.writes();
+        let _ = writeln!(out, "strata_writes_total{{thread=\"event_loop\"}} {inline}");
+        let _ = writeln!(out, "strata_writes_total{{thread=\"pool\"}} {pooled}");
         if let Some(s) = stats {
             let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
                 let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");

@@ -108,7 +108,7 @@ pub use store::{
     Access, Archived, AuditLog, ContextLog, Durability, ImportCounts, ImportItem, ImportRules,
     MemoryStore, OnConflict, Order, PendingVector, Put, Query, Rows, SCHEMA_VERSION, ScopeCount,
     Session, Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch, TierFigures,
-    VectorSearch,
+    VectorSearch, without_waiting,
 };
 // Encryption at rest of a SQLite store (feature `encryption`).
 pub use cold::{Converted, convert_store};

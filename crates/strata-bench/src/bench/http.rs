@@ -54,7 +54,12 @@ pub struct HttpBench {
     pub floor: Phase,
     /// `--clients` HTTP clients at a fixed total rate.
     pub paced: Paced,
-    pub mixed: Mixed,
+    /// Mixed workloads over HTTP: 90 % recall / 10 % remember, then
+    /// 50 / 50.
+    pub mixed: Vec<Mixed>,
+    /// The same engine in process on 1, 2, 4 … threads (up to the CPUs):
+    /// recall only, and the two mixes.
+    pub scaling: Vec<Scale>,
 }
 
 #[derive(Debug, Serialize)]
@@ -81,12 +86,44 @@ pub struct Paced {
 
 #[derive(Debug, Serialize)]
 pub struct Mixed {
+    /// Remembers in every 100 requests (the rest recall).
+    pub write_percent: usize,
     pub per_sec: f64,
     pub recall: Latency,
     pub remember: Latency,
     pub errors: usize,
     pub acknowledged_writes: usize,
     pub lost_writes: usize,
+    /// Remembers the server wrote on the event loop's thread, and on the
+    /// blocking pool (another write was in the way).
+    pub written_inline: u64,
+    pub written_pooled: u64,
+}
+
+/// One row of the in-process scaling table.
+#[derive(Debug, Serialize)]
+pub struct Scale {
+    pub threads: usize,
+    /// Recall only: requests/s.
+    pub recall_per_sec: f64,
+    /// The mixes, in the order of [`MIXES`].
+    pub mixed: Vec<ScaleMixed>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ScaleMixed {
+    pub write_percent: usize,
+    pub per_sec: f64,
+    pub recall: Latency,
+    pub remember: Latency,
+}
+
+/// The mixed workloads: remembers in every 10 requests.
+pub const MIXES: [usize; 2] = [1, 5];
+
+/// Whether request `i` of a mix with `w` remembers in every 10 is one.
+fn is_write_of(w: usize, i: usize) -> bool {
+    i % 10 >= 10 - w
 }
 
 /// A phase's rounds added up.
@@ -552,51 +589,66 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     };
 
     let mixed_n = a.mixed_requests.max(clients);
-    say(format!(
-        "timing {mixed_n} mixed requests (90 % recall, 10 % remember) from {clients} clients…"
-    ));
-    let mqs = queries(a, g, mixed_n)?;
-    let writes: Vec<String> = (0..mixed_n)
-        .map(|i| {
-            serde_json::json!({
-                "content": g.sentence(),
-                "scope": format!("project/p{:02}", i % a.scopes),
-                "kind": "finding",
-            })
-            .to_string()
-        })
-        .collect();
-    let acked = Mutex::new(Vec::new());
-    let is_write = |i: usize| i % 10 == 9;
-    let mixed = |i: usize| -> Call<'_> {
-        if is_write(i) {
-            ("/v1/memories", writes[i].as_str(), 201)
-        } else {
-            ("/v1/recall", mqs[i].body.as_str(), 200)
-        }
-    };
-    let record = |i: usize, body: &[u8]| -> Result<()> {
-        if is_write(i) {
-            let v: serde_json::Value = serde_json::from_slice(body)?;
-            let id = v["id"].as_str().context("no id in the answer")?.to_string();
-            acked.lock().unwrap().push(id);
-        }
-        Ok(())
-    };
-    let m = drive_http(
-        addr, &token, clients, mixed_n, None, &is_write, &mixed, &record,
-    )?;
-    let acked = acked.into_inner().unwrap();
+    let mut mixed = Vec::new();
+    let mut acked = Vec::new();
+    for w in MIXES {
+        say(format!(
+            "timing {mixed_n} mixed requests ({} % recall, {} % remember) from {clients} clients…",
+            100 - 10 * w,
+            10 * w
+        ));
+        let mqs = queries(a, g, mixed_n)?;
+        let writes = write_bodies(a, g, mixed_n);
+        let is_write = |i: usize| is_write_of(w, i);
+        let call = |i: usize| -> Call<'_> {
+            if is_write(i) {
+                ("/v1/memories", writes[i].as_str(), 201)
+            } else {
+                ("/v1/recall", mqs[i].body.as_str(), 200)
+            }
+        };
+        let ids = Mutex::new(Vec::new());
+        let record = |i: usize, body: &[u8]| -> Result<()> {
+            if is_write(i) {
+                let v: serde_json::Value = serde_json::from_slice(body)?;
+                let id = v["id"].as_str().context("no id in the answer")?.to_string();
+                ids.lock().unwrap().push(id);
+            }
+            Ok(())
+        };
+        let before = shared.metrics.writes();
+        let m = drive_http(
+            addr, &token, clients, mixed_n, None, &is_write, &call, &record,
+        )?;
+        let after = shared.metrics.writes();
+        let ids = ids.into_inner().unwrap();
+        mixed.push(Mixed {
+            write_percent: 10 * w,
+            per_sec: mixed_n as f64 / m.wall.as_secs_f64(),
+            recall: latency(m.reads),
+            remember: latency(m.writes),
+            errors: m.errors,
+            acknowledged_writes: ids.len(),
+            lost_writes: 0,
+            written_inline: after.0 - before.0,
+            written_pooled: after.1 - before.1,
+        });
+        acked.push(ids);
+    }
     let _ = stop.send(());
     rt.block_on(server)??;
+
+    let scaling = scale(a, g, &engine, say)?;
+    drop(engine);
     // Every acknowledged write must be there, read back through a fresh
     // engine on the file.
     drop(shared);
     let check = strata::Engine::open(bench_config(db))?;
-    let mut lost = 0;
-    for id in &acked {
-        if check.get(id)?.is_none() {
-            lost += 1;
+    for (m, ids) in mixed.iter_mut().zip(&acked) {
+        for id in ids {
+            if check.get(id)?.is_none() {
+                m.lost_writes += 1;
+            }
         }
     }
     let same = in_process
@@ -624,13 +676,101 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         http,
         floor,
         paced,
-        mixed: Mixed {
-            per_sec: mixed_n as f64 / m.wall.as_secs_f64(),
-            recall: latency(m.reads),
-            remember: latency(m.writes),
-            errors: m.errors,
-            acknowledged_writes: acked.len(),
-            lost_writes: lost,
-        },
+        mixed,
+        scaling,
     })
+}
+
+/// Remember bodies, one per request (only the writes' are sent).
+fn write_bodies(a: &BenchArgs, g: &mut Gen, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            serde_json::json!({
+                "content": g.sentence(),
+                "scope": format!("project/p{:02}", i % a.scopes),
+                "kind": "finding",
+            })
+            .to_string()
+        })
+        .collect()
+}
+
+/// The scaling table: recall only and each mix, in process, on 1, 2, 4 …
+/// threads up to the CPUs (and the CPUs themselves). Every remember is
+/// read back afterwards; a missing one is an error.
+fn scale(
+    a: &BenchArgs,
+    g: &mut Gen,
+    engine: &strata::Engine,
+    say: &dyn Fn(String),
+) -> Result<Vec<Scale>> {
+    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let mut counts: Vec<usize> = std::iter::successors(Some(1usize), |t| Some(t * 2))
+        .take_while(|t| *t <= cpus)
+        .collect();
+    if counts.last() != Some(&cpus) {
+        counts.push(cpus);
+    }
+    let n = a.scale_requests.max(16);
+    say(format!(
+        "scaling: {n} requests in process on {} threads, recall only and mixed…",
+        counts
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let mut rows = Vec::new();
+    for threads in counts {
+        let qs = queries(a, g, n)?;
+        let (wall, lat, errors) = drive(threads, n, |i| {
+            engine.recall(&qs[i].req).map(drop).map_err(Into::into)
+        });
+        anyhow::ensure!(errors == 0, "scaling: {errors} recalls failed");
+        let recall_per_sec = lat.len() as f64 / wall.as_secs_f64();
+        let mut mixes = Vec::new();
+        for w in MIXES {
+            let qs = queries(a, g, n)?;
+            let items: Vec<strata::NewMemory> = (0..n)
+                .map(|i| {
+                    strata::Scope::parse(&format!("project/p{:02}", i % a.scopes)).map(|s| {
+                        strata::NewMemory::new(s, g.sentence()).kind(strata::Kind::Finding)
+                    })
+                })
+                .collect::<strata::Result<_>>()?;
+            let ids = Mutex::new(Vec::new());
+            let (reads, writes) = (Mutex::new(Vec::new()), Mutex::new(Vec::new()));
+            let (wall, _, errors) = drive(threads, n, |i| {
+                let t = Instant::now();
+                if is_write_of(w, i) {
+                    let m = engine.remember(items[i].clone())?;
+                    writes.lock().unwrap().push(t.elapsed());
+                    ids.lock().unwrap().push(m.id);
+                } else {
+                    engine.recall(&qs[i].req)?;
+                    reads.lock().unwrap().push(t.elapsed());
+                }
+                Ok(())
+            });
+            anyhow::ensure!(errors == 0, "scaling: {errors} requests failed");
+            for id in ids.into_inner().unwrap() {
+                anyhow::ensure!(
+                    engine.get(&id)?.is_some(),
+                    "scaling: acknowledged write {id} is missing"
+                );
+            }
+            mixes.push(ScaleMixed {
+                write_percent: 10 * w,
+                per_sec: n as f64 / wall.as_secs_f64(),
+                recall: latency(reads.into_inner().unwrap()),
+                remember: latency(writes.into_inner().unwrap()),
+            });
+        }
+        rows.push(Scale {
+            threads,
+            recall_per_sec,
+            mixed: mixes,
+        });
+    }
+    Ok(rows)
 }

@@ -350,6 +350,58 @@ fn health_and_metrics() {
     assert!(!text.contains("strata_store_"), "{text}");
 }
 
+/// A remember answers on the event loop's thread unless another write is
+/// in the way; behind another process's write lock it waits on the
+/// blocking pool, and the server goes on answering reads meanwhile.
+#[test]
+fn a_remember_behind_another_process_waits_on_the_pool_while_reads_go_on() {
+    let (s, t) = server();
+    let tk = Some(t.as_str());
+    s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        tk,
+        json!({"content": "nothing in the way", "scope": "project/acme"}),
+    );
+    let lock = rusqlite::Connection::open(s.db_path()).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    std::thread::scope(|sc| {
+        let waiting = sc.spawn(|| {
+            s.expect(
+                201,
+                "POST",
+                "/v1/memories",
+                tk,
+                json!({"content": "behind the lock", "scope": "project/acme"}),
+            )
+        });
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        assert!(!waiting.is_finished(), "written through another's lock");
+        // Both event-loop threads are free: reads are answered.
+        for _ in 0..4 {
+            s.expect(
+                200,
+                "POST",
+                "/v1/recall",
+                tk,
+                json!({"query": "nothing", "view": ["project/acme"]}),
+            );
+        }
+        lock.execute_batch("COMMIT").unwrap();
+        let m = waiting.join().unwrap();
+        let id = m["id"].as_str().unwrap();
+        s.expect(200, "GET", &format!("/v1/memories/{id}"), tk, Value::Null);
+    });
+    let (_, text) = s.raw("GET", "/metrics", tk, None, &[]);
+    for want in [
+        "strata_writes_total{thread=\"event_loop\"} 1",
+        "strata_writes_total{thread=\"pool\"} 1",
+    ] {
+        assert!(text.contains(want), "missing {want} in\n{text}");
+    }
+}
+
 /// The stored vector stays out of answers (it would be most of each one)
 /// and in exports.
 #[test]

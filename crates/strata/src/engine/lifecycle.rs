@@ -77,6 +77,16 @@ impl Engine {
     /// holds more than `max_items`: lowest effective importance first, then
     /// oldest, never pinned; `evict_fraction` of the bound (at least the
     /// excess) at a time, so eviction does not run on every write.
+    /// Whether one more memory in project `root` would put it over
+    /// `max_items` (an eviction would follow the write).
+    pub(super) fn at_bound(&self, root: &Scope) -> Result<bool> {
+        if self.cfg.max_items == 0 {
+            return Ok(false);
+        }
+        let q = Query::view(View::subtree(root.clone()), self.now()).include_expired(true);
+        Ok(self.store.count(&q)? >= self.cfg.max_items)
+    }
+
     pub(super) fn enforce_bound(&self, root: &Scope) -> Result<usize> {
         if self.cfg.max_items == 0 {
             return Ok(0);

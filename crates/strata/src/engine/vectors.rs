@@ -107,6 +107,14 @@ impl Engine {
         }
     }
 
+    /// Whether the store's writes honour [`crate::without_waiting`]: a
+    /// write that would wait for another writer is refused at once instead
+    /// (SQLite). A remember then needs no other thread when no other write
+    /// is in the way.
+    pub fn writes_can_hurry(&self) -> bool {
+        self.store.writes_can_hurry()
+    }
+
     /// Which embedder serves retrieval, and how many memories have vectors.
     pub fn embed_status(&self) -> Result<EmbedStatus> {
         let Some(e) = self.embedder()? else {

@@ -3,6 +3,7 @@
 //! writes, compare-and-swap updates.
 
 use super::*;
+use crate::store::hurry;
 
 /// A memory of `scope` may not join session `id`, which covers `covers`.
 pub(super) fn beside_session(id: &str, covers: &Scope, scope: &Scope) -> Error {
@@ -235,6 +236,16 @@ impl Engine {
         self.check_new(&new)?;
         let now = self.now();
         let m = self.build(new, now)?;
+        // On a thread that must not wait (`without_waiting`), a project at
+        // its bound means an eviction after the write: work for a thread
+        // that may wait. Refuse before writing anything.
+        if self.store.writes_can_hurry()
+            && hurry::first_write_ahead()
+            && let Some(root) = m.scope.project_root()
+            && self.at_bound(&root)?
+        {
+            return Err(hurry::refused());
+        }
         // A session holds only memories inside its scope: one covering
         // `project/acme` may take a memory of `project/acme/sprint/s1`,
         // never one of `project/beta`. Reading or archiving a session then

@@ -26,6 +26,7 @@ use crate::scope::{Fence, Scope, View};
 pub mod copy;
 #[cfg(feature = "ann")]
 pub(crate) mod hnsw;
+pub(crate) mod hurry;
 pub mod memory;
 #[path = "postgres/options.rs"]
 pub mod pg_options;
@@ -33,6 +34,7 @@ pub mod pg_options;
 pub mod postgres;
 pub mod search;
 pub mod sqlite;
+pub use hurry::without_waiting;
 
 pub use copy::{StoreDigest, copy_store, store_digest};
 pub use memory::MemoryStore;
@@ -551,6 +553,13 @@ pub trait Store:
     /// loaded). Unless a store says so, they may wait.
     fn reads_never_wait(&self, with_vectors: bool) -> bool {
         let _ = with_vectors;
+        false
+    }
+
+    /// Whether writes inside [`without_waiting`] refuse to wait for other
+    /// writers (and so may run where blocking is not allowed). Unless a
+    /// store says so, its writes ignore the request and may wait.
+    fn writes_can_hurry(&self) -> bool {
         false
     }
 

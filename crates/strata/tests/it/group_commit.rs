@@ -104,3 +104,134 @@ fn a_failing_write_is_undone_alone_while_others_share_its_transaction() {
         );
     }
 }
+
+// ---- writes that must not wait (`strata::without_waiting`) ----
+
+/// A connection of "another process" holding SQLite's write lock until
+/// it is told to let go.
+fn hold_write_lock(path: &std::path::Path) -> rusqlite::Connection {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    c
+}
+
+#[test]
+fn a_hurried_write_is_refused_while_another_process_holds_the_write_lock_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // A long busy timeout: had the hurried write waited for the lock, it
+    // would have waited this long and then failed (`Some(Err)`).
+    let opts = strata::SqliteOptions {
+        busy_timeout: std::time::Duration::from_secs(120),
+        ..Default::default()
+    };
+    let st = SqliteStore::open(dir.path().join("g.db"), opts).unwrap();
+    let m = mem("project/a", "written only once the lock is free");
+    let lock = hold_write_lock(&dir.path().join("g.db"));
+    assert!(strata::without_waiting(|| st.put(&m)).is_none());
+    assert!(
+        st.get(&m.id).unwrap().is_none(),
+        "a refused write left a row"
+    );
+    // The refusal was for that call only: a plain write on this thread
+    // waits for the lock as before.
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            lock.execute_batch("COMMIT").unwrap();
+        });
+        st.put(&m).unwrap();
+    });
+    assert!(st.get(&m.id).unwrap().is_some());
+    // Free of contention, a hurried write is written and committed.
+    let n = mem("project/a", "nothing in the way");
+    let put = strata::without_waiting(|| st.put(&n)).expect("not refused");
+    assert!(put.is_ok());
+    assert!(store(&dir).get(&n.id).unwrap().is_some());
+}
+
+#[test]
+fn a_hurried_write_gives_up_on_a_long_writer_of_its_own_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(&dir);
+    let m = mem("project/a", "behind a long batch");
+    let started = Barrier::new(2);
+    let refused = std::thread::scope(|s| {
+        s.spawn(|| {
+            // Tens of thousands of rows in one write: far longer than a
+            // hurried write waits for it.
+            let mut batch =
+                (0..30_000).map(|i| Ok(mem("project/b", &format!("batch row {i} of many words"))));
+            started.wait();
+            st.put_batch(&mut batch).unwrap();
+        });
+        started.wait();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        strata::without_waiting(|| st.put(&m)).is_none()
+    });
+    assert!(refused, "the hurried write went ahead of or into the batch");
+    assert!(st.get(&m.id).unwrap().is_none());
+    let n = st
+        .count(&strata::Query::everything(crate::harness::now()))
+        .unwrap();
+    assert_eq!(n, 30_000);
+}
+
+#[test]
+fn a_panic_inside_without_waiting_leaves_later_writes_patient() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(&dir);
+    let r = std::panic::catch_unwind(|| strata::without_waiting(|| panic!("inside")));
+    assert!(r.is_err());
+    // Were this thread still hurried, the write below would be refused
+    // (an error) instead of waiting for the lock.
+    let lock = hold_write_lock(&dir.path().join("g.db"));
+    let m = mem("project/a", "after the panic");
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            lock.execute_batch("COMMIT").unwrap();
+        });
+        st.put(&m).unwrap();
+    });
+    assert!(st.get(&m.id).unwrap().is_some());
+}
+
+#[test]
+fn a_hurried_remember_with_an_eviction_ahead_is_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = strata::Config::sqlite(dir.path().join("e.db"));
+    cfg.max_items = 5;
+    let e = strata::Engine::open(cfg).unwrap();
+    assert!(e.writes_can_hurry());
+    let scope = strata::Scope::parse("project/acme").unwrap();
+    for i in 0..5 {
+        e.remember(strata::NewMemory::new(scope.clone(), format!("fact {i}")))
+            .unwrap();
+    }
+    let view = strata::View::subtree(scope.clone());
+    let count = || e.list(&strata::List::new(view.clone())).unwrap().len();
+    let sixth = || e.remember(strata::NewMemory::new(scope.clone(), "the sixth fact"));
+    assert!(strata::without_waiting(sixth).is_none());
+    assert_eq!(count(), 5, "the refused remember wrote");
+    // Where waiting is fine, it is written and the project evicted back
+    // under its bound.
+    sixth().unwrap();
+    assert!(count() <= 5);
+    // Below the bound, a hurried remember goes ahead.
+    let other = strata::Scope::parse("project/beta").unwrap();
+    let r = strata::without_waiting(|| e.remember(strata::NewMemory::new(other, "room here")));
+    assert!(matches!(r, Some(Ok(_))));
+}
+
+#[test]
+fn stores_that_cannot_hurry_ignore_the_request() {
+    let e = strata::Engine::with_store(
+        strata::Config::default(),
+        Box::new(strata::MemoryStore::new()),
+    )
+    .unwrap();
+    assert!(!e.writes_can_hurry());
+    let scope = strata::Scope::parse("project/acme").unwrap();
+    let r = strata::without_waiting(|| e.remember(strata::NewMemory::new(scope, "kept")));
+    assert!(matches!(r, Some(Ok(_))));
+}

@@ -13,6 +13,13 @@
 //! work has returned, so an acknowledged write is as durable as before
 //! (`synchronous=FULL`: the commit's fsync covers every write in it).
 //!
+//! A write inside [`crate::without_waiting`] (a server answering on its event
+//! loop) must not wait: its first write is refused at once, changing
+//! nothing, when another writer of this process holds the group or another
+//! connection holds SQLite's write lock, and the caller runs it again where
+//! waiting is fine; and none of its writes leaves the group open for
+//! others (it commits what the group holds and returns).
+//!
 //! What this saves is commits: one fsync and one round of every other
 //! connection dropping its page cache and memory map per group instead of
 //! per write. Under concurrent writers the groups form by themselves (the
@@ -21,22 +28,32 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
 use crate::Result;
 use crate::error::Error;
+use crate::store::hurry::{hurry, refused};
 
 /// A group commits once it holds this many writes, waiting or not.
 pub(super) const MAX_WRITES: usize = 256;
 /// A group commits once it has been open this long, waiting or not.
 pub(super) const MAX_OPEN: Duration = Duration::from_millis(20);
 
+/// How long a write inside [`crate::without_waiting`] waits for another
+/// writer of this process before it is refused, and how long it sleeps
+/// between looks.
+const HURRY_WAIT: Duration = Duration::from_millis(2);
+const HURRY_NAP: Duration = Duration::from_micros(100);
+
 /// The write side of a store: its connection and the open group.
 #[derive(Debug, Default)]
 pub(super) struct Writer {
+    /// The store's busy timeout, restored after a hurried first write
+    /// tried SQLite's write lock without waiting.
+    busy_timeout: Duration,
     state: Mutex<State>,
     /// Signalled whenever a group ends (committed or rolled back).
     ended: Condvar,
@@ -64,6 +81,13 @@ struct State {
 }
 
 impl Writer {
+    pub(super) fn new(busy_timeout: Duration) -> Writer {
+        Writer {
+            busy_timeout,
+            ..Writer::default()
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
@@ -81,11 +105,42 @@ impl Writer {
         give_back: &dyn Fn(Connection),
         f: impl FnOnce(&Connection) -> Result<T>,
     ) -> Result<T> {
-        let mut s = self.lock();
+        let (hurried, first) = hurry();
+        let mut s = if first {
+            // Another writer of this process is usually a remember like
+            // this one, done in a fraction of a millisecond: worth a short
+            // wait, not a trip through the blocking pool. A long one (a
+            // batch, an import, a group still filling) is not.
+            let since = Instant::now();
+            loop {
+                match self.state.try_lock() {
+                    Ok(s) => break s,
+                    Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                    Err(TryLockError::WouldBlock) if since.elapsed() < HURRY_WAIT => {
+                        std::thread::sleep(HURRY_NAP);
+                    }
+                    Err(TryLockError::WouldBlock) => return Err(refused()),
+                }
+            }
+        } else {
+            self.lock()
+        };
         if s.open.is_none() {
             let c = take()?;
-            if let Err(e) = c.execute_batch("BEGIN IMMEDIATE") {
+            let begun = if first {
+                // SQLite's write lock, without its busy handler's waits.
+                c.busy_timeout(Duration::ZERO)?;
+                let begun = c.execute_batch("BEGIN IMMEDIATE");
+                c.busy_timeout(self.busy_timeout)?;
+                begun
+            } else {
+                c.execute_batch("BEGIN IMMEDIATE")
+            };
+            if let Err(e) = begun {
                 give_back(c);
+                if first && e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) {
+                    return Err(refused());
+                }
                 return Err(e.into());
             }
             s.conn = Some(c);
@@ -128,7 +183,7 @@ impl Writer {
         };
         s.writes += 1;
         let mine = s.group;
-        if self.should_wait(&s) {
+        if !hurried && self.should_wait(&s) {
             while s.ended <= mine {
                 s = self.ended.wait(s).unwrap_or_else(PoisonError::into_inner);
             }

@@ -223,11 +223,12 @@ impl SqliteStore {
         }
         cipher::check_file(&path, opts.key.as_ref())?;
         refuse_foreign(&path, opts.key.as_ref())?;
+        let busy_timeout = opts.busy_timeout;
         let store = SqliteStore {
             path,
             opts,
             pool: Mutex::new(Vec::new()),
-            writer: Default::default(),
+            writer: group::Writer::new(busy_timeout),
             #[cfg(feature = "ann")]
             ann: Default::default(),
         };
@@ -934,6 +935,10 @@ impl ContextLog for SqliteStore {
 }
 
 impl Store for SqliteStore {
+    fn writes_can_hurry(&self) -> bool {
+        true
+    }
+
     fn reads_never_wait(&self, with_vectors: bool) -> bool {
         // WAL: a reader never waits for a writer, and the pool opens a
         // connection rather than wait for one. The HNSW index, though, is
