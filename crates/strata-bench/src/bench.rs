@@ -1072,8 +1072,15 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
                 lat_line("remember", &m.remember)
             ))?;
             output::line(format!(
-                "                   errors {}, writes acknowledged {}, lost {}; written on the event loop {}, on the blocking pool {}",
-                m.errors, m.acknowledged_writes, m.lost_writes, m.written_inline, m.written_pooled
+                "                   errors {}, writes acknowledged {}, lost {}; written on the event loop {}, on the blocking pool {} (another writer {}, locked {}, bound {})",
+                m.errors,
+                m.acknowledged_writes,
+                m.lost_writes,
+                m.written_inline,
+                m.written_pooled,
+                m.refused[0],
+                m.refused[1],
+                m.refused[2]
             ))?;
         }
         if !h.scaling.is_empty() {

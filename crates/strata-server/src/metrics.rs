@@ -119,6 +119,13 @@ impl Metrics {
         let (inline, pooled) = self.writes();
         let _ = writeln!(out, "strata_writes_total{{thread=\"event_loop\"}} {inline}");
         let _ = writeln!(out, "strata_writes_total{{thread=\"pool\"}} {pooled}");
+        out.push_str(
+            "# HELP strata_writes_refused_total Writes the event loop handed to the blocking pool, by why: another writer of this process too long at it, another connection or process holding the write lock, an eviction ahead.\n",
+        );
+        out.push_str("# TYPE strata_writes_refused_total counter\n");
+        for (why, n) in ["writer", "locked", "bound"].iter().zip(strata::refusals()) {
+            let _ = writeln!(out, "strata_writes_refused_total{{reason=\"{why}\"}} {n}");
+        }
         if let Some(s) = stats {
             let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
                 let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");

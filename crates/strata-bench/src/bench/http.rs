@@ -98,6 +98,9 @@ pub struct Mixed {
     /// blocking pool (another write was in the way).
     pub written_inline: u64,
     pub written_pooled: u64,
+    /// Why the pooled ones were: another writer of the process too long
+    /// at it, SQLite's lock held elsewhere, an eviction ahead.
+    pub refused: [u64; 3],
 }
 
 /// One row of the in-process scaling table.
@@ -617,6 +620,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             Ok(())
         };
         let before = shared.metrics.writes();
+        let refused_before = strata::refusals();
         let m = drive_http(
             addr, &token, clients, mixed_n, None, &is_write, &call, &record,
         )?;
@@ -632,6 +636,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             lost_writes: 0,
             written_inline: after.0 - before.0,
             written_pooled: after.1 - before.1,
+            refused: std::array::from_fn(|k| strata::refusals()[k] - refused_before[k]),
         });
         acked.push(ids);
     }

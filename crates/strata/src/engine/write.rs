@@ -244,7 +244,7 @@ impl Engine {
             && let Some(root) = m.scope.project_root()
             && self.at_bound(&root)?
         {
-            return Err(hurry::refused());
+            return Err(hurry::refused(hurry::Refusal::Bound));
         }
         // A session holds only memories inside its scope: one covering
         // `project/acme` may take a memory of `project/acme/sprint/s1`,

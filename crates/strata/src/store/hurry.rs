@@ -23,13 +23,14 @@ thread_local! {
     static HURRY: Cell<Hurry> = const { Cell::new(Hurry::No) };
 }
 
-/// Runs `f`, whose writes on a SQLite store must not wait for other
+/// Runs `f`, whose writes on a SQLite store must not wait long for other
 /// writers: `None` when its first write would have (another writer of this
-/// process is writing, or another connection or process holds the write
-/// lock) — that write was refused at once and changed nothing, and `f`'s
-/// result, an error, is dropped: run `f` again where waiting is fine.
-/// Otherwise `f`'s result; each of its writes commits before it returns,
-/// without keeping the transaction open for writers queued behind it.
+/// process still at it after 10 ms, another connection or process holding
+/// the write lock, or an eviction ahead) — that write was refused and
+/// changed nothing, and `f`'s result, an error, is dropped: run `f` again
+/// where waiting is fine. Otherwise `f`'s result, each of its writes
+/// committed (sharing a commit with writers queued behind it for at most
+/// 10 ms).
 ///
 /// For callers that must not block, such as a server's event loop: a
 /// remember there answers without the two thread hand-offs of the blocking
@@ -61,9 +62,32 @@ pub(crate) fn hurry() -> (bool, bool) {
     }
 }
 
+/// Why a write inside [`without_waiting`] was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another writer of this process held the write path too long.
+    Writer = 0,
+    /// Another connection or process held SQLite's write lock.
+    Locked = 1,
+    /// The project is at its bound: an eviction would follow the write.
+    Bound = 2,
+}
+
+static REFUSALS: [std::sync::atomic::AtomicU64; 3] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 3];
+
+/// Writes refused inside [`without_waiting`] since the process started,
+/// by [`Refusal`] (writer, locked, bound): what a server's metrics show.
+pub fn refusals() -> [u64; 3] {
+    REFUSALS
+        .each_ref()
+        .map(|n| n.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 /// The error a refused hurried write returns (never seen by a caller of
 /// [`without_waiting`], which answers `None`).
-pub(crate) fn refused() -> Error {
+pub(crate) fn refused(why: Refusal) -> Error {
+    REFUSALS[why as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     HURRY.set(Hurry::Refused);
     Error::Unavailable {
         backend: "store",

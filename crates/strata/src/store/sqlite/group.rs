@@ -14,11 +14,12 @@
 //! (`synchronous=FULL`: the commit's fsync covers every write in it).
 //!
 //! A write inside [`crate::without_waiting`] (a server answering on its event
-//! loop) must not wait: its first write is refused at once, changing
-//! nothing, when another writer of this process holds the group or another
-//! connection holds SQLite's write lock, and the caller runs it again where
-//! waiting is fine; and none of its writes leaves the group open for
-//! others (it commits what the group holds and returns).
+//! loop) must not wait long: its first write is refused at once, changing
+//! nothing, when another writer of this process holds the group for more
+//! than [`HURRY_WAIT`] or another connection holds SQLite's write lock, and
+//! the caller runs it again where waiting is fine; and it waits for writers
+//! queued behind it at most [`HURRY_WAIT`] before it commits the group
+//! itself.
 //!
 //! What this saves is commits: one fsync and one round of every other
 //! connection dropping its page cache and memory map per group instead of
@@ -35,7 +36,7 @@ use rusqlite::Connection;
 
 use crate::Result;
 use crate::error::Error;
-use crate::store::hurry::{hurry, refused};
+use crate::store::hurry::{Refusal, hurry, refused};
 
 /// A group commits once it holds this many writes, waiting or not.
 pub(super) const MAX_WRITES: usize = 256;
@@ -45,7 +46,7 @@ pub(super) const MAX_OPEN: Duration = Duration::from_millis(20);
 /// How long a write inside [`crate::without_waiting`] waits for another
 /// writer of this process before it is refused, and how long it sleeps
 /// between looks.
-const HURRY_WAIT: Duration = Duration::from_millis(2);
+const HURRY_WAIT: Duration = Duration::from_millis(10);
 const HURRY_NAP: Duration = Duration::from_micros(100);
 
 /// The write side of a store: its connection and the open group.
@@ -111,16 +112,24 @@ impl Writer {
             // this one, done in a fraction of a millisecond: worth a short
             // wait, not a trip through the blocking pool. A long one (a
             // batch, an import, a group still filling) is not.
+            // Counted while it looks, so the writer ahead keeps its group
+            // open for it (one commit for both).
             let since = Instant::now();
-            loop {
+            self.waiting.fetch_add(1, Ordering::SeqCst);
+            let got = loop {
                 match self.state.try_lock() {
-                    Ok(s) => break s,
-                    Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                    Ok(s) => break Some(s),
+                    Err(TryLockError::Poisoned(p)) => break Some(p.into_inner()),
                     Err(TryLockError::WouldBlock) if since.elapsed() < HURRY_WAIT => {
                         std::thread::sleep(HURRY_NAP);
                     }
-                    Err(TryLockError::WouldBlock) => return Err(refused()),
+                    Err(TryLockError::WouldBlock) => break None,
                 }
+            };
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            match got {
+                Some(s) => s,
+                None => return Err(refused(Refusal::Writer)),
             }
         } else {
             self.lock()
@@ -139,7 +148,7 @@ impl Writer {
             if let Err(e) = begun {
                 give_back(c);
                 if first && e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) {
-                    return Err(refused());
+                    return Err(refused(Refusal::Locked));
                 }
                 return Err(e.into());
             }
@@ -183,9 +192,28 @@ impl Writer {
         };
         s.writes += 1;
         let mine = s.group;
-        if !hurried && self.should_wait(&s) {
+        if self.should_wait(&s) {
+            // Left open for the writers queued behind; whoever finishes
+            // with none behind commits. Nobody waits past the group's
+            // age limit (a hurried writer past its own, shorter one): the
+            // writer queued behind may have given up (a hurried one
+            // refused), so past it the waiter commits the group itself.
+            let opened = s.open.unwrap_or_else(Instant::now);
+            let mut deadline = opened + MAX_OPEN;
+            if hurried {
+                deadline = deadline.min(Instant::now() + HURRY_WAIT);
+            }
             while s.ended <= mine {
-                s = self.ended.wait(s).unwrap_or_else(PoisonError::into_inner);
+                let now = Instant::now();
+                if now >= deadline {
+                    self.end(&mut s, give_back);
+                    break;
+                }
+                s = self
+                    .ended
+                    .wait_timeout(s, deadline - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
             }
         } else {
             self.end(&mut s, give_back);

@@ -63,6 +63,7 @@ pub use cipher::{Conversion, StoreKey, convert_with};
 #[cfg(feature = "ann")]
 mod ann;
 mod audit;
+mod checkpoint;
 pub(crate) mod cipher;
 mod filter_sql;
 mod fts;
@@ -161,6 +162,8 @@ pub struct SqliteStore {
     pool: Mutex<Vec<Connection>>,
     /// Every write goes through it (group commit).
     writer: group::Writer,
+    /// Checkpoints off the write path (`checkpoint.rs`).
+    checkpointer: checkpoint::Checkpointer,
     #[cfg(feature = "ann")]
     ann: std::sync::Arc<ann::Indexes>,
 }
@@ -229,6 +232,7 @@ impl SqliteStore {
             opts,
             pool: Mutex::new(Vec::new()),
             writer: group::Writer::new(busy_timeout),
+            checkpointer: Default::default(),
             #[cfg(feature = "ann")]
             ann: Default::default(),
         };
@@ -251,65 +255,7 @@ impl SqliteStore {
     }
 
     fn connect(&self) -> Result<Connection> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        // Reading through a memory map, connections share one map of the
-        // file (`strata-vfs`): SQLite's own map is a connection's, dropped
-        // and faulted in again after every commit of another connection.
-        // An encrypted file is read through SQLCipher's pager, never a map.
-        let shared_map = (self.opts.mmap_bytes > 0 && self.opts.key.is_none())
-            .then(strata_vfs::register)
-            .flatten();
-        let c = match shared_map {
-            Some(vfs) => Connection::open_with_flags_and_vfs(&self.path, flags, vfs)?,
-            None => Connection::open_with_flags(&self.path, flags)?,
-        };
-        cipher::apply(&c, &self.path, self.opts.key.as_ref())?;
-        c.busy_timeout(self.opts.busy_timeout)?;
-        // journal_mode is persistent in the file; setting it on every
-        // connection is a no-op after the first.
-        // Switching a new file to WAL needs an exclusive lock and SQLite
-        // does not wait for it: when several processes create the file at
-        // once, retry within the busy timeout.
-        let started = std::time::Instant::now();
-        let mode: String = loop {
-            match c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
-                Err(rusqlite::Error::SqliteFailure(e, _))
-                    if e.code == rusqlite::ErrorCode::DatabaseBusy
-                        && started.elapsed() < self.opts.busy_timeout =>
-                {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                r => break r?,
-            }
-        };
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::Storage {
-                backend: "sqlite",
-                source: format!(
-                    "could not switch {} to write-ahead logging (journal mode is {mode})",
-                    self.path.display()
-                )
-                .into(),
-            });
-        }
-        c.execute_batch(&format!(
-            "{}; PRAGMA secure_delete=ON; PRAGMA cache_size=-{}; PRAGMA temp_store=MEMORY;
-             PRAGMA mmap_size={};",
-            sync_pragma(self.opts.durability),
-            self.opts.cache_kib,
-            self.opts.mmap_bytes
-        ))?;
-        // Plans must not depend on bound values: otherwise SQLite (built
-        // with STAT4) re-prepares FTS5's own term lookup on every new
-        // binding, about a sixth of a recall's time.
-        c.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-            true,
-        )?;
-        c.set_prepared_statement_cache_capacity(64);
-        Ok(c)
+        open_conn(&self.path, &self.opts)
     }
 
     fn conn(&self) -> Result<Conn<'_>> {
@@ -377,8 +323,13 @@ impl SqliteStore {
     /// Runs `f` in this process's write transaction (`group.rs`): it
     /// returns once the transaction holding `f`'s work has committed.
     fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.writer
-            .write(|| self.take_conn(), &|c| self.give_back(c), f)
+        let out = self
+            .writer
+            .write(|| self.take_conn(), &|c| self.give_back(c), f);
+        if out.is_ok() {
+            self.checkpointer.wrote(&self.path, &self.opts);
+        }
+        out
     }
 
     /// Writes the WAL back into the database file and truncates it. Fails
@@ -978,4 +929,68 @@ impl Store for SqliteStore {
             Ok(())
         })
     }
+}
+
+/// A new connection to the file at `path`, with the store's settings.
+fn open_conn(path: &Path, opts: &SqliteOptions) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    // Reading through a memory map, connections share one map of the
+    // file (`strata-vfs`): SQLite's own map is a connection's, dropped
+    // and faulted in again after every commit of another connection.
+    // An encrypted file is read through SQLCipher's pager, never a map.
+    let shared_map = (opts.mmap_bytes > 0 && opts.key.is_none())
+        .then(strata_vfs::register)
+        .flatten();
+    let c = match shared_map {
+        Some(vfs) => Connection::open_with_flags_and_vfs(path, flags, vfs)?,
+        None => Connection::open_with_flags(path, flags)?,
+    };
+    cipher::apply(&c, path, opts.key.as_ref())?;
+    c.busy_timeout(opts.busy_timeout)?;
+    // journal_mode is persistent in the file; setting it on every
+    // connection is a no-op after the first.
+    // Switching a new file to WAL needs an exclusive lock and SQLite
+    // does not wait for it: when several processes create the file at
+    // once, retry within the busy timeout.
+    let started = std::time::Instant::now();
+    let mode: String = loop {
+        match c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && started.elapsed() < opts.busy_timeout =>
+            {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            r => break r?,
+        }
+    };
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::Storage {
+            backend: "sqlite",
+            source: format!(
+                "could not switch {} to write-ahead logging (journal mode is {mode})",
+                path.display()
+            )
+            .into(),
+        });
+    }
+    c.execute_batch(&format!(
+        "{}; PRAGMA secure_delete=ON; PRAGMA cache_size=-{}; PRAGMA temp_store=MEMORY;
+         PRAGMA mmap_size={}; PRAGMA wal_autocheckpoint={};",
+        sync_pragma(opts.durability),
+        opts.cache_kib,
+        opts.mmap_bytes,
+        checkpoint::BACKSTOP_PAGES
+    ))?;
+    // Plans must not depend on bound values: otherwise SQLite (built
+    // with STAT4) re-prepares FTS5's own term lookup on every new
+    // binding, about a sixth of a recall's time.
+    c.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
+    c.set_prepared_statement_cache_capacity(64);
+    Ok(c)
 }

@@ -116,14 +116,7 @@ impl SqliteStore {
     fn build_index(&self, model: &str) {
         let (path, opts) = (self.path.clone(), self.opts.clone());
         ann::build_in_background(&self.ann, &self.path, model, move || {
-            let probe = SqliteStore {
-                path,
-                opts,
-                pool: Mutex::new(Vec::new()),
-                writer: Default::default(),
-                ann: Default::default(),
-            };
-            probe.connect()
+            super::open_conn(&path, &opts)
         });
     }
 
