@@ -115,6 +115,19 @@ fn hold_write_lock(path: &std::path::Path) -> rusqlite::Connection {
     c
 }
 
+/// Writes `m` with a plain (patient) write while `lock` holds the write
+/// lock, which lets go 200 ms later; `m` is there afterwards.
+fn put_once_released(st: &SqliteStore, m: &strata::Memory, lock: rusqlite::Connection) {
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            lock.execute_batch("COMMIT").unwrap();
+        });
+        st.put(m).unwrap();
+    });
+    assert!(st.get(&m.id).unwrap().is_some());
+}
+
 #[test]
 fn a_hurried_write_is_refused_while_another_process_holds_the_write_lock_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -134,14 +147,7 @@ fn a_hurried_write_is_refused_while_another_process_holds_the_write_lock_and_cha
     );
     // The refusal was for that call only: a plain write on this thread
     // waits for the lock as before.
-    std::thread::scope(|s| {
-        s.spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-            lock.execute_batch("COMMIT").unwrap();
-        });
-        st.put(&m).unwrap();
-    });
-    assert!(st.get(&m.id).unwrap().is_some());
+    put_once_released(&st, &m, lock);
     // Free of contention, a hurried write is written and committed.
     let n = mem("project/a", "nothing in the way");
     let put = strata::without_waiting(|| st.put(&n)).expect("not refused");
@@ -186,14 +192,7 @@ fn a_panic_inside_without_waiting_leaves_later_writes_patient() {
     // (an error) instead of waiting for the lock.
     let lock = hold_write_lock(&dir.path().join("g.db"));
     let m = mem("project/a", "after the panic");
-    std::thread::scope(|s| {
-        s.spawn(move || {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-            lock.execute_batch("COMMIT").unwrap();
-        });
-        st.put(&m).unwrap();
-    });
-    assert!(st.get(&m.id).unwrap().is_some());
+    put_once_released(&st, &m, lock);
 }
 
 #[test]
