@@ -185,21 +185,30 @@ impl Shared {
         if !self.inline_recall {
             return self.run(grant, f).await;
         }
+        self.here(&grant, f).await?
+    }
+
+    /// Runs `f` with `grant` on this thread once a permit is free, and
+    /// gives the permit back. A panic is a 500, as on the blocking pool,
+    /// not a dropped connection.
+    async fn here<T>(
+        &self,
+        grant: &Grant,
+        f: impl FnOnce(ops::Ctx<'_>) -> T,
+    ) -> Result<T, ApiError> {
         let _permit = self
             .permits
             .acquire()
             .await
             .map_err(|_| ApiError::shutting_down())?;
-        // A panic is a 500, as on the blocking pool, not a dropped
-        // connection.
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             f(ops::Ctx {
                 engine: &self.engine,
-                grant: &grant,
+                grant,
                 limits: &self.limits,
             })
         }))
-        .unwrap_or_else(|_| Err(ApiError::internal("operation failed: it panicked")))
+        .map_err(|_| ApiError::internal("operation failed: it panicked"))
     }
 
     /// Runs a write (a remember, an update) with `grant`, once a permit is
@@ -215,29 +224,13 @@ impl Shared {
         F: Fn(ops::Ctx<'_>) -> Result<T, ApiError> + Send + 'static,
     {
         if self.inline_writes {
-            let permit = self
-                .permits
-                .acquire()
-                .await
-                .map_err(|_| ApiError::shutting_down())?;
-            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                strata::without_waiting(|| {
-                    f(ops::Ctx {
-                        engine: &self.engine,
-                        grant: &grant,
-                        limits: &self.limits,
-                    })
-                })
-            }));
-            drop(permit);
-            match out {
-                Ok(Some(answer)) => {
-                    self.metrics.record_write(true);
-                    return answer;
-                }
-                // Refused, nothing written: the pool may wait.
-                Ok(None) => {}
-                Err(_) => return Err(ApiError::internal("operation failed: it panicked")),
+            // `None`: refused, nothing written; the pool may wait.
+            if let Some(answer) = self
+                .here(&grant, |c| strata::without_waiting(|| f(c)))
+                .await?
+            {
+                self.metrics.record_write(true);
+                return answer;
             }
         }
         self.metrics.record_write(false);

@@ -204,6 +204,15 @@ fn cpu_of<T>(less_this_thread: bool, f: impl FnOnce() -> T) -> (T, Option<Durati
     (out, cpu)
 }
 
+/// Thread counts as `1, 2, 4`.
+fn list(counts: &[usize]) -> String {
+    counts
+        .iter()
+        .map(|t| t.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One recall, as the library takes it and as the HTTP body says it.
 struct Query {
     req: strata::Recall,
@@ -502,11 +511,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     let mut sides: Vec<Sum> = (0..sides_n).map(|_| Sum::default()).collect();
     say(format!(
         "timing {n} recalls in process on {} threads and over HTTP from {clients} clients, in {rounds} rounds…",
-        counts
-            .iter()
-            .map(|t| t.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        list(&counts)
     ));
     for round in 0..rounds {
         let (from, to) = (round * n / rounds, (round + 1) * n / rounds);
@@ -719,11 +724,7 @@ fn scale(
     let n = a.scale_requests.max(16);
     say(format!(
         "scaling: {n} requests in process on {} threads, recall only and mixed…",
-        counts
-            .iter()
-            .map(|t| t.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        list(&counts)
     ));
     let mut rows = Vec::new();
     for threads in counts {

@@ -32,6 +32,10 @@ pub(super) const BACKSTOP_PAGES: u32 = 10_000;
 struct State {
     /// Writes so far (the thread checkpoints when this moved).
     writes: u64,
+    /// The thread was started (at the first write).
+    started: bool,
+    /// The thread waits for a write (and is woken by the next).
+    idle: bool,
     stop: bool,
 }
 
@@ -44,14 +48,19 @@ pub(super) struct Checkpointer {
 impl Checkpointer {
     /// Notes a write of the store at `path`; starts the thread at the first.
     pub(super) fn wrote(&self, path: &std::path::Path, opts: &SqliteOptions) {
-        let (state, _) = &*self.shared;
-        state.lock().unwrap_or_else(PoisonError::into_inner).writes += 1;
-        let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
-        if thread.is_some() {
+        let (state, wake) = &*self.shared;
+        let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.writes += 1;
+        if s.idle {
+            wake.notify_all();
+        }
+        if s.started {
             return;
         }
+        s.started = true;
+        drop(s);
         let (shared, path, opts) = (self.shared.clone(), path.to_path_buf(), opts.clone());
-        *thread = std::thread::Builder::new()
+        *self.thread.lock().unwrap_or_else(PoisonError::into_inner) = std::thread::Builder::new()
             .name("strata-checkpoint".into())
             .spawn(move || run(&shared, path, &opts))
             .ok();
@@ -67,12 +76,12 @@ fn run(shared: &(Mutex<State>, Condvar), path: PathBuf, opts: &SqliteOptions) {
     let mut seen = 0;
     loop {
         let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+        // Asleep until a write (or the store's drop) wakes it.
+        s.idle = true;
         while !s.stop && s.writes == seen {
-            s = wake
-                .wait_timeout(s, EVERY)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            s = wake.wait(s).unwrap_or_else(PoisonError::into_inner);
         }
+        s.idle = false;
         if s.stop {
             return;
         }
