@@ -970,7 +970,7 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
             (Some(q), Some(d), Some(m)) => {
                 output::line(lat_line("embed query", q))?;
                 output::line(format!(
-                    "                   {m}: {d:.0} documents/s (batched, sorted by length)"
+                    "                   {m}: {d:.0} documents/s (batched: texts end to end, one thread per core)"
                 ))?;
             }
             _ => output::line(

@@ -1,24 +1,26 @@
 //! The local embedder: a sentence-transformers BERT-family model (MiniLM,
-//! bge-small, e5-small, …) run in-process with candle, offline.
+//! bge-small, e5-small, …) run in-process, offline.
 //!
 //! A model folder holds `config.json`, `tokenizer.json`,
 //! `model.safetensors` and, optionally, `1_Pooling/config.json` (mean or CLS
 //! pooling) and `sentence_bert_config.json` (`max_seq_length`). Inputs are
-//! padded per batch (not to a fixed length) and truncated at
-//! `max_seq_length`, as sentence-transformers does; texts are sorted by
-//! length before batching so each batch pads little, and the order is
-//! restored.
+//! truncated at `max_seq_length`, as sentence-transformers does. candle
+//! reads the weights; `strata-bert` runs them, a batch's texts end to end
+//! with no padding, so vectors do not depend on what else is in the batch.
+//! [`reference_vectors`] runs the same folder through candle's `BertModel`
+//! (padded per batch and masked, as sentence-transformers does): what the
+//! tests hold these vectors against.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use candle_transformers::models::bert::{BertModel, Config as BertConfig, HiddenAct};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use super::{Embedder, Purpose, normalize};
 use crate::error::Error;
+use strata_bert::{Act, Bert, Shape};
 
 /// How token vectors become one sentence vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,10 +37,10 @@ pub struct LocalEmbedder {
     pooling: Pooling,
     batch_size: usize,
     prefix: Option<(String, String)>,
-    model: BertModel,
-    // `encode_batch` needs `&self` but padding settings are per tokenizer;
-    // one lock keeps calls from several threads simple.
-    tokenizer: Mutex<Tokenizer>,
+    model: Bert,
+    /// Inputs are cut to this many tokens.
+    max_len: usize,
+    tokenizer: Tokenizer,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -67,14 +69,16 @@ fn read_json(dir: &Path, name: &str) -> Result<Option<serde_json::Value>, Error>
         .map_err(|e| model_err(dir, format!("{name}: {e}")))
 }
 
-impl LocalEmbedder {
-    /// Loads the model in `dir`. Errors name the missing or bad file and
-    /// say how to install the default model.
-    pub fn open(
-        dir: &Path,
-        max_tokens: Option<usize>,
-        batch_size: Option<usize>,
-    ) -> Result<LocalEmbedder, Error> {
+/// What a model folder says about itself.
+struct Folder {
+    config: BertConfig,
+    pooling: Pooling,
+    max_len: usize,
+    tokenizer: Tokenizer,
+}
+
+impl Folder {
+    fn read(dir: &Path, max_tokens: Option<usize>) -> Result<Folder, Error> {
         for f in ["config.json", "tokenizer.json", "model.safetensors"] {
             if !dir.join(f).is_file() {
                 return Err(model_err(
@@ -84,7 +88,7 @@ impl LocalEmbedder {
             }
         }
         let cfg_json = read_json(dir, "config.json")?.unwrap_or_default();
-        let config: BertConfig = serde_json::from_value(cfg_json.clone())
+        let config: BertConfig = serde_json::from_value(cfg_json)
             .map_err(|e| model_err(dir, format!("config.json: {e}")))?;
         let pooling = match read_json(dir, "1_Pooling/config.json")? {
             Some(p) if p["pooling_mode_cls_token"].as_bool() == Some(true) => Pooling::Cls,
@@ -98,28 +102,85 @@ impl LocalEmbedder {
             .min(config.max_position_embeddings);
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| model_err(dir, format!("tokenizer.json: {e}")))?;
-        let mut padding = tokenizer.get_padding().cloned().unwrap_or(PaddingParams {
-            pad_id: config.pad_token_id as u32,
-            ..PaddingParams::default()
-        });
-        padding.strategy = PaddingStrategy::BatchLongest;
-        tokenizer.with_padding(Some(padding));
+        tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: max_len,
                 ..TruncationParams::default()
             }))
             .map_err(|e| model_err(dir, format!("tokenizer.json: {e}")))?;
-        let weights = std::fs::read(dir.join("model.safetensors"))
-            .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
-            .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
-        let model = BertModel::load(vb, &config)
-            .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
-        let name = dir
-            .file_name()
+        Ok(Folder {
+            config,
+            pooling,
+            max_len,
+            tokenizer,
+        })
+    }
+
+    fn name(dir: &Path) -> String {
+        dir.file_name()
             .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "local".into());
+            .unwrap_or_else(|| "local".into())
+    }
+}
+
+impl LocalEmbedder {
+    /// Loads the model in `dir`. Errors name the missing or bad file and
+    /// say how to install the default model.
+    pub fn open(
+        dir: &Path,
+        max_tokens: Option<usize>,
+        batch_size: Option<usize>,
+    ) -> Result<LocalEmbedder, Error> {
+        let Folder {
+            config,
+            pooling,
+            max_len,
+            tokenizer,
+        } = Folder::read(dir, max_tokens)?;
+        let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
+            .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
+        // Some checkpoints name their tensors `bert.embeddings…`.
+        let prefix = config
+            .model_type
+            .as_deref()
+            .map(|t| format!("{t}."))
+            .filter(|p| tensors.keys().any(|k| k.starts_with(p.as_str())))
+            .unwrap_or_default();
+        let act = match config.hidden_act {
+            HiddenAct::Gelu => Act::GeluErf,
+            HiddenAct::GeluApproximate => Act::GeluTanh,
+            HiddenAct::Relu => Act::Relu,
+        };
+        let shape = Shape {
+            hidden: config.hidden_size,
+            heads: config.num_attention_heads,
+            intermediate: config.intermediate_size,
+            layers: config.num_hidden_layers,
+            vocab: config.vocab_size,
+            max_positions: config.max_position_embeddings,
+            eps: config.layer_norm_eps as f32,
+            act,
+        };
+        // Each tensor leaves the map as it is packed, so the weights are
+        // not held three times over (file, tensor, packed) while loading.
+        let mut tensors = tensors;
+        let get = |name: &str| {
+            let full = format!("{prefix}{name}");
+            let t = tensors
+                .remove(&full)
+                .ok_or_else(|| model_err(dir, format!("model.safetensors: no tensor {full}")))?;
+            let floats = t
+                .to_dtype(DType::F32)
+                .and_then(|t| t.flatten_all())
+                .and_then(|t| t.to_vec1::<f32>())
+                .map_err(|e| model_err(dir, format!("model.safetensors: {full}: {e}")))?;
+            Ok((floats, t.dims().to_vec()))
+        };
+        let model = Bert::new(shape, get, |what| {
+            model_err(dir, format!("model.safetensors: {what}"))
+        })?;
+        let name = Folder::name(dir);
         // e5 models want "query: " / "passage: " prefixes.
         let prefix = name
             .to_ascii_lowercase()
@@ -130,51 +191,74 @@ impl LocalEmbedder {
             dir: dir.to_path_buf(),
             dim: config.hidden_size,
             pooling,
-            batch_size: batch_size.unwrap_or(32),
+            batch_size: batch_size.unwrap_or(32).max(1),
             prefix,
             model,
-            tokenizer: Mutex::new(tokenizer),
+            max_len,
+            tokenizer,
         })
     }
 
     fn run_batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
-        let err = |e: &dyn std::fmt::Display| Error::Embedding(format!("{}: {e}", self.model_id));
-        let encodings = {
-            let tok = self.tokenizer.lock().unwrap_or_else(|p| p.into_inner());
-            tok.encode_batch(texts, true).map_err(|e| err(&e))?
-        };
-        let n = encodings.len();
-        let len = encodings.first().map_or(0, |e| e.get_ids().len());
-        let mut ids = Vec::with_capacity(n * len);
-        let mut mask = Vec::with_capacity(n * len);
-        for e in &encodings {
-            ids.extend_from_slice(e.get_ids());
-            mask.extend_from_slice(e.get_attention_mask());
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts, true)
+            .map_err(|e| Error::Embedding(format!("{}: {e}", self.model_id)))?;
+        let ids: Vec<&[u32]> = encodings
+            .iter()
+            .map(|e| &e.get_ids()[..e.get_ids().len().min(self.max_len)])
+            .collect();
+        if let Some(bad) = ids
+            .iter()
+            .flat_map(|s| s.iter())
+            .find(|&&id| !self.model.knows(id))
+        {
+            return Err(Error::Embedding(format!(
+                "{}: the tokenizer gave token id {bad}, past the model's vocabulary",
+                self.model_id
+            )));
         }
-        let dev = Device::Cpu;
-        let run = || -> candle_core::Result<Vec<Vec<f32>>> {
-            let ids = Tensor::from_vec(ids, (n, len), &dev)?;
-            let mask = Tensor::from_vec(mask, (n, len), &dev)?;
-            let types = ids.zeros_like()?;
-            let hidden = self.model.forward(&ids, &types, Some(&mask))?;
-            let pooled = match self.pooling {
-                Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
+        let hidden = self.model.encode(&ids);
+        let h = self.dim;
+        let mut out = Vec::with_capacity(ids.len());
+        let mut start = 0;
+        for s in &ids {
+            let rows = &hidden[start * h..(start + s.len()) * h];
+            let mut v = vec![0.0f32; h];
+            match self.pooling {
+                Pooling::Cls => v.copy_from_slice(&rows[..h.min(rows.len())]),
                 Pooling::Mean => {
-                    let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-                    let summed = hidden.broadcast_mul(&m)?.sum(1)?;
-                    let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
-                    summed.broadcast_div(&counts)?
+                    for row in rows.chunks_exact(h) {
+                        for (a, b) in v.iter_mut().zip(row) {
+                            *a += b;
+                        }
+                    }
+                    let n = s.len().max(1) as f32;
+                    v.iter_mut().for_each(|a| *a /= n);
                 }
-            };
-            pooled.to_vec2::<f32>()
-        };
-        let mut out = run().map_err(|e| err(&e))?;
-        for v in &mut out {
-            normalize(v);
+            }
+            normalize(&mut v);
+            out.push(v);
+            start += s.len();
         }
         Ok(out)
     }
+
+    /// The texts with the model's prefix for `purpose`, if it has one.
+    fn prefixed(&self, texts: &[&str], purpose: Purpose) -> Vec<String> {
+        texts
+            .iter()
+            .map(|t| match (&self.prefix, purpose) {
+                (Some((q, _)), Purpose::Query) => format!("{q}{t}"),
+                (Some((_, d)), Purpose::Document) => format!("{d}{t}"),
+                (None, _) => t.to_string(),
+            })
+            .collect()
+    }
 }
+
+/// One batch's vectors.
+type Batch = Vec<Vec<f32>>;
 
 impl Embedder for LocalEmbedder {
     fn model(&self) -> &str {
@@ -190,25 +274,111 @@ impl Embedder for LocalEmbedder {
     }
 
     fn embed(&self, texts: &[&str], purpose: Purpose) -> Result<Vec<Vec<f32>>, Error> {
-        // Longest first, so each batch pads to a similar length.
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(texts[i].len()));
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(self.batch_size) {
-            let batch: Vec<String> = chunk
-                .iter()
-                .map(|&i| match (&self.prefix, purpose) {
-                    (Some((q, _)), Purpose::Query) => format!("{q}{}", texts[i]),
-                    (Some((_, d)), Purpose::Document) => format!("{d}{}", texts[i]),
-                    (None, _) => texts[i].to_string(),
+        let texts = self.prefixed(texts, purpose);
+        if texts.len() <= self.batch_size {
+            return self.run_batch(texts);
+        }
+        // Batches of `batch_size` texts (what bounds the buffers), shared
+        // out to one thread per core; each batch's texts are laid end to
+        // end, so nothing is padded and their order does not matter.
+        let batches: Vec<Vec<String>> = texts
+            .chunks(self.batch_size)
+            .map(<[String]>::to_vec)
+            .collect();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(batches.len());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut vectors: Vec<Option<Batch>> = vec![None; batches.len()];
+        std::thread::scope(|s| -> Result<(), Error> {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| -> Result<Vec<(usize, Batch)>, Error> {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(batch) = batches.get(i) else {
+                                return Ok(mine);
+                            };
+                            mine.push((i, self.run_batch(batch.clone())?));
+                        }
+                    })
                 })
                 .collect();
-            for (&i, v) in chunk.iter().zip(self.run_batch(batch)?) {
-                out[i] = v;
+            for w in workers {
+                let done = w.join().map_err(|_| {
+                    Error::Embedding(format!("{}: a thread panicked", self.model_id))
+                })??;
+                for (i, v) in done {
+                    vectors[i] = Some(v);
+                }
             }
+            Ok(())
+        })?;
+        let mut out = Vec::with_capacity(texts.len());
+        for v in vectors {
+            out.extend(v.unwrap_or_default());
         }
         Ok(out)
     }
+}
+
+/// candle's `BertModel` over the same folder, padded per batch as
+/// sentence-transformers pads: the reference [`LocalEmbedder`]'s vectors
+/// are checked against (tests, `strata bench`). Slower; not for use.
+#[doc(hidden)]
+pub fn reference_vectors(dir: &Path, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
+    let Folder {
+        config,
+        pooling,
+        mut tokenizer,
+        ..
+    } = Folder::read(dir, None)?;
+    tokenizer.with_padding(Some(PaddingParams {
+        strategy: PaddingStrategy::BatchLongest,
+        pad_id: config.pad_token_id as u32,
+        ..PaddingParams::default()
+    }));
+    let weights = std::fs::read(dir.join("model.safetensors"))
+        .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
+    let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+        .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
+    let model = BertModel::load(vb, &config)
+        .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
+    let err = |e: &dyn std::fmt::Display| Error::Embedding(format!("reference: {e}"));
+    let encodings = tokenizer
+        .encode_batch(texts.to_vec(), true)
+        .map_err(|e| err(&e))?;
+    let n = encodings.len();
+    let len = encodings.first().map_or(0, |e| e.get_ids().len());
+    let mut ids = Vec::with_capacity(n * len);
+    let mut mask = Vec::with_capacity(n * len);
+    for e in &encodings {
+        ids.extend_from_slice(e.get_ids());
+        mask.extend_from_slice(e.get_attention_mask());
+    }
+    let dev = Device::Cpu;
+    let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+        let ids = Tensor::from_vec(ids, (n, len), &dev)?;
+        let mask = Tensor::from_vec(mask, (n, len), &dev)?;
+        let types = ids.zeros_like()?;
+        let hidden = model.forward(&ids, &types, Some(&mask))?;
+        let pooled = match pooling {
+            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
+            Pooling::Mean => {
+                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+                let summed = hidden.broadcast_mul(&m)?.sum(1)?;
+                let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
+                summed.broadcast_div(&counts)?
+            }
+        };
+        pooled.to_vec2::<f32>()
+    };
+    let mut out = run().map_err(|e| err(&e))?;
+    for v in &mut out {
+        normalize(v);
+    }
+    Ok(out)
 }
 
 /// Writes a tiny random-weight BERT (with a word-level tokenizer over

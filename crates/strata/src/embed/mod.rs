@@ -2,7 +2,7 @@
 //! arithmetic search needs.
 //!
 //! Three embedders: `local` (a sentence-transformers BERT-family model run
-//! in-process with candle; feature `local-embed`), `openai` (any
+//! in-process by `strata-bert`; feature `local-embed`), `openai` (any
 //! OpenAI-compatible `/v1/embeddings` endpoint; feature `openai`) and `none`
 //! (relevance is BM25 alone). Vectors are L2-normalised, so cosine
 //! similarity is a dot product. A store records the model id with every

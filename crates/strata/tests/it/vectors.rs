@@ -534,6 +534,88 @@ mod local {
         assert!(strata::dot(&batch[0], &batch[1]) < 0.9999);
     }
 
+    /// Every vector of `ours` is `reference`'s, to float rounding.
+    fn assert_same_vectors(texts: &[&str], ours: &[Vec<f32>], reference: &[Vec<f32>], floor: f32) {
+        assert_eq!(ours.len(), reference.len());
+        for ((t, a), b) in texts.iter().zip(ours).zip(reference) {
+            assert_eq!(a.len(), b.len());
+            let cos = strata::dot(a, b);
+            assert!(cos >= floor, "{t:?}: cosine {cos} to candle's");
+        }
+    }
+
+    /// strata's own forward pass computes what candle's `BertModel`
+    /// computes: on a random tiny BERT (every weight matters, none is
+    /// trained to be forgiving), one text at a time, in one batch, and in
+    /// batches shared out to threads.
+    #[test]
+    fn a_tiny_bert_embeds_as_candle_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let words = [
+            "we", "moved", "to", "berlin", "the", "database", "is", "postgres", "lunch",
+        ];
+        strata::write_tiny_model(dir.path(), &words).unwrap();
+        let mut texts: Vec<String> = vec![
+            "we moved to berlin".into(),
+            "lunch".into(),
+            "".into(),
+            "unknown words only".into(),
+        ];
+        // One past the position table (64): cut at the same place.
+        texts.push(["berlin"; 80].join(" "));
+        for i in 0..9 {
+            texts.push(words[..=i].join(" "));
+        }
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let mut c = EmbedderConfig::local(dir.path());
+        c.batch_size = Some(3);
+        let e = c.open().unwrap().unwrap();
+        let reference = strata::reference_vectors(dir.path(), &texts).unwrap();
+        let all = e.embed(&texts, Purpose::Document).unwrap();
+        assert_same_vectors(&texts, &all, &reference, 0.99999);
+        let alone: Vec<Vec<f32>> = texts
+            .iter()
+            .map(|t| e.embed(&[t], Purpose::Document).unwrap().remove(0))
+            .collect();
+        assert_same_vectors(&texts, &alone, &reference, 0.99999);
+        // Different texts, different vectors (nothing collapsed).
+        assert!(strata::dot(&all[0], &all[1]) < 0.9999);
+    }
+
+    /// A model folder whose weights do not fit its config: the error names
+    /// the tensor and both shapes, and nothing opens.
+    #[test]
+    fn a_model_whose_weights_do_not_fit_its_config_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        strata::write_tiny_model(dir.path(), &["a", "b"]).unwrap();
+        let cfg_path = dir.path().join("config.json");
+        let mut cfg: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+        cfg["intermediate_size"] = serde_json::json!(48);
+        std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+        let err = EmbedderConfig::local(dir.path())
+            .open()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("encoder.layer.0.intermediate.dense.weight")
+                && err.contains("[32, 16]")
+                && err.contains("[48, 16]"),
+            "{err}"
+        );
+        cfg["intermediate_size"] = serde_json::json!(32);
+        cfg["num_attention_heads"] = serde_json::json!(3);
+        std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+        let err = EmbedderConfig::local(dir.path())
+            .open()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not a multiple of num_attention_heads 3"),
+            "{err}"
+        );
+    }
+
     /// The real all-MiniLM-L6-v2, when installed (`.ci/run` fetches it and
     /// sets STRATA_TEST_MODEL_DIR, so CI always runs this).
     #[test]
@@ -587,6 +669,22 @@ mod local {
             .unwrap();
         assert!(strata::dot(&v[0], &v[1]) > 0.7);
         assert!(strata::dot(&v[0], &v[2]) < 0.3);
+        // strata's forward pass against candle's on the real weights, for
+        // questions, turns and a text past the 256-token cut.
+        let long = "the quarterly planning meeting moved again because ".repeat(40);
+        let texts = [
+            "A man is eating food.",
+            "where does she live?",
+            "What did the team decide about the database migration last week?",
+            "I relocated to Berlin last spring, and the flat is near the river.",
+            "The billing service uses PostgreSQL 15 with logical replication; \
+             failover took 40 s in the last drill.",
+            "ok",
+            long.as_str(),
+        ];
+        let ours = emb.embed(&texts, Purpose::Document).unwrap();
+        let reference = strata::reference_vectors(&dir, &texts).unwrap();
+        assert_same_vectors(&texts, &ours, &reference, 0.99999);
         the_default_floor_separates_related_from_unrelated(&e, &*emb);
     }
 
