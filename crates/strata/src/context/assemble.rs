@@ -33,6 +33,7 @@ use crate::engine::Engine;
 use crate::engine::QueryVector;
 use crate::error::Error;
 use crate::filter::Filter;
+use crate::learn::Learned;
 use crate::model::Memory;
 use crate::rank::{Relevance, ScoreParts, Signals, Strategy};
 use crate::scope::View;
@@ -679,6 +680,7 @@ impl Engine {
             order.push(s.id.clone());
             by_id.insert(s.id.clone(), (s, parts));
         }
+        let order = self.learned_after_evidence(order, &by_id)?;
         let mut out = Vec::with_capacity(order.len());
         let mut seen: HashSet<String> = HashSet::new();
         let groups: [(&[String], Why); 3] = [
@@ -713,6 +715,58 @@ impl Engine {
             }
         }
         Ok((out, more))
+    }
+}
+
+impl Engine {
+    /// `order` (candidate ids, best first) with each learned memory whose
+    /// evidence is among the candidates moved to the end. A learned memory
+    /// restates what it was learned from; where that is in reach, a
+    /// context spends its budget on what was said, and the pattern goes in
+    /// only with room to spare. A learned memory none of whose evidence is
+    /// a candidate keeps its place: there it adds what the context would
+    /// not otherwise hold. Without this, a short learned memory matching a
+    /// question's words took the place of a turn that answered it
+    /// (docs/learning.md measures both).
+    fn learned_after_evidence(
+        &self,
+        order: Vec<String>,
+        by_id: &HashMap<String, (Signals, ScoreParts)>,
+    ) -> Result<Vec<String>> {
+        // The kinds detectors write (a learned memory is one of them).
+        let learned: Vec<String> = order
+            .iter()
+            .filter(|id| {
+                by_id.get(*id).is_some_and(|(s, _)| {
+                    matches!(s.kind.as_str(), "pattern" | "preference" | "fact")
+                })
+            })
+            .cloned()
+            .collect();
+        if learned.is_empty() {
+            return Ok(order);
+        }
+        let at: HashMap<&str, usize> = order
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
+        let mut restating: HashSet<String> = HashSet::new();
+        for m in self.store().get_many(&learned)? {
+            if Learned::of(&m)
+                .is_some_and(|l| l.evidence.iter().any(|e| at.contains_key(e.as_str())))
+            {
+                restating.insert(m.id);
+            }
+        }
+        if restating.is_empty() {
+            return Ok(order);
+        }
+        // Stable: the others keep their order, and so do the moved ones.
+        let (moved, mut kept): (Vec<String>, Vec<String>) =
+            order.into_iter().partition(|id| restating.contains(id));
+        kept.extend(moved);
+        Ok(kept)
     }
 }
 

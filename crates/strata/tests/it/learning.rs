@@ -24,6 +24,7 @@ backends!(engine:
     confirmed_patterns_do_not_decay,
     a_learning_agent_sees_what_was_learned,
     a_profile_takes_or_leaves_learned_memories,
+    a_learned_memory_gives_way_to_its_evidence_in_a_context,
     near_duplicates_merge_into_the_earliest_and_a_restored_one_stays_apart,
     consolidation_can_be_turned_off,
     a_topic_said_to_be_unclear_and_asked_again_is_learned_as_confusion,
@@ -359,6 +360,56 @@ fn a_profile_takes_or_leaves_learned_memories(make: Make) {
         !learned.contains("thanks."),
         "only the learned statement: {learned}"
     );
+}
+
+/// A learned memory restates its evidence: where the evidence is a
+/// candidate too, the context takes the evidence first, however well the
+/// short learned statement matches the query; where it is not (the
+/// profile leaves conversation out), the learned memory keeps its place.
+fn a_learned_memory_gives_way_to_its_evidence_in_a_context(make: Make) {
+    let e = make(&|c| {
+        c.apply_toml(
+            "[profiles.ask]\nmax_tokens = 2000\nstrategy = \"relevance\"\n\
+             [[profiles.ask.sources]]\nscope = \"project/acme\"\n\
+             [profiles.nochat]\nmax_tokens = 2000\nstrategy = \"relevance\"\n\
+             [[profiles.nochat.sources]]\nscope = \"project/acme\"\n\
+             filter = {kind = {\"$ne\" = \"conversation\"}}\n",
+            None,
+        )
+        .unwrap();
+    });
+    let turn = said(
+        &e,
+        "s1",
+        "Thanks for the review of the staging deploy earlier today, it went out fine. \
+         Always run cargo fmt before committing to the release branch.",
+    );
+    let other = e
+        .remember(
+            NewMemory::new(acme(), "The release branch build took 40 minutes").kind(Kind::Note),
+        )
+        .unwrap();
+    e.learn().unwrap();
+    let (learned, l) = learned(&e, "preference").remove(0);
+    assert_eq!(l.evidence, vec![turn.id.clone()]);
+    let ctx = |profile: &str| {
+        e.context(&strata::ContextRequest::new(profile).query("cargo fmt release branch"))
+            .unwrap()
+    };
+    let pkg = ctx("ask");
+    let ids: Vec<&str> = pkg.items.iter().map(|i| i.id.as_str()).collect();
+    let at = |id: &str| ids.iter().position(|i| *i == id).unwrap();
+    let score = |id: &str| pkg.items.iter().find(|i| i.id == id).unwrap().score;
+    // The learned statement scores higher (shorter, every word a match)…
+    assert!(score(&learned.id) > score(&turn.id), "{:?}", pkg.items);
+    // …and still comes after what it was learned from, and after the rest.
+    assert!(at(&turn.id) < at(&learned.id), "{ids:?}");
+    assert!(at(&other.id) < at(&learned.id), "{ids:?}");
+    // Without its evidence among the candidates it ranks by its score.
+    let pkg = ctx("nochat");
+    let ids: Vec<&str> = pkg.items.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids.first(), Some(&learned.id.as_str()), "{:?}", pkg.items);
+    assert!(!ids.contains(&turn.id.as_str()));
 }
 
 fn note(e: &Engine, scope: &str, text: &str, importance: f64, tags: &[&str]) -> strata::Memory {
