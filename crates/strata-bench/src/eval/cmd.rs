@@ -103,6 +103,22 @@ pub struct RetrievalArgs {
     pub common: Common,
 }
 
+/// `--budgets`: token budgets, none when the value is empty.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Budgets(pub Vec<u32>);
+
+fn budget_list(s: &str) -> Result<Budgets, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+        .map(|b| {
+            b.parse::<u32>()
+                .map_err(|_| format!("{b:?} is not a token budget (a whole number, as 1000)"))
+        })
+        .collect::<Result<Vec<u32>, String>>()
+        .map(Budgets)
+}
+
 #[derive(Debug, Args)]
 pub struct LocomoArgs {
     /// The LoCoMo JSON file.
@@ -111,8 +127,8 @@ pub struct LocomoArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,5,10,25,50")]
     pub k: Vec<usize>,
     /// Context budgets in tokens (comma-separated; empty to skip).
-    #[arg(long, value_delimiter = ',', default_value = "1000,2000,4000")]
-    pub budgets: Vec<u32>,
+    #[arg(long, value_parser = budget_list, default_value = "1000,2000,4000")]
+    pub budgets: Budgets,
     #[command(flatten)]
     pub common: Common,
     /// Only the first N questions of each conversation.
@@ -245,7 +261,7 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
     let data = read_json(&a.file)?;
     let opts = crate::eval::LocomoOptions {
         ks: a.k.clone(),
-        budgets: a.budgets.clone(),
+        budgets: a.budgets.0.clone(),
         strategy: a.common.strategy.parse()?,
         max_questions: a.questions,
         reuse: a.common.reuse,
@@ -549,4 +565,18 @@ fn print_report(rep: &crate::eval::LocomoReport, opts: &crate::eval::LocomoOptio
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_parse_and_an_empty_list_skips_contexts() {
+        assert_eq!(budget_list("").unwrap(), Budgets(vec![]));
+        assert_eq!(budget_list("1000, 2000").unwrap(), Budgets(vec![1000, 2000]));
+        let err = budget_list("1000,lots").unwrap_err();
+        assert!(err.contains("\"lots\" is not a token budget"), "{err}");
+        assert!(budget_list("-5").is_err());
+    }
 }
