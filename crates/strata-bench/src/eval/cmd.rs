@@ -574,7 +574,10 @@ mod tests {
     #[test]
     fn budgets_parse_and_an_empty_list_skips_contexts() {
         assert_eq!(budget_list("").unwrap(), Budgets(vec![]));
-        assert_eq!(budget_list("1000, 2000").unwrap(), Budgets(vec![1000, 2000]));
+        assert_eq!(
+            budget_list("1000, 2000").unwrap(),
+            Budgets(vec![1000, 2000])
+        );
         let err = budget_list("1000,lots").unwrap_err();
         assert!(err.contains("\"lots\" is not a token budget"), "{err}");
         assert!(budget_list("-5").is_err());

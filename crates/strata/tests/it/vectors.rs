@@ -507,13 +507,20 @@ mod local {
     use super::*;
     use strata::EmbedderConfig;
 
+    const WORDS: [&str; 9] = [
+        "we", "moved", "to", "berlin", "the", "database", "is", "postgres", "lunch",
+    ];
+
+    /// A folder holding a random tiny BERT over [`WORDS`].
+    fn tiny_model() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        strata::write_tiny_model(dir.path(), &WORDS).unwrap();
+        dir
+    }
+
     #[test]
     fn a_tiny_bert_embeds_like_one_input_at_a_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let words = [
-            "we", "moved", "to", "berlin", "the", "database", "is", "postgres", "lunch",
-        ];
-        strata::write_tiny_model(dir.path(), &words).unwrap();
+        let dir = tiny_model();
         let e = EmbedderConfig::local(dir.path()).open().unwrap().unwrap();
         assert_eq!(e.dim(), 16);
         let texts = [
@@ -550,11 +557,7 @@ mod local {
     /// batches shared out to threads.
     #[test]
     fn a_tiny_bert_embeds_as_candle_does() {
-        let dir = tempfile::tempdir().unwrap();
-        let words = [
-            "we", "moved", "to", "berlin", "the", "database", "is", "postgres", "lunch",
-        ];
-        strata::write_tiny_model(dir.path(), &words).unwrap();
+        let dir = tiny_model();
         let mut texts: Vec<String> = vec![
             "we moved to berlin".into(),
             "lunch".into(),
@@ -563,8 +566,8 @@ mod local {
         ];
         // One past the position table (64): cut at the same place.
         texts.push(["berlin"; 80].join(" "));
-        for i in 0..9 {
-            texts.push(words[..=i].join(" "));
+        for i in 0..WORDS.len() {
+            texts.push(WORDS[..=i].join(" "));
         }
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let mut c = EmbedderConfig::local(dir.path());
@@ -586,34 +589,33 @@ mod local {
     /// the tensor and both shapes, and nothing opens.
     #[test]
     fn a_model_whose_weights_do_not_fit_its_config_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        strata::write_tiny_model(dir.path(), &["a", "b"]).unwrap();
+        let dir = tiny_model();
         let cfg_path = dir.path().join("config.json");
-        let mut cfg: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
-        cfg["intermediate_size"] = serde_json::json!(48);
-        std::fs::write(&cfg_path, cfg.to_string()).unwrap();
-        let err = EmbedderConfig::local(dir.path())
-            .open()
-            .unwrap_err()
-            .to_string();
+        let good = std::fs::read_to_string(&cfg_path).unwrap();
+        // The config changed as `edit` says: what opening it answers.
+        let open_with = |edit: &dyn Fn(&mut serde_json::Value)| -> String {
+            let mut cfg: serde_json::Value = serde_json::from_str(&good).unwrap();
+            edit(&mut cfg);
+            std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+            EmbedderConfig::local(dir.path())
+                .open()
+                .unwrap_err()
+                .to_string()
+        };
+        let err = open_with(&|c| c["intermediate_size"] = serde_json::json!(48));
         assert!(
             err.contains("encoder.layer.0.intermediate.dense.weight")
                 && err.contains("[32, 16]")
                 && err.contains("[48, 16]"),
             "{err}"
         );
-        cfg["intermediate_size"] = serde_json::json!(32);
-        cfg["num_attention_heads"] = serde_json::json!(3);
-        std::fs::write(&cfg_path, cfg.to_string()).unwrap();
-        let err = EmbedderConfig::local(dir.path())
-            .open()
-            .unwrap_err()
-            .to_string();
+        let err = open_with(&|c| c["num_attention_heads"] = serde_json::json!(3));
         assert!(
             err.contains("not a multiple of num_attention_heads 3"),
             "{err}"
         );
+        let err = open_with(&|c| c["vocab_size"] = serde_json::json!(99));
+        assert!(err.contains("embeddings.word_embeddings.weight"), "{err}");
     }
 
     /// The real all-MiniLM-L6-v2, when installed (`.ci/run` fetches it and
