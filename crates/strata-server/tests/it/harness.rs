@@ -58,6 +58,10 @@ impl Server {
     ) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let mut engine_cfg = strata::Config::sqlite(dir.path().join("t.db"));
+        // No embedder unless a test sets one: with the local model
+        // installed where `auto` finds it, the server's embed worker would
+        // add vectors between a test's snapshots of the store.
+        engine_cfg.embedder = strata::EmbedderConfig::none();
         configure(&mut engine_cfg);
         let engine = strata::Engine::open(engine_cfg).unwrap();
         prepare(&engine);
