@@ -15,9 +15,10 @@
 //! `crates/strata/tests/it/vectors.rs` holds the two side by side, on a
 //! random tiny BERT and on all-MiniLM-L6-v2.
 //!
-//! Measured on 2 vCPUs (AMD EPYC), all-MiniLM-L6-v2, one short question:
-//! p50 3.0 ms against candle's 8.2 ms (`strata bench --only vectors`,
-//! docs/performance.md).
+//! Measured on 2 vCPUs (AMD EPYC, AVX-512), all-MiniLM-L6-v2, one short
+//! question: p50 1.7 ms against candle's 8.2 ms; LoCoMo's 5,882 turns in
+//! 30 s against ~227 s (`strata bench --only vectors`, `strata eval
+//! locomo`; docs/performance.md).
 
 use pulp::{Arch, Simd, WithSimd};
 
@@ -271,6 +272,10 @@ impl Bert {
     /// `[Σ len, hidden]`. Every id must be under the vocabulary size and
     /// every input at most `max_positions` long (the tokenizer truncates;
     /// a longer one is cut here).
+    ///
+    /// # Panics
+    ///
+    /// On an id past the vocabulary ([`Bert::knows`] says which are in).
     pub fn encode(&self, inputs: &[&[u32]]) -> Vec<f32> {
         let h = self.hidden;
         let mut row = 0;
