@@ -138,8 +138,11 @@ impl LocalEmbedder {
             max_len,
             tokenizer,
         } = Folder::read(dir, max_tokens)?;
-        let tensors = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
-            .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
+        // Each tensor leaves the map as it is packed, so the weights are
+        // not held three times over (file, tensor, packed) while loading.
+        let mut tensors =
+            candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
+                .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
         // Some checkpoints name their tensors `bert.embeddings…`.
         let prefix = config
             .model_type
@@ -162,9 +165,6 @@ impl LocalEmbedder {
             eps: config.layer_norm_eps as f32,
             act,
         };
-        // Each tensor leaves the map as it is packed, so the weights are
-        // not held three times over (file, tensor, packed) while loading.
-        let mut tensors = tensors;
         let get = |name: &str| {
             let full = format!("{prefix}{name}");
             let t = tensors
@@ -226,7 +226,12 @@ impl LocalEmbedder {
             let rows = &hidden[start * h..(start + s.len()) * h];
             let mut v = vec![0.0f32; h];
             match self.pooling {
-                Pooling::Cls => v.copy_from_slice(&rows[..h.min(rows.len())]),
+                // An input of no tokens (a tokenizer without [CLS]) stays zero.
+                Pooling::Cls => {
+                    if let Some(cls) = rows.get(..h) {
+                        v.copy_from_slice(cls);
+                    }
+                }
                 Pooling::Mean => {
                     for row in rows.chunks_exact(h) {
                         for (a, b) in v.iter_mut().zip(row) {
