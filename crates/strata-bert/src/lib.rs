@@ -115,7 +115,6 @@ pub struct Bert {
     heads: usize,
     eps: f32,
     act: Act,
-    max_positions: usize,
     /// `[vocab, hidden]`.
     words: Vec<f32>,
     /// `[max_positions, hidden]`, with token type 0's row already added
@@ -253,7 +252,6 @@ impl Bert {
             heads: shape.heads,
             eps: shape.eps,
             act: shape.act,
-            max_positions: shape.max_positions,
             words,
             positions,
             norm: norm0,
@@ -269,23 +267,20 @@ impl Bert {
     }
 
     /// The last layer's token vectors of each input, laid end to end:
-    /// `[Σ len, hidden]`. Every id must be under the vocabulary size and
-    /// every input at most `max_positions` long (the tokenizer truncates;
-    /// a longer one is cut here).
+    /// `[Σ len, hidden]`. An input longer than the position table is cut
+    /// to it (a tokenizer set to the model's length never gives one).
     ///
     /// # Panics
     ///
     /// On an id past the vocabulary ([`Bert::knows`] says which are in).
     pub fn encode(&self, inputs: &[&[u32]]) -> Vec<f32> {
         let h = self.hidden;
-        let mut row = 0;
-        let inputs: Vec<&[u32]> = inputs
-            .iter()
-            .map(|s| &s[..s.len().min(self.max_positions)])
-            .collect();
+        let longest = self.positions.len() / h;
+        let inputs: Vec<&[u32]> = inputs.iter().map(|s| &s[..s.len().min(longest)]).collect();
         let inputs = &inputs[..];
         let total: usize = inputs.iter().map(|s| s.len()).sum();
         let mut x = vec![0.0f32; total * h];
+        let mut row = 0;
         for ids in inputs {
             for (pos, &id) in ids.iter().enumerate() {
                 let dst = &mut x[row * h..(row + 1) * h];

@@ -733,32 +733,29 @@ impl Engine {
         order: Vec<String>,
         by_id: &HashMap<String, (Signals, ScoreParts)>,
     ) -> Result<Vec<String>> {
-        // The kinds detectors write (a learned memory is one of them).
         let learned: Vec<String> = order
             .iter()
             .filter(|id| {
-                by_id.get(*id).is_some_and(|(s, _)| {
-                    matches!(s.kind.as_str(), "pattern" | "preference" | "fact")
-                })
+                by_id
+                    .get(*id)
+                    .is_some_and(|(s, _)| Learned::may_have_kind(&s.kind))
             })
             .cloned()
             .collect();
         if learned.is_empty() {
             return Ok(order);
         }
-        let at: HashMap<&str, usize> = order
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (id.as_str(), i))
+        let candidates: HashSet<&str> = order.iter().map(String::as_str).collect();
+        let restating: HashSet<String> = self
+            .store()
+            .get_many(&learned)?
+            .into_iter()
+            .filter(|m| {
+                Learned::of(m)
+                    .is_some_and(|l| l.evidence.iter().any(|e| candidates.contains(e.as_str())))
+            })
+            .map(|m| m.id)
             .collect();
-        let mut restating: HashSet<String> = HashSet::new();
-        for m in self.store().get_many(&learned)? {
-            if Learned::of(&m)
-                .is_some_and(|l| l.evidence.iter().any(|e| at.contains_key(e.as_str())))
-            {
-                restating.insert(m.id);
-            }
-        }
         if restating.is_empty() {
             return Ok(order);
         }

@@ -38,8 +38,7 @@ pub struct LocalEmbedder {
     batch_size: usize,
     prefix: Option<(String, String)>,
     model: Bert,
-    /// Inputs are cut to this many tokens.
-    max_len: usize,
+    /// Cuts inputs at `max_seq_length` (special tokens included).
     tokenizer: Tokenizer,
 }
 
@@ -73,7 +72,6 @@ fn read_json(dir: &Path, name: &str) -> Result<Option<serde_json::Value>, Error>
 struct Folder {
     config: BertConfig,
     pooling: Pooling,
-    max_len: usize,
     tokenizer: Tokenizer,
 }
 
@@ -112,7 +110,6 @@ impl Folder {
         Ok(Folder {
             config,
             pooling,
-            max_len,
             tokenizer,
         })
     }
@@ -135,7 +132,6 @@ impl LocalEmbedder {
         let Folder {
             config,
             pooling,
-            max_len,
             tokenizer,
         } = Folder::read(dir, max_tokens)?;
         // Each tensor leaves the map as it is packed, so the weights are
@@ -194,7 +190,6 @@ impl LocalEmbedder {
             batch_size: batch_size.unwrap_or(32).max(1),
             prefix,
             model,
-            max_len,
             tokenizer,
         })
     }
@@ -204,10 +199,7 @@ impl LocalEmbedder {
             .tokenizer
             .encode_batch(texts, true)
             .map_err(|e| Error::Embedding(format!("{}: {e}", self.model_id)))?;
-        let ids: Vec<&[u32]> = encodings
-            .iter()
-            .map(|e| &e.get_ids()[..e.get_ids().len().min(self.max_len)])
-            .collect();
+        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
         if let Some(bad) = ids
             .iter()
             .flat_map(|s| s.iter())

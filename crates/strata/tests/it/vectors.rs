@@ -618,6 +618,38 @@ mod local {
         assert!(err.contains("embeddings.word_embeddings.weight"), "{err}");
     }
 
+    /// A tokenizer that knows more words than the model: the folder opens
+    /// (its weights fit its config), and a text with such a word is an
+    /// error naming the token id, not a crash.
+    #[test]
+    fn a_token_past_the_models_vocabulary_is_an_error() {
+        let dir = tiny_model();
+        let bigger = tempfile::tempdir().unwrap();
+        let mut words = WORDS.to_vec();
+        words.push("zeppelin");
+        strata::write_tiny_model(bigger.path(), &words).unwrap();
+        std::fs::copy(
+            bigger.path().join("tokenizer.json"),
+            dir.path().join("tokenizer.json"),
+        )
+        .unwrap();
+        let e = EmbedderConfig::local(dir.path()).open().unwrap().unwrap();
+        assert_eq!(
+            e.embed(&["we moved to berlin"], Purpose::Query)
+                .unwrap()
+                .len(),
+            1
+        );
+        let err = e
+            .embed(&["a zeppelin over berlin"], Purpose::Query)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("token id 13, past the model's vocabulary"),
+            "{err}"
+        );
+    }
+
     /// The real all-MiniLM-L6-v2, when installed (`.ci/run` fetches it and
     /// sets STRATA_TEST_MODEL_DIR, so CI always runs this).
     #[test]
