@@ -110,7 +110,7 @@ pub use store::{
     Access, Archived, AuditLog, ContextLog, Durability, ImportCounts, ImportItem, ImportRules,
     MemoryStore, OnConflict, Order, PendingVector, Put, Query, Refusal, Rows, SCHEMA_VERSION,
     ScopeCount, Session, Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch,
-    TierFigures, VectorSearch, refusals, without_waiting,
+    TierFigures, VectorCounts, VectorSearch, refusals, without_waiting,
 };
 // Encryption at rest of a SQLite store (feature `encryption`).
 pub use cold::{Converted, convert_store};

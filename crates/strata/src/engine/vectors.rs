@@ -132,17 +132,12 @@ impl Engine {
                 ..EmbedStatus::default()
             });
         };
-        let vectors = self
-            .store
-            .vector_models()?
-            .into_iter()
-            .find(|(m, _, _)| m == e.model())
-            .map_or(0, |(_, _, n)| n);
+        let n = self.store.vector_counts(e.model())?;
         Ok(EmbedStatus {
             model: Some(e.model().to_string()),
             dim: Some(e.dim()),
-            vectors,
-            pending: self.store.count_pending(e.model())?,
+            vectors: n.vectors,
+            pending: n.pending,
             note: None,
         })
     }
@@ -206,7 +201,7 @@ impl Engine {
         let Some(e) = self.embedder()? else {
             return Ok(0);
         };
-        let total = self.store.count_pending(e.model())?;
+        let total = self.store.vector_counts(e.model())?.pending;
         let mut done = 0u64;
         progress(0, total);
         loop {

@@ -733,12 +733,17 @@ impl VectorSearch for MemoryStore {
             .collect())
     }
 
-    fn count_pending(&self, model: &str) -> Result<u64> {
+    fn vector_counts(&self, model: &str) -> Result<super::VectorCounts> {
         let g = self.lock();
-        Ok(g.active
+        let vectors = g
+            .active
             .values()
-            .filter(|m| m.embedding.as_ref().is_none_or(|e| e.model != model))
-            .count() as u64)
+            .filter(|m| m.embedding.as_ref().is_some_and(|e| e.model == model))
+            .count() as u64;
+        Ok(super::VectorCounts {
+            vectors,
+            pending: g.active.len() as u64 - vectors,
+        })
     }
 
     fn set_vectors(

@@ -310,6 +310,15 @@ impl Access {
     }
 }
 
+/// Active memories with a vector of one model, and those waiting for one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VectorCounts {
+    /// Memories that have a vector of the model.
+    pub vectors: u64,
+    /// Memories with no vector, or another model's.
+    pub pending: u64,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct PendingVector {
     /// The memory id.
@@ -467,8 +476,10 @@ pub trait VectorSearch {
         ids: Option<&[String]>,
         limit: usize,
     ) -> Result<Vec<PendingVector>>;
-    /// How many active memories have no vector of `model`.
-    fn count_pending(&self, model: &str) -> Result<u64>;
+    /// How many active memories have a vector of `model` and how many wait
+    /// for one, counted in one snapshot (the two always add up to the
+    /// active memories of that moment).
+    fn vector_counts(&self, model: &str) -> Result<VectorCounts>;
     /// Stores vectors of `model` (length `dim`) for memories whose checksum
     /// is still the given one (a memory updated meanwhile keeps waiting);
     /// returns how many were stored. A model's first vectors fix its

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use strata::{Access, Embedding, Error, Filter, Provenance, Role};
-use strata::{ImportItem, ImportRules, OnConflict, Order, Put, Query, Session};
+use strata::{ImportItem, ImportRules, OnConflict, Order, Put, Query, Session, VectorCounts};
 
 use crate::harness::{MakeStore, mem, now, scope, view};
 
@@ -822,7 +822,13 @@ fn vectors_wait_are_kept_and_searched(make: MakeStore) {
         b.store.put(m).unwrap();
     }
     b.store.put(&mem("project/b", "elsewhere")).unwrap();
-    assert_eq!(b.store.count_pending("m2").unwrap(), 4);
+    assert_eq!(
+        b.store.vector_counts("m2").unwrap(),
+        VectorCounts {
+            vectors: 0,
+            pending: 4
+        }
+    );
     let waiting = b.store.pending_vectors("m2", None, 10).unwrap();
     assert_eq!(waiting.len(), 4);
     let items: Vec<(String, String, Vec<f32>)> = ms
@@ -846,7 +852,14 @@ fn vectors_wait_are_kept_and_searched(make: MakeStore) {
         b.store.set_vectors("m2", 3, &[]).is_err(),
         "the model holds length 2"
     );
-    assert_eq!(b.store.count_pending("m2").unwrap(), 1);
+    assert_eq!(
+        b.store.vector_counts("m2").unwrap(),
+        VectorCounts {
+            vectors: 3,
+            pending: 1
+        }
+    );
+    assert_eq!(b.store.vector_counts("other").unwrap().pending, 4);
     assert_eq!(
         b.store.vector_models().unwrap(),
         vec![("m2".to_string(), 2, 3)]
@@ -864,7 +877,7 @@ fn vectors_wait_are_kept_and_searched(make: MakeStore) {
     assert_eq!(b.store.clear_vectors(Some("m2")).unwrap(), 0);
     assert_eq!(b.store.clear_vectors(None).unwrap(), 3);
     assert!(b.store.vector_models().unwrap().is_empty());
-    assert_eq!(b.store.count_pending("m2").unwrap(), 4);
+    assert_eq!(b.store.vector_counts("m2").unwrap().pending, 4);
     // A PostgreSQL read is a round trip to a server: it may wait.
     let remote = b.store.stats().unwrap().backend == "postgres";
     assert_eq!(b.store.reads_never_wait(false), !remote);

@@ -470,7 +470,7 @@ fn nodes_claim_disjoint_work_for_the_embedder() {
     assert_eq!(seen.len(), 10, "each memory went to one node");
     assert!(a.pending_vectors("m", None, 10).unwrap().is_empty());
     assert_eq!(
-        a.count_pending("m").unwrap(),
+        a.vector_counts("m").unwrap().pending,
         10,
         "claimed is still pending"
     );
@@ -492,7 +492,7 @@ fn nodes_claim_disjoint_work_for_the_embedder() {
         .map(|p| (p.id.clone(), p.checksum.clone(), vec![1.0, 0.0]))
         .collect();
     assert_eq!(a.set_vectors("m", 2, &items).unwrap(), 10);
-    assert_eq!(a.count_pending("m").unwrap(), 0);
+    assert_eq!(a.vector_counts("m").unwrap().pending, 0);
     let left: i64 = raw_client(&pg.url)
         .query_one(
             &format!(

@@ -109,8 +109,8 @@ fn a_version_1_file_is_upgraded_in_place() {
         s.vector_models().unwrap(),
         vec![("some-model".to_string(), 2, 1)]
     );
-    assert_eq!(s.count_pending("some-model").unwrap(), 0);
-    assert_eq!(s.count_pending("another").unwrap(), 1);
+    assert_eq!(s.vector_counts("some-model").unwrap().pending, 0);
+    assert_eq!(s.vector_counts("another").unwrap().pending, 1);
     assert_eq!(s.stats().unwrap().schema_version, strata::SCHEMA_VERSION);
 }
 

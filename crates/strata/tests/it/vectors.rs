@@ -243,7 +243,7 @@ fn models_never_mix(make: MakeEngine<'_>) {
     assert_eq!(n, 0);
     // Another model sees no vectors until it embeds, and reindex drops the old ones.
     let store = e.store();
-    assert_eq!(store.count_pending("concepts-v2").unwrap(), 1);
+    assert_eq!(store.vector_counts("concepts-v2").unwrap().pending, 1);
     assert!(
         store
             .search_vectors(

@@ -36,7 +36,8 @@ use super::pg_options::{PostgresOptions, TlsMode, is_postgres_url, redact_url};
 use super::search;
 use super::{
     Access, Archived, ContextLog, IdPlan, ImportCounts, ImportItem, ImportRules, PendingVector,
-    Put, Query, Rows, ScopeCount, Session, Sessions, Store, StoreStats, TextSearch, VectorSearch,
+    Put, Query, Rows, ScopeCount, Session, Sessions, Store, StoreStats, TextSearch, VectorCounts,
+    VectorSearch,
 };
 use crate::Result;
 use crate::error::Error;

@@ -325,16 +325,17 @@ impl VectorSearch for PostgresStore {
         Ok(out)
     }
 
-    fn count_pending(&self, model: &str) -> Result<u64> {
+    fn vector_counts(&self, model: &str) -> Result<VectorCounts> {
         let mut c = self.conn()?;
-        let n: i64 = c
-            .cx()
-            .query_one(
-                "SELECT COUNT(*) FROM memories WHERE embedding_model IS DISTINCT FROM $1::text",
-                &[&model],
-            )?
-            .get(0);
-        Ok(n as u64)
+        let r = c.cx().query_one(
+            "SELECT COUNT(*) FILTER (WHERE embedding_model = $1::text), COUNT(*) FROM memories",
+            &[&model],
+        )?;
+        let (vectors, all): (i64, i64) = (r.get(0), r.get(1));
+        Ok(VectorCounts {
+            vectors: vectors as u64,
+            pending: (all - vectors) as u64,
+        })
     }
 
     fn set_vectors(

@@ -51,7 +51,7 @@ use super::search;
 use super::{
     Access, Archived, ContextLog, IdPlan, ImportCounts, ImportItem, ImportRules, Order,
     PendingVector, Put, Query, Rows, ScopeCount, Session, Sessions, Store, StoreStats, TextSearch,
-    VectorSearch,
+    VectorCounts, VectorSearch,
 };
 use crate::Result;
 use crate::error::Error;

@@ -257,12 +257,19 @@ impl VectorSearch for SqliteStore {
         Ok(out)
     }
 
-    fn count_pending(&self, model: &str) -> Result<u64> {
+    fn vector_counts(&self, model: &str) -> Result<VectorCounts> {
         let c = self.conn()?;
-        let n: i64 = c
-            .prepare_cached("SELECT COUNT(*) FROM memories WHERE embedding_model IS NOT ?")?
-            .query_row([model], |r| r.get(0))?;
-        Ok(n as u64)
+        // One statement, one snapshot: a batch stored between two counts
+        // would show as neither waiting nor done.
+        let (vectors, all): (i64, i64) = c
+            .prepare_cached(
+                "SELECT COUNT(*) FILTER (WHERE embedding_model = ?), COUNT(*) FROM memories",
+            )?
+            .query_row([model], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(VectorCounts {
+            vectors: vectors as u64,
+            pending: (all - vectors) as u64,
+        })
     }
 
     fn set_vectors(
