@@ -9,7 +9,7 @@
 //!
 //! Owns no storage: the engine feeds it candidates.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
@@ -318,6 +318,9 @@ pub struct Signals {
     pub access_count: u64,
     /// Tokens of its content.
     pub tokens: u32,
+    /// Whether it is learned (`source = learned`): what text search leaves
+    /// out of its statistics and a context puts after what was said.
+    pub learned: bool,
 }
 
 impl Signals {
@@ -331,6 +334,7 @@ impl Signals {
             updated_at: m.updated_at,
             access_count: m.access_count,
             tokens: m.tokens,
+            learned: m.source == crate::model::Source::Learned,
         }
     }
 }
@@ -389,71 +393,104 @@ impl Relevance {
 /// Fills every candidate's `fused` relevance (0–1). Without vectors it is
 /// bm25 over the best bm25; with them, the configured fusion of both lists,
 /// over the best fusion among the candidates.
-pub fn fuse<T>(cfg: &RankConfig, cands: &mut [(T, Relevance)]) {
-    let best_bm25 = cands
+///
+/// Two populations, as in text search (`store::search`): a memory that was
+/// said is fused among the candidates that were said (its ranks, the best
+/// bm25, the similarity band are theirs), so learned memories among the
+/// candidates never move it; a learned memory among all of them.
+pub fn fuse(cfg: &RankConfig, cands: &mut [(Signals, Relevance)]) {
+    let said: Vec<usize> = (0..cands.len()).filter(|&i| !cands[i].0.learned).collect();
+    let mut updates = fuse_among(cfg, cands, &said, |_| true);
+    if said.len() < cands.len() {
+        let all: Vec<usize> = (0..cands.len()).collect();
+        updates.extend(fuse_among(cfg, cands, &all, |s| s.learned));
+    }
+    for (i, r) in updates {
+        cands[i].1 = r;
+    }
+}
+
+/// [`fuse`] against the statistics of the candidates `among`: the new
+/// relevance of those of them that `into` takes.
+fn fuse_among(
+    cfg: &RankConfig,
+    cands: &[(Signals, Relevance)],
+    among: &[usize],
+    into: impl Fn(&Signals) -> bool,
+) -> Vec<(usize, Relevance)> {
+    let best_bm25 = among
         .iter()
-        .filter_map(|(_, r)| r.bm25)
+        .filter_map(|&i| cands[i].1.bm25)
         .fold(0.0f64, f64::max);
     let norm_bm25 = |r: &Relevance| match r.bm25 {
         Some(b) if best_bm25 > 0.0 => (b / best_bm25).clamp(0.0, 1.0),
         _ => 0.0,
     };
     // Full-text ranks from the scores, so candidates that came from
-    // elsewhere (the archive) rank in the same list.
-    let mut by_bm25: Vec<(f64, usize)> = cands
+    // elsewhere (the archive) rank in the same list; vector ranks keep the
+    // vector list's order, counted among `among`.
+    let mut by_bm25: Vec<(f64, usize)> = among
         .iter()
-        .enumerate()
-        .filter_map(|(i, (_, r))| r.bm25.map(|b| (b, i)))
+        .filter_map(|&i| cands[i].1.bm25.map(|b| (b, i)))
         .collect();
     by_bm25.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    for (rank, (_, i)) in by_bm25.into_iter().enumerate() {
-        cands[i].1.bm25_rank = Some(rank + 1);
+    let mut by_vector: Vec<(usize, usize)> = among
+        .iter()
+        .filter_map(|&i| cands[i].1.vector_rank.map(|k| (k, i)))
+        .collect();
+    by_vector.sort_unstable();
+    let mut out: HashMap<usize, Relevance> = HashMap::new();
+    for &i in among {
+        out.insert(i, cands[i].1);
     }
-    for (_, r) in cands.iter_mut() {
+    for (rank, (_, i)) in by_bm25.into_iter().enumerate() {
+        out.get_mut(&i).expect("among").bm25_rank = Some(rank + 1);
+    }
+    for (rank, (_, i)) in by_vector.into_iter().enumerate() {
+        out.get_mut(&i).expect("among").vector_rank = Some(rank + 1);
+    }
+    for r in out.values_mut() {
         // A candidate scored against other statistics (the archive's) comes
         // with its own text match.
         if r.text_match.is_none() {
             r.text_match = r.bm25.map(|_| norm_bm25(r));
         }
     }
-    let vectors = cands.iter().any(|(_, r)| r.similarity.is_some());
-    if !vectors {
-        for (_, r) in cands.iter_mut() {
-            r.fused = norm_bm25(r);
-        }
-        return;
-    }
-    match cfg.fusion {
-        Fusion::Rrf => {
-            let rrf = |rank: Option<usize>| rank.map_or(0.0, |k| 1.0 / (cfg.rrf_k + k as f64));
-            for (_, r) in cands.iter_mut() {
-                r.fused = rrf(r.bm25_rank) + rrf(r.vector_rank);
+    let vectors = out.values().any(|r| r.similarity.is_some());
+    // Similarities of one model sit in a narrow band: spread the
+    // candidates' band over 0–1 before weighing it against bm25.
+    let (lo, hi) = out
+        .values()
+        .filter_map(|r| r.similarity)
+        .fold((f32::MAX, f32::MIN), |(lo, hi), s| (lo.min(s), hi.max(s)));
+    let rrf = |rank: Option<usize>| rank.map_or(0.0, |k| 1.0 / (cfg.rrf_k + k as f64));
+    for r in out.values_mut() {
+        r.fused = if !vectors {
+            norm_bm25(r)
+        } else {
+            match cfg.fusion {
+                Fusion::Rrf => rrf(r.bm25_rank) + rrf(r.vector_rank),
+                Fusion::Weighted => {
+                    let sim = match r.similarity {
+                        Some(s) if hi > lo => f64::from((s - lo) / (hi - lo)),
+                        Some(_) => 1.0,
+                        None => 0.0,
+                    };
+                    (1.0 - cfg.vector_weight) * norm_bm25(r) + cfg.vector_weight * sim
+                }
             }
-        }
-        Fusion::Weighted => {
-            // Similarities of one model sit in a narrow band: spread the
-            // candidates' band over 0–1 before weighing it against bm25.
-            let (lo, hi) = cands
-                .iter()
-                .filter_map(|(_, r)| r.similarity)
-                .fold((f32::MAX, f32::MIN), |(lo, hi), s| (lo.min(s), hi.max(s)));
-            let w = cfg.vector_weight;
-            for (_, r) in cands.iter_mut() {
-                let sim = match r.similarity {
-                    Some(s) if hi > lo => f64::from((s - lo) / (hi - lo)),
-                    Some(_) => 1.0,
-                    None => 0.0,
-                };
-                r.fused = (1.0 - w) * norm_bm25(r) + w * sim;
+        };
+    }
+    let best = out.values().map(|r| r.fused).fold(0.0f64, f64::max);
+    out.into_iter()
+        .filter(|(i, _)| into(&cands[*i].0))
+        .map(|(i, mut r)| {
+            if best > 0.0 {
+                r.fused /= best;
             }
-        }
-    }
-    let best = cands.iter().map(|(_, r)| r.fused).fold(0.0f64, f64::max);
-    if best > 0.0 {
-        for (_, r) in cands.iter_mut() {
-            r.fused /= best;
-        }
-    }
+            (i, r)
+        })
+        .collect()
 }
 
 /// Scores one memory from its signals and its fused relevance.
@@ -518,6 +555,62 @@ pub fn sort_scored<T>(items: &mut [(T, ScoreParts)], id: impl Fn(&T) -> &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A candidate: learned?, bm25, vector rank, similarity.
+    type Cand = (bool, Option<f64>, Option<usize>, Option<f32>);
+
+    /// Candidates, fused.
+    fn fused(cfg: &RankConfig, cands: &[Cand]) -> Vec<Relevance> {
+        let at: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap();
+        let mut c: Vec<(Signals, Relevance)> = cands
+            .iter()
+            .enumerate()
+            .map(|(i, &(learned, bm25, vector_rank, similarity))| {
+                let mut s = Signals::of(&crate::testutil::memory("project/a", "x", at));
+                s.id = format!("m{i}");
+                s.learned = learned;
+                let r = Relevance {
+                    bm25,
+                    vector_rank,
+                    similarity,
+                    ..Relevance::default()
+                };
+                (s, r)
+            })
+            .collect();
+        fuse(cfg, &mut c);
+        c.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Learned candidates never move the fusion of those that were said;
+    /// they are fused against everything.
+    #[test]
+    fn learned_candidates_leave_the_said_ones_as_they_were() {
+        for fusion in [Fusion::Rrf, Fusion::Weighted] {
+            let cfg = RankConfig {
+                fusion,
+                ..RankConfig::default()
+            };
+            let said = [
+                (false, Some(4.0), Some(2), Some(0.6)),
+                (false, Some(2.0), None, None),
+                (false, None, Some(3), Some(0.5)),
+            ];
+            let alone = fused(&cfg, &said);
+            // A learned memory best in both lists, ahead of all of them.
+            let mut with = said.to_vec();
+            with.insert(0, (true, Some(9.0), Some(1), Some(0.9)));
+            let both = fused(&cfg, &with);
+            assert_eq!(&both[1..], &alone[..], "{fusion:?}");
+            assert_eq!(both[0].fused, 1.0);
+            assert_eq!((both[0].bm25_rank, both[0].vector_rank), (Some(1), Some(1)));
+            assert_eq!(alone[0].bm25_rank, Some(1));
+            // Counted with everything, the learned one moves the others.
+            let mut told = with.clone();
+            told[0].0 = false;
+            assert_ne!(&fused(&cfg, &told)[1..], &alone[..], "{fusion:?}");
+        }
+    }
 
     #[test]
     fn decay_halves_per_half_life() {

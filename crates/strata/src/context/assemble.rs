@@ -33,7 +33,6 @@ use crate::engine::Engine;
 use crate::engine::QueryVector;
 use crate::error::Error;
 use crate::filter::Filter;
-use crate::learn::Learned;
 use crate::model::Memory;
 use crate::rank::{Relevance, ScoreParts, Signals, Strategy};
 use crate::scope::View;
@@ -622,11 +621,14 @@ impl Engine {
         }
         let rest = match strategy {
             // Exact importance ranking reads every candidate's signals.
-            Strategy::Importance => base.clone(),
-            Strategy::Hybrid if terms.is_empty() => base.clone(),
-            _ => base.clone().limit(window),
+            Strategy::Importance => store.query_signals(&base)?,
+            Strategy::Hybrid if terms.is_empty() => store.query_signals(&base)?,
+            _ => crate::engine::said_first(
+                window,
+                |s| s,
+                |n| store.query_signals(&base.clone().limit(n)),
+            )?,
         };
-        let rest = store.query_signals(&rest)?;
         more |= rest.len() >= window;
         for s in rest {
             pool.entry(s.id.clone())
@@ -680,7 +682,7 @@ impl Engine {
             order.push(s.id.clone());
             by_id.insert(s.id.clone(), (s, parts));
         }
-        let order = self.learned_after_evidence(order, &by_id)?;
+        let order = learned_last(order, &by_id);
         let mut out = Vec::with_capacity(order.len());
         let mut seen: HashSet<String> = HashSet::new();
         let groups: [(&[String], Why); 3] = [
@@ -718,53 +720,21 @@ impl Engine {
     }
 }
 
-impl Engine {
-    /// `order` (candidate ids, best first) with each learned memory whose
-    /// evidence is among the candidates moved to the end. A learned memory
-    /// restates what it was learned from; where that is in reach, a
-    /// context spends its budget on what was said, and the pattern goes in
-    /// only with room to spare. A learned memory none of whose evidence is
-    /// a candidate keeps its place: there it adds what the context would
-    /// not otherwise hold. Without this, a short learned memory matching a
-    /// question's words took the place of a turn that answered it
-    /// (docs/learning.md measures both).
-    fn learned_after_evidence(
-        &self,
-        order: Vec<String>,
-        by_id: &HashMap<String, (Signals, ScoreParts)>,
-    ) -> Result<Vec<String>> {
-        let learned: Vec<String> = order
-            .iter()
-            .filter(|id| {
-                by_id
-                    .get(*id)
-                    .is_some_and(|(s, _)| Learned::may_have_kind(&s.kind))
-            })
-            .cloned()
-            .collect();
-        if learned.is_empty() {
-            return Ok(order);
-        }
-        let candidates: HashSet<&str> = order.iter().map(String::as_str).collect();
-        let restating: HashSet<String> = self
-            .store()
-            .get_many(&learned)?
-            .into_iter()
-            .filter(|m| {
-                Learned::of(m)
-                    .is_some_and(|l| l.evidence.iter().any(|e| candidates.contains(e.as_str())))
-            })
-            .map(|m| m.id)
-            .collect();
-        if restating.is_empty() {
-            return Ok(order);
-        }
-        // Stable: the others keep their order, and so do the moved ones.
-        let (moved, mut kept): (Vec<String>, Vec<String>) =
-            order.into_iter().partition(|id| restating.contains(id));
-        kept.extend(moved);
-        Ok(kept)
-    }
+/// `order` (candidate ids, best first) with the learned memories moved
+/// after every other, each group in its order. A learned memory restates
+/// what was said (its evidence); in a source that holds both, a context
+/// spends its budget on what was said, and a pattern goes in with room to
+/// spare. With text search scoring what was said against itself alone
+/// (`store::search`), a context's memories that were said are then the
+/// same with learning as without. A learning agent gets its learned
+/// memories through a source of their own, with its own share of the
+/// budget (`agent.rs`). docs/learning.md measures the alternatives.
+fn learned_last(order: Vec<String>, by_id: &HashMap<String, (Signals, ScoreParts)>) -> Vec<String> {
+    let (mut said, learned): (Vec<String>, Vec<String>) = order
+        .into_iter()
+        .partition(|id| by_id.get(id).is_none_or(|(s, _)| !s.learned));
+    said.extend(learned);
+    said
 }
 
 /// The first `n` candidates a plan left out, best first: sources take

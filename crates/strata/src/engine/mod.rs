@@ -56,6 +56,7 @@ pub use self::forget::{Forget, ForgetOptions, ForgetReport};
 pub use self::lifecycle::{ArchiveMark, Promotion, TaskReport, UpkeepReport};
 pub use self::recall::{List, ListOrder, Recall, Recalled};
 pub use self::sessions::Manifest;
+pub(crate) use self::vectors::said_first;
 pub use self::vectors::{EmbedStatus, EmbedWorker, QueryVector};
 pub use self::write::Patch;
 

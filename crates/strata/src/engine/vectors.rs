@@ -249,8 +249,10 @@ impl Engine {
     }
 
     /// Relevance candidates of a query inside `base`: the best `limit`
-    /// full-text matches and the `limit` (at most 1,000) nearest vectors,
-    /// merged; vector hits carry their rank in the vector list.
+    /// full-text matches and the `limit` (at most 1,000) nearest vectors
+    /// that were said, with the learned ones ranked among them besides
+    /// ([`said_first`]), merged; vector hits carry their rank in the vector
+    /// list.
     pub(crate) fn relevant(
         &self,
         base: &Query,
@@ -261,18 +263,23 @@ impl Engine {
         let mut out: Vec<(Signals, Relevance)> = Vec::new();
         let mut at: HashMap<String, usize> = HashMap::new();
         if !terms.is_empty() {
-            for (s, b) in self.store.search_signals(base, terms, limit)? {
+            let hits = said_first(
+                limit,
+                |(s, _)| s,
+                |n| self.store.search_signals(base, terms, n),
+            )?;
+            for (s, b) in hits {
                 at.insert(s.id.clone(), out.len());
                 out.push((s, Relevance::text(Some(b))));
             }
         }
         if let Some((e, v)) = qvec {
-            for (i, (s, sim)) in self
-                .store
-                .search_vectors(base, e.model(), v, limit.min(1000))?
-                .into_iter()
-                .enumerate()
-            {
+            let hits = said_first(
+                limit.min(1000),
+                |(s, _)| s,
+                |n| self.store.search_vectors(base, e.model(), v, n),
+            )?;
+            for (i, (s, sim)) in hits.into_iter().enumerate() {
                 let r = match at.get(&s.id) {
                     Some(&j) => &mut out[j].1,
                     None => {
@@ -286,6 +293,40 @@ impl Engine {
             }
         }
         Ok(out)
+    }
+}
+
+/// The hits of `search` (best first, at most the number asked for) through
+/// the `n`-th that was said: learned memories among them come in addition,
+/// so learning never pushes what was said out of a list. When learned ones
+/// took more places than it asked for beyond `n`, it asks again for more.
+pub(crate) fn said_first<T>(
+    n: usize,
+    signals: impl Fn(&T) -> &Signals,
+    mut search: impl FnMut(usize) -> Result<Vec<T>>,
+) -> Result<Vec<T>> {
+    // An eighth more to begin with: learned memories are few beside what
+    // was said, so one search is almost always enough.
+    let mut want = n.saturating_add(n / 8);
+    loop {
+        let mut hits = search(want)?;
+        let complete = hits.len() < want;
+        let mut said = 0;
+        let mut cut = hits.len();
+        for (i, h) in hits.iter().enumerate() {
+            if !signals(h).learned {
+                said += 1;
+                if said == n {
+                    cut = i + 1;
+                    break;
+                }
+            }
+        }
+        if said >= n || complete {
+            hits.truncate(cut);
+            return Ok(hits);
+        }
+        want = want.saturating_add((n - said).max(want / 4));
     }
 }
 
@@ -346,5 +387,81 @@ impl Drop for EmbedWorker {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(i: usize, learned: bool) -> Signals {
+        Signals {
+            id: format!("m{i}"),
+            kind: "note".into(),
+            importance: 0.5,
+            created_at: jiff::Timestamp::UNIX_EPOCH,
+            updated_at: jiff::Timestamp::UNIX_EPOCH,
+            access_count: 0,
+            tokens: 3,
+            learned,
+        }
+    }
+
+    /// A ranked list whose `learned` positions are learned memories.
+    fn list(len: usize, learned: &[usize]) -> Vec<Signals> {
+        (0..len).map(|i| sig(i, learned.contains(&i))).collect()
+    }
+
+    #[test]
+    fn learned_hits_come_besides_the_said_ones() {
+        // Nothing learned: the first n.
+        let all = list(30, &[]);
+        let mut asked = Vec::new();
+        let got = said_first(
+            8,
+            |s| s,
+            |n| {
+                asked.push(n);
+                Ok(all.iter().take(n).cloned().collect())
+            },
+        )
+        .unwrap();
+        assert_eq!(got.len(), 8);
+        assert_eq!(asked, [9]);
+        // Learned ones within the margin: one search, through the 8th said.
+        let all = list(30, &[0, 3]);
+        let got = said_first(8, |s| s, |n| Ok(all.iter().take(n).cloned().collect())).unwrap();
+        let ids: Vec<&str> = got.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"]
+        );
+        // More learned than the margin: it asks again, until 8 were said.
+        let all = list(30, &[0, 1, 2, 3, 4, 5, 9, 10, 11]);
+        let mut asked = Vec::new();
+        let got = said_first(
+            8,
+            |s| s,
+            |n| {
+                asked.push(n);
+                Ok(all.iter().take(n).cloned().collect())
+            },
+        )
+        .unwrap();
+        assert_eq!(got.iter().filter(|s| !s.learned).count(), 8);
+        assert_eq!(got.last().unwrap().id, "m16");
+        assert!(
+            asked.len() > 1 && asked.windows(2).all(|w| w[1] > w[0]),
+            "{asked:?}"
+        );
+        // A list that runs out is all there is.
+        let all = list(5, &[1]);
+        let got = said_first(8, |s| s, |n| Ok(all.iter().take(n).cloned().collect())).unwrap();
+        assert_eq!(got.len(), 5);
+        assert!(
+            said_first(0, |s: &Signals| s, |_| Ok(Vec::new()))
+                .unwrap()
+                .is_empty()
+        );
     }
 }

@@ -261,13 +261,6 @@ impl Learned {
         let v = m.payload.as_ref()?.get("learned")?;
         serde_json::from_value(v.clone()).ok()
     }
-
-    /// Whether a memory of this kind may be a learned one: the kinds the
-    /// detectors write (preference; pattern for topics, failures and
-    /// confusion; fact), so a caller holding only signals loads just those.
-    pub(crate) fn may_have_kind(kind: &str) -> bool {
-        matches!(kind, "preference" | "pattern" | fact::NAME)
-    }
 }
 
 /// What one learning run did.

@@ -162,9 +162,11 @@ impl Inner {
 }
 
 impl MemoryStore {
-    /// BM25 by brute force, every matching memory scored: the independent
-    /// reference the stores' shared search pipeline is tested against (they
-    /// agree whenever no more than the pipeline's cap of memories match).
+    /// BM25 by brute force, every matching memory scored (an agent's memory
+    /// against the view less its learned memories, a learned memory against
+    /// the whole view): the independent reference the stores' shared
+    /// search pipeline is tested against (they agree whenever no more than
+    /// the pipeline's cap of memories match).
     pub fn search_reference(
         &self,
         q: &Query,
@@ -173,19 +175,37 @@ impl MemoryStore {
     ) -> Vec<(Signals, f64)> {
         let g = self.lock();
         let in_view = g.in_view(q);
-        let (matched, df) = text::match_terms(in_view.iter().map(|m| m.content.as_str()), terms);
-        let bm = text::Bm25::new(in_view.len(), &df);
+        let learned = |m: &Memory| m.source == crate::model::Source::Learned;
+        let (matched, df_all) =
+            text::match_terms(in_view.iter().map(|m| m.content.as_str()), terms);
+        // What agents said against itself; learned memories against all.
+        let told: Vec<&Memory> = in_view.iter().copied().filter(|m| !learned(m)).collect();
+        let (_, df_told) = text::match_terms(told.iter().map(|m| m.content.as_str()), terms);
+        let bm_all = text::Bm25::new(in_view.len(), &df_all);
+        let bm_told = text::Bm25::new(told.len(), &df_told);
         let cands: Vec<(&Memory, &Vec<usize>)> = in_view
             .iter()
             .copied()
             .zip(matched.iter())
             .filter(|(m, t)| !t.is_empty() && q.selects(m))
             .collect();
-        let avglen =
-            cands.iter().map(|(m, _)| m.tokens as f64).sum::<f64>() / (cands.len().max(1) as f64);
+        let mean = |ms: Vec<f64>| ms.iter().sum::<f64>() / (ms.len().max(1) as f64);
+        let avg_all = mean(cands.iter().map(|(m, _)| m.tokens as f64).collect());
+        let avg_told = mean(
+            cands
+                .iter()
+                .filter(|(m, _)| !learned(m))
+                .map(|(m, _)| m.tokens as f64)
+                .collect(),
+        );
         let mut hits: Vec<(Signals, f64)> = cands
             .into_iter()
             .map(|(m, t)| {
+                let (bm, avglen) = if learned(m) {
+                    (&bm_all, avg_all)
+                } else {
+                    (&bm_told, avg_told)
+                };
                 let score = bm.score(t.iter().copied(), m.tokens as f64, avglen);
                 (Signals::of(m), score)
             })
@@ -216,6 +236,12 @@ impl super::search::Postings for ViewPostings<'_> {
 
     fn doc_count(&mut self) -> Result<usize> {
         Ok(self.in_view.len())
+    }
+
+    fn learned(&mut self) -> Result<std::collections::HashSet<usize>> {
+        Ok((0..self.in_view.len())
+            .filter(|&i| self.in_view[i].source == crate::model::Source::Learned)
+            .collect())
     }
 
     fn signals(&mut self, docs: &[usize]) -> Result<Vec<(usize, Signals)>> {

@@ -11,7 +11,7 @@
 //! filter checks on each candidate, which the backend makes on the row
 //! itself.
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use crate::Result;
 use crate::error::Error;
@@ -36,6 +36,12 @@ pub trait Postings {
     }
     /// Active memories in the view, whatever the filter: BM25's N.
     fn doc_count(&mut self) -> Result<usize>;
+    /// The view's learned memories (`source = learned`), whatever the
+    /// filter. They are matched and scored like any other, but left out of
+    /// the statistics: a learned memory restates its evidence, so counting
+    /// it would count the evidence's words twice and move every other
+    /// memory's score each time upkeep learns.
+    fn learned(&mut self) -> Result<HashSet<Self::Doc>>;
     /// The signals of those of `docs` that pass the query (view, expiry,
     /// filter), checked on the memory itself; any order.
     fn signals(&mut self, docs: &[Self::Doc]) -> Result<Vec<(Self::Doc, Signals)>>;
@@ -45,10 +51,15 @@ pub trait Postings {
 ///
 /// Statistics are the view's: N is its size (or the largest document
 /// frequency, should a count lag), document frequencies are counted within
-/// it. When very many memories match, only the `max(4 × limit, 500)` that
+/// it, the average length is over the candidates scored. Two populations
+/// keep learning from moving what agents said: a memory an agent wrote is
+/// scored against the view less its learned memories
+/// ([`Postings::learned`]), so upkeep learning never changes its score; a
+/// learned memory against the whole view, so the labels all learned
+/// memories share ("Recurring topic: …") weigh as little as they say.
+/// When very many memories match, only the `max(4 × limit, 500)` that
 /// match the rarest terms (the newest first among equals) are read and
-/// scored: the rest could only rank below them on length alone. The average
-/// length is over the candidates scored.
+/// scored: the rest could only rank below them on length alone.
 pub fn text_search<P: Postings>(
     idx: &mut P,
     terms: &[String],
@@ -58,9 +69,12 @@ pub fn text_search<P: Postings>(
         return Ok(Vec::new());
     }
     let mut matched: HashMap<P::Doc, Vec<usize>> = HashMap::new();
-    let mut df = Vec::with_capacity(terms.len());
-    for (i, docs) in idx.docs_with_each(terms)?.into_iter().enumerate() {
-        df.push(docs.len());
+    let (mut df_all, mut df_told) = (Vec::new(), Vec::new());
+    let each = idx.docs_with_each(terms)?;
+    let learned = idx.learned()?;
+    for (i, docs) in each.into_iter().enumerate() {
+        df_all.push(docs.len());
+        df_told.push(docs.iter().filter(|d| !learned.contains(d)).count());
         for d in docs {
             matched.entry(d).or_default().push(i);
         }
@@ -68,12 +82,16 @@ pub fn text_search<P: Postings>(
     if matched.is_empty() {
         return Ok(Vec::new());
     }
-    let n_docs = idx.doc_count()?;
-    let bm = Bm25::new(n_docs.max(df.iter().copied().max().unwrap_or(0)), &df);
+    let n_all = idx.doc_count()?;
+    let stats =
+        |n: usize, df: &[usize]| Bm25::new(n.max(df.iter().copied().max().unwrap_or(0)), df);
+    let all = stats(n_all, &df_all);
+    let told = stats(n_all.saturating_sub(learned.len()), &df_told);
+    let bm = |d: &P::Doc| if learned.contains(d) { &all } else { &told };
     let cap = limit.saturating_mul(4).max(SEARCH_CAP_MIN);
     let mut cands: Vec<(f64, P::Doc)> = matched
         .iter()
-        .map(|(d, t)| (bm.weight(t.iter().copied()), *d))
+        .map(|(d, t)| (bm(d).weight(t.iter().copied()), *d))
         .collect();
     if cands.len() > cap {
         cands.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
@@ -81,19 +99,34 @@ pub fn text_search<P: Postings>(
     }
     let docs: Vec<P::Doc> = cands.into_iter().map(|(_, d)| d).collect();
     let rows = idx.signals(&docs)?;
-    let avglen =
-        rows.iter().map(|(_, s)| f64::from(s.tokens)).sum::<f64>() / (rows.len().max(1) as f64);
+    let avg_all = mean_len(rows.iter().map(|(_, s)| s));
+    let avg_told = mean_len(
+        rows.iter()
+            .filter(|(d, _)| !learned.contains(d))
+            .map(|(_, s)| s),
+    );
     let mut hits: Vec<(Signals, f64)> = rows
         .into_iter()
         .map(|(d, s)| {
             let t = matched.get(&d).map(Vec::as_slice).unwrap_or(&[]);
-            let score = bm.score(t.iter().copied(), f64::from(s.tokens), avglen);
+            let avglen = if learned.contains(&d) {
+                avg_all
+            } else {
+                avg_told
+            };
+            let score = bm(&d).score(t.iter().copied(), f64::from(s.tokens), avglen);
             (s, score)
         })
         .collect();
     text::sort_hits(&mut hits, |s| s.id.as_str());
     hits.truncate(limit);
     Ok(hits)
+}
+
+/// The mean token count of `rows` (0 for none).
+fn mean_len<'a>(rows: impl Iterator<Item = &'a Signals>) -> f64 {
+    let (sum, n) = rows.fold((0.0, 0usize), |(s, n), r| (s + f64::from(r.tokens), n + 1));
+    sum / (n.max(1) as f64)
 }
 
 /// The `limit` most similar of a scan, exactly: a min-heap of (similarity,

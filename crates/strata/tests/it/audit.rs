@@ -385,7 +385,8 @@ fn a_version_4_file_gains_an_empty_chain() {
     }
     sql(
         dir.path(),
-        "DROP TABLE audit; DROP TABLE audit_chain; DELETE FROM schema_version WHERE version > 4;",
+        "DROP TABLE audit; DROP TABLE audit_chain; DROP INDEX memories_learned;
+         DELETE FROM schema_version WHERE version > 4;",
     );
     let e = sqlite_engine(dir.path());
     assert_eq!(e.get(&m.id).unwrap().unwrap().content, m.content);

@@ -29,7 +29,53 @@ backends!(store:
     ids_with_prefix_reads_active_and_archived,
     leases_exclude_other_holders_until_they_run_out,
     counts_by_kind_stay_in_the_view,
+    learned_memories_stay_out_of_text_statistics,
 );
+
+/// A learned memory is found and scored by text search, but the other
+/// memories' scores stay what they were before it was learned; a memory
+/// an agent wrote with the same words moves them.
+fn learned_memories_stay_out_of_text_statistics(make: MakeStore) {
+    let b = make();
+    for t in [
+        "we moved the billing service to berlin",
+        "billing runs nightly",
+        "the office plant needs water",
+    ] {
+        b.store.put(&mem("project/a", t)).unwrap();
+    }
+    let q = Query::view(view(&["project/a"]), now());
+    let terms = strata::query_terms("billing berlin");
+    let scores = |b: &crate::harness::Backend| {
+        b.store
+            .search_signals(&q, &terms, 10)
+            .unwrap()
+            .into_iter()
+            .map(|(s, x)| (s.id, x))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let before = scores(&b);
+    assert_eq!(before.len(), 2);
+    let mut learned = mem("project/a", "billing moved to berlin: billing in berlin");
+    learned.source = strata::Source::Learned;
+    b.store.put(&learned).unwrap();
+    let after = scores(&b);
+    assert_eq!(after.len(), 3, "the learned memory is found: {after:?}");
+    assert!(after[&learned.id] > 0.0);
+    for (id, x) in &before {
+        assert_eq!(after[id], *x, "{id} moved when a memory was learned");
+    }
+    let told = mem("project/a", "billing moved to berlin: billing in berlin");
+    b.store.put(&told).unwrap();
+    let told_after = scores(&b);
+    assert!(
+        before.iter().any(|(id, x)| told_after[id] != *x),
+        "a memory an agent wrote is in the statistics"
+    );
+    // A memory out of the view is not in its statistics.
+    b.store.put(&mem("project/b", "billing berlin")).unwrap();
+    assert_eq!(scores(&b), told_after);
+}
 
 fn ids_with_prefix_reads_active_and_archived(make: MakeStore) {
     let b = make();
@@ -645,6 +691,9 @@ fn text_search_matches_the_brute_force_reference() {
             m.tokens = (len + 1) as u32;
             if next(3) == 0 {
                 m.kind = strata::Kind::Decision;
+            }
+            if next(6) == 0 {
+                m.source = strata::Source::Learned;
             }
             reference.put(&m).unwrap();
             sqlite.put(&m).unwrap();

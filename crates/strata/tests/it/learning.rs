@@ -24,7 +24,7 @@ backends!(engine:
     confirmed_patterns_do_not_decay,
     a_learning_agent_sees_what_was_learned,
     a_profile_takes_or_leaves_learned_memories,
-    a_learned_memory_gives_way_to_its_evidence_in_a_context,
+    a_learned_memory_gives_way_to_what_was_said_in_a_context,
     near_duplicates_merge_into_the_earliest_and_a_restored_one_stays_apart,
     consolidation_can_be_turned_off,
     a_topic_said_to_be_unclear_and_asked_again_is_learned_as_confusion,
@@ -362,15 +362,18 @@ fn a_profile_takes_or_leaves_learned_memories(make: Make) {
     );
 }
 
-/// A learned memory restates its evidence: where the evidence is a
-/// candidate too, the context takes the evidence first, however well the
-/// short learned statement matches the query; where it is not (the
-/// profile leaves conversation out), the learned memory keeps its place.
-fn a_learned_memory_gives_way_to_its_evidence_in_a_context(make: Make) {
+/// A learned memory restates what was said: in a source that holds both,
+/// it comes after every memory that was said, however well its short
+/// statement matches the query, and the memories that were said are the
+/// same, in the same order, as before anything was learned (text search and
+/// fusion score them among themselves).
+fn a_learned_memory_gives_way_to_what_was_said_in_a_context(make: Make) {
     let e = make(&|c| {
         c.apply_toml(
             "[profiles.ask]\nmax_tokens = 2000\nstrategy = \"relevance\"\n\
              [[profiles.ask.sources]]\nscope = \"project/acme\"\n\
+             [profiles.tight]\nmax_tokens = 60\nstrategy = \"relevance\"\n\
+             [[profiles.tight.sources]]\nscope = \"project/acme\"\n\
              [profiles.nochat]\nmax_tokens = 2000\nstrategy = \"relevance\"\n\
              [[profiles.nochat.sources]]\nscope = \"project/acme\"\n\
              filter = {kind = {\"$ne\" = \"conversation\"}}\n",
@@ -389,26 +392,52 @@ fn a_learned_memory_gives_way_to_its_evidence_in_a_context(make: Make) {
             NewMemory::new(acme(), "The release branch build took 40 minutes").kind(Kind::Note),
         )
         .unwrap();
-    e.learn().unwrap();
-    let (learned, l) = learned(&e, "preference").remove(0);
-    assert_eq!(l.evidence, vec![turn.id.clone()]);
+    for i in 0..6 {
+        e.remember(
+            NewMemory::new(
+                acme(),
+                format!("Branch {i} of the release train is cut on Fridays"),
+            )
+            .kind(Kind::Note),
+        )
+        .unwrap();
+    }
     let ctx = |profile: &str| {
         e.context(&strata::ContextRequest::new(profile).query("cargo fmt release branch"))
             .unwrap()
     };
+    let before: Vec<(String, String)> = ["ask", "tight"]
+        .iter()
+        .flat_map(|p| ctx(p).items.into_iter().map(|i| (p.to_string(), i.id)))
+        .collect();
+    e.learn().unwrap();
+    let (learned, l) = learned(&e, "preference").remove(0);
+    assert_eq!(l.evidence, vec![turn.id.clone()]);
     let pkg = ctx("ask");
     let ids: Vec<&str> = pkg.items.iter().map(|i| i.id.as_str()).collect();
     let at = |id: &str| ids.iter().position(|i| *i == id).unwrap();
     let score = |id: &str| pkg.items.iter().find(|i| i.id == id).unwrap().score;
-    // The learned statement scores higher (shorter, every word a match)…
-    assert!(score(&learned.id) > score(&turn.id), "{:?}", pkg.items);
+    // The learned statement scores as high (the best match of all the
+    // candidates: shorter, every word a match)…
+    assert!(score(&learned.id) >= score(&turn.id), "{:?}", pkg.items);
     // …and still comes after what it was learned from, and after the rest.
     assert!(at(&turn.id) < at(&learned.id), "{ids:?}");
     assert!(at(&other.id) < at(&learned.id), "{ids:?}");
-    // Without its evidence among the candidates it ranks by its score.
+    assert_eq!(ids.last(), Some(&learned.id.as_str()));
+    // What was said is what it was before learning, in both budgets; the
+    // tight one has no room left for the learned memory.
+    let after: Vec<(String, String)> = ["ask", "tight"]
+        .iter()
+        .flat_map(|p| ctx(p).items.into_iter().map(|i| (p.to_string(), i.id)))
+        .filter(|(_, id)| *id != learned.id)
+        .collect();
+    assert_eq!(after, before);
+    assert!(!ctx("tight").items.iter().any(|i| i.id == learned.id));
+    // Without its evidence among the candidates it still comes after what
+    // was said.
     let pkg = ctx("nochat");
     let ids: Vec<&str> = pkg.items.iter().map(|i| i.id.as_str()).collect();
-    assert_eq!(ids.first(), Some(&learned.id.as_str()), "{:?}", pkg.items);
+    assert_eq!(ids.last(), Some(&learned.id.as_str()), "{:?}", pkg.items);
     assert!(!ids.contains(&turn.id.as_str()));
 }
 

@@ -1015,7 +1015,7 @@ fn nodes_append_to_one_audit_chain() {
 /// A schema strata's version 2 wrote gains the audit tables on open, its
 /// memories untouched.
 #[test]
-fn a_version_2_schema_gains_an_audit_chain() {
+fn a_version_2_schema_gains_an_audit_chain_and_the_learned_index() {
     use strata::AuditLog;
     let Some(pg) = PgSchema::new() else { return };
     let m = mem("project/a", "written by version 2");
@@ -1023,6 +1023,7 @@ fn a_version_2_schema_gains_an_audit_chain() {
     let mut raw = raw_client(&pg.url);
     raw.batch_execute(&format!(
         "DROP TABLE \"{0}\".audit; DROP TABLE \"{0}\".audit_chain;
+         DROP INDEX \"{0}\".memories_learned;
          DELETE FROM \"{0}\".schema_version WHERE version > 2",
         pg.schema
     ))
@@ -1030,6 +1031,14 @@ fn a_version_2_schema_gains_an_audit_chain() {
     let s = pg.open();
     assert_eq!(s.get(&m.id).unwrap(), Some(m));
     assert_eq!(s.stats().unwrap().schema_version, strata::PG_SCHEMA_VERSION);
+    let indexed: bool = raw
+        .query_one(
+            "SELECT to_regclass($1) IS NOT NULL",
+            &[&format!("\"{}\".memories_learned", pg.schema)],
+        )
+        .unwrap()
+        .get(0);
+    assert!(indexed, "version 4 adds the index of learned memories");
     let e = s
         .audit_append(&strata::AuditEvent::new("a", "list"), now())
         .unwrap();

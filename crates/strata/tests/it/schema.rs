@@ -73,9 +73,12 @@ fn a_version_1_file_is_upgraded_in_place() {
         model: "some-model".into(),
         vector: vec![0.6, 0.8],
     });
+    let mut learned = mem("project/a", "learned before the index of learned memories");
+    learned.source = strata::Source::Learned;
     {
         let s = SqliteStore::open(&path, Default::default()).unwrap();
         s.put(&m).unwrap();
+        s.put(&learned).unwrap();
     }
     // Turn the file back into what schema version 1 left.
     let c = rusqlite::Connection::open(&path).unwrap();
@@ -83,6 +86,7 @@ fn a_version_1_file_is_upgraded_in_place() {
         "DROP INDEX memories_embedding_model; DROP TABLE vector_models;
          ALTER TABLE memories DROP COLUMN vector_seq;
          DROP TABLE context_log; DROP TABLE scope_counts; DROP TABLE leases; DROP TABLE audit; DROP TABLE audit_chain;
+         DROP INDEX memories_learned;
          DROP INDEX memories_scope; CREATE INDEX memories_scope ON memories(scope, created_at);
          DROP INDEX archive_scope; CREATE INDEX archive_scope ON archive(scope, created_at);
          DELETE FROM schema_version WHERE version > 1;",
@@ -100,7 +104,7 @@ fn a_version_1_file_is_upgraded_in_place() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(n, 1);
+    assert_eq!(n, 2);
     s.log_context("ctx-1", jiff::Timestamp::now(), "{}")
         .unwrap();
     assert_eq!(s.context_log("ctx-1").unwrap().as_deref(), Some("{}"));
@@ -109,9 +113,20 @@ fn a_version_1_file_is_upgraded_in_place() {
         s.vector_models().unwrap(),
         vec![("some-model".to_string(), 2, 1)]
     );
-    assert_eq!(s.vector_counts("some-model").unwrap().pending, 0);
-    assert_eq!(s.vector_counts("another").unwrap().pending, 1);
+    assert_eq!(s.vector_counts("some-model").unwrap().pending, 1);
+    assert_eq!(s.vector_counts("another").unwrap().pending, 2);
     assert_eq!(s.stats().unwrap().schema_version, strata::SCHEMA_VERSION);
+    // Version 6 indexed the learned memory already there: text search,
+    // which reads it through that index only, finds it.
+    let hits = strata::TextSearch::search_signals(
+        &s,
+        &strata::Query::view(crate::harness::view(&["project/a"]), crate::harness::now()),
+        &strata::query_terms("learned index"),
+        10,
+    )
+    .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert!(hits[0].0.learned);
 }
 
 /// docs/schema.md is the contract: every table, column and index of a new

@@ -4,6 +4,8 @@
 //! in-memory store do. PostgreSQL's own `to_tsvector('english', …)` stems
 //! differently and is not used.
 
+use std::collections::HashSet;
+
 use super::*;
 
 /// The postings' answers to BM25 ([`search::text_search`]) for one query:
@@ -12,6 +14,9 @@ use super::*;
 struct PgPostings<'a, 'c> {
     cx: &'a mut Cx<'c, Client>,
     q: &'a Query,
+    /// The view's learned memories, when the terms' lookup brought them in
+    /// the same round trip.
+    learned: Option<HashSet<i64>>,
 }
 
 impl search::Postings for PgPostings<'_, '_> {
@@ -31,14 +36,28 @@ impl search::Postings for PgPostings<'_, '_> {
         let stems: Vec<String> = terms.iter().map(|t| crate::text::stem(t)).collect();
         let mut p: Vec<P> = vec![Box::new(stems.clone())];
         let v = view_sql(self.q.view.as_ref(), "p.scope", &mut p);
+        let l = view_sql(self.q.view.as_ref(), "m.scope", &mut p);
+        // The view's learned memories come along (a NULL term), in the
+        // same round trip.
         let rows = self.cx.query_p(
-            &format!("SELECT p.term, p.seq FROM postings p WHERE p.term = ANY($1::text[]) AND {v}"),
+            &format!(
+                "SELECT p.term, p.seq FROM postings p WHERE p.term = ANY($1::text[]) AND {v}
+                 UNION ALL
+                 SELECT NULL, m.seq FROM memories m WHERE m.source = 'learned' AND {l}"
+            ),
             &p,
         )?;
         let mut by_stem: std::collections::HashMap<String, Vec<i64>> = Default::default();
+        let mut learned = HashSet::new();
         for r in &rows {
-            by_stem.entry(r.get(0)).or_default().push(r.get(1));
+            match r.get::<_, Option<String>>(0) {
+                Some(term) => by_stem.entry(term).or_default().push(r.get(1)),
+                None => {
+                    learned.insert(r.get(1));
+                }
+            }
         }
+        self.learned = Some(learned);
         Ok(stems
             .iter()
             .map(|s| by_stem.get(s).cloned().unwrap_or_default())
@@ -54,6 +73,19 @@ impl search::Postings for PgPostings<'_, '_> {
         Ok(r.first().map_or(0, |r| r.get::<_, i64>(0)) as usize)
     }
 
+    fn learned(&mut self) -> Result<HashSet<i64>> {
+        if let Some(l) = self.learned.take() {
+            return Ok(l);
+        }
+        let mut p = Vec::new();
+        let v = view_sql(self.q.view.as_ref(), "m.scope", &mut p);
+        let rows = self.cx.query_p(
+            &format!("SELECT m.seq FROM memories m WHERE m.source = 'learned' AND {v}"),
+            &p,
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     fn signals(&mut self, docs: &[i64]) -> Result<Vec<(i64, Signals)>> {
         let mut p: Vec<P> = vec![Box::new(docs.to_vec())];
         let w = where_sql(self.q, false, &mut p);
@@ -64,7 +96,7 @@ impl search::Postings for PgPostings<'_, '_> {
             &p,
         )?;
         rows.iter()
-            .map(|r| Ok((r.get::<_, i64>(7), read_signals(r)?)))
+            .map(|r| Ok((r.get::<_, i64>(SIGNAL_N), read_signals(r)?)))
             .collect()
     }
 }
@@ -81,6 +113,14 @@ impl TextSearch for PostgresStore {
         }
         let mut c = self.conn()?;
         let mut cx = c.cx();
-        search::text_search(&mut PgPostings { cx: &mut cx, q }, terms, limit)
+        search::text_search(
+            &mut PgPostings {
+                cx: &mut cx,
+                q,
+                learned: None,
+            },
+            terms,
+            limit,
+        )
     }
 }

@@ -42,10 +42,11 @@ fn u(r: &Row, i: usize) -> Result<u64> {
 }
 
 /// The columns [`read_signals`] reads, in its order.
-pub(super) const SIGNAL_COLS: &str =
-    "m.id, m.kind, m.importance, m.created_at, m.updated_at, m.access_count, m.tokens";
+pub(super) const SIGNAL_COLS: &str = "m.id, m.kind, m.importance, m.created_at, m.updated_at, m.access_count, m.tokens, m.source = 'learned'";
+/// How many columns [`SIGNAL_COLS`] has: the first one after them.
+pub(super) const SIGNAL_N: usize = 8;
 
-/// Signals from the first 7 columns.
+/// Signals from the first [`SIGNAL_N`] columns.
 pub(super) fn read_signals(r: &Row) -> Result<Signals> {
     Ok(Signals {
         id: get(r, 0)?,
@@ -55,6 +56,7 @@ pub(super) fn read_signals(r: &Row) -> Result<Signals> {
         updated_at: ts(r, 4)?,
         access_count: u(r, 5)?,
         tokens: u32::try_from(get::<i64>(r, 6)?).map_err(|e| corrupt("tokens", e))?,
+        learned: get(r, 7)?,
     })
 }
 

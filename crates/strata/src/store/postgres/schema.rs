@@ -7,7 +7,7 @@
 use super::*;
 
 /// Newest PostgreSQL schema version this build writes and reads.
-pub const PG_SCHEMA_VERSION: i64 = 3;
+pub const PG_SCHEMA_VERSION: i64 = 4;
 
 pub(super) const COLS: &str = "id, scope, kind, role, content, payload, key, tags, importance, source, session, \
      created_at, updated_at, last_accessed_at, access_count, expires_at, pinned, sensitive, tokens, \
@@ -126,6 +126,13 @@ pub(super) fn migration_3() -> String {
     )
 }
 
+/// Version 4: learned memories by scope (a partial index), as in SQLite's
+/// version 6, so text search leaves a view's learned memories out of
+/// BM25's statistics without reading the view.
+pub(super) fn migration_4() -> String {
+    "CREATE INDEX memories_learned ON memories(scope) WHERE source = 'learned';".into()
+}
+
 /// Creates the schema if needed and brings it up to date, under an advisory
 /// lock so that nodes starting together migrate once. Refuses a schema
 /// holding another application's tables, and one a newer strata wrote.
@@ -169,7 +176,7 @@ pub(super) fn migrate(c: &mut Client, schema: &str, display: &str) -> Result<()>
             supported: PG_SCHEMA_VERSION,
         });
     }
-    let migrations: [fn() -> String; 3] = [migration_1, migration_2, migration_3];
+    let migrations: [fn() -> String; 4] = [migration_1, migration_2, migration_3, migration_4];
     for (i, m) in migrations.iter().enumerate() {
         let v = i as i64 + 1;
         if v > current {

@@ -557,7 +557,7 @@ impl PostgresStore {
                 ),
                 &p,
             )? {
-                let seq: i64 = r.get(7);
+                let seq: i64 = r.get(SIGNAL_N);
                 hits.push((
                     read_signals(&r)?,
                     sims.get(&seq).copied().unwrap_or(f32::MIN),

@@ -102,6 +102,19 @@ impl search::Postings for FtsPostings<'_> {
             .query_row(params_from_iter(p), |r| r.get::<_, i64>(0))? as usize)
     }
 
+    fn learned(&mut self) -> Result<std::collections::HashSet<i64>> {
+        let mut p = Vec::new();
+        let v = view_sql(self.q.view.as_ref(), "m.", &mut p);
+        // The partial index holds only learned memories: a few, however
+        // large the view.
+        let mut st = self.c.prepare_cached(&format!(
+            "SELECT m.rowid FROM memories m INDEXED BY memories_learned
+             WHERE m.source = 'learned' AND {v}"
+        ))?;
+        let rows = st.query_map(params_from_iter(p), |r| r.get::<_, i64>(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
     fn signals(&mut self, docs: &[i64]) -> Result<Vec<(i64, Signals)>> {
         let mut p = vec![SqlValue::Text(
             serde_json::to_string(docs).unwrap_or_else(|_| "[]".into()),
@@ -115,7 +128,7 @@ impl search::Postings for FtsPostings<'_> {
         );
         let mut st = self.c.prepare_cached(&sql)?;
         let rows = st.query_map(params_from_iter(p), |r| {
-            Ok((r.get::<_, i64>(7)?, read_signals(r)?))
+            Ok((r.get::<_, i64>(SIGNAL_N)?, read_signals(r)?))
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }

@@ -104,7 +104,7 @@ impl From<rusqlite::Error> for Error {
 }
 
 /// Newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -299,12 +299,13 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        let migrations: [fn() -> String; 5] = [
+        let migrations: [fn() -> String; 6] = [
             migration_1,
             migration_2,
             migration_3,
             migration_4,
             migration_5,
+            migration_6,
         ];
         for (i, m) in migrations.iter().enumerate() {
             let v = i as i64 + 1;

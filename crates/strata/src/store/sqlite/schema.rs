@@ -117,6 +117,13 @@ pub(super) fn migration_5() -> String {
     )
 }
 
+/// Version 6: learned memories by scope (a partial index: detectors' output
+/// only), so text search leaves a view's learned memories out of BM25's
+/// statistics (`search::Postings::learned`) without reading the view.
+pub(super) fn migration_6() -> String {
+    "CREATE INDEX memories_learned ON memories(scope) WHERE source = 'learned';".into()
+}
+
 /// Refuses a file that is another application's SQLite database, before
 /// anything (the switch to WAL, strata's tables) changes it. A new or empty
 /// file, or one holding strata's `schema_version`, is strata's.

@@ -141,7 +141,7 @@ impl SqliteStore {
         ))?;
         let rows = st.query_map(params_from_iter(p), |r| {
             let s = read_signals(r)?;
-            let sim = match r.get_ref(7)? {
+            let sim = match r.get_ref(SIGNAL_N)? {
                 rusqlite::types::ValueRef::Blob(b) if b.len() == query.len() * 4 => {
                     crate::embed::dot_bytes(query, b)
                 }
@@ -354,7 +354,7 @@ impl VectorSearch for SqliteStore {
         let mut hits: Vec<(Signals, f32)> = st
             .query_map([json], |r| {
                 let s = read_signals(r)?;
-                let rowid: i64 = r.get(7)?;
+                let rowid: i64 = r.get(SIGNAL_N)?;
                 Ok((s, sims.get(&rowid).copied().unwrap_or(0.0)))
             })?
             .collect::<rusqlite::Result<_>>()?;
