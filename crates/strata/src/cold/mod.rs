@@ -24,6 +24,10 @@
 //! | index: zstd(JSON index columns) | data: zstd(JSON lines of ColdRecord)
 //! ```
 //!
+//! A record's `checksum` (and each history version's) is empty when it is
+//! the SHA-256 of the content and payload, as strata always writes it: a
+//! read computes it again (see [`derived_checksum`]).
+//!
 //! All integers little-endian; each crc is CRC-32 (IEEE) of the compressed
 //! bytes it follows. The index alone (read without the data) tells a search
 //! whether the segment can match: its scopes, time range and a term →
@@ -73,6 +77,33 @@ pub struct ColdRecord {
     pub reason: String,
     /// Earlier versions, oldest first.
     pub history: Vec<Memory>,
+}
+
+/// Which way a record goes through [`derived_checksum`].
+#[derive(Clone, Copy)]
+enum Direction {
+    Out,
+    In,
+}
+
+/// A memory's checksum is SHA-256 of its content and payload: a segment
+/// leaves it out (writes it empty) when it is that, and a read computes it
+/// again. A hash does not compress: it was 40 % of a record's compressed
+/// bytes. A checksum that is not the content's (never written by strata)
+/// is kept as it is, so nothing is lost either way.
+fn derived_checksum(m: &mut Memory, way: Direction) {
+    match way {
+        Direction::Out => {
+            if m.checksum == crate::model::checksum(&m.content, m.payload.as_ref()) {
+                m.checksum.clear();
+            }
+        }
+        Direction::In => {
+            if m.checksum.is_empty() {
+                m.checksum = crate::model::checksum(&m.content, m.payload.as_ref());
+            }
+        }
+    }
 }
 
 /// Where one record lies in a segment's decompressed data.
@@ -659,8 +690,10 @@ impl ColdDir {
             }
             let mut r = r.clone();
             r.memory.embedding = None;
+            derived_checksum(&mut r.memory, Direction::Out);
             for h in &mut r.history {
                 h.embedding = None;
+                derived_checksum(h, Direction::Out);
             }
             let line = serde_json::to_vec(&r).map_err(|e| Error::Corrupt {
                 what: format!("cold record {}", r.memory.id),
@@ -945,8 +978,12 @@ impl ColdDir {
         let line = data
             .get(a..b)
             .ok_or_else(|| corrupt(path, format!("entry `{}` lies outside the data", e.id)))?;
-        let r: ColdRecord = serde_json::from_slice(line)
+        let mut r: ColdRecord = serde_json::from_slice(line)
             .map_err(|err| corrupt(path, format!("entry `{}` unreadable ({err})", e.id)))?;
+        derived_checksum(&mut r.memory, Direction::In);
+        for h in &mut r.history {
+            derived_checksum(h, Direction::In);
+        }
         if r.memory.id != e.id {
             return Err(corrupt(
                 path,
@@ -1242,6 +1279,49 @@ mod tests {
         assert_eq!(c.read_all(&p).unwrap(), rs);
         assert_eq!(c.stats().unwrap().memories, 2);
         assert_eq!(c.segments().unwrap()[0].state, SegState::Live);
+    }
+
+    /// A checksum that is the content's is left out of the segment and
+    /// computed again on read; one that is not stays as written.
+    #[test]
+    fn checksums_are_derived_on_read_and_odd_ones_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let c = ColdDir::open(d.path()).unwrap();
+        let mut plain = rec("a1", "project/x", "deploys run on fridays");
+        plain.memory.payload = Some(serde_json::json!({"ticket": 7}));
+        plain.memory.checksum =
+            crate::model::checksum(&plain.memory.content, plain.memory.payload.as_ref());
+        let mut older = plain.memory.clone();
+        older.content = "deploys ran on thursdays".into();
+        older.checksum = crate::model::checksum(&older.content, older.payload.as_ref());
+        plain.history = vec![older];
+        let mut odd = rec("a2", "project/x", "the cache is redis");
+        odd.memory.checksum = "0".repeat(64);
+        let rs = vec![plain.clone(), odd.clone()];
+        let p = c.commit(&c.write_pending(&rs).unwrap()).unwrap();
+        assert_eq!(c.read_all(&p).unwrap(), rs);
+        let bytes = fs::read(&p).unwrap();
+        let text: Vec<u8> = {
+            // Every zstd frame of the file, decompressed.
+            let mut out = Vec::new();
+            let mut rest = &bytes[HEADER..];
+            while !rest.is_empty() {
+                let n = zstd::zstd_safe::find_frame_compressed_size(rest).unwrap_or(rest.len());
+                out.extend(zstd::stream::decode_all(&rest[..n]).unwrap_or_default());
+                rest = &rest[n..];
+            }
+            out
+        };
+        let text = String::from_utf8_lossy(&text);
+        assert!(text.contains("redis"), "the frames were read");
+        for m in [&plain.memory, &plain.history[0]] {
+            assert!(
+                !text.contains(&m.checksum),
+                "{} is in the segment",
+                m.checksum
+            );
+        }
+        assert!(text.contains(&odd.memory.checksum));
     }
 
     #[test]

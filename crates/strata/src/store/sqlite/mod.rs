@@ -333,24 +333,46 @@ impl SqliteStore {
         out
     }
 
-    /// Writes the WAL back into the database file and truncates it. Fails
-    /// if another connection kept the checkpoint from finishing.
+    /// Writes the WAL back into the database file and truncates it. A
+    /// checkpoint another connection is running (the store's own
+    /// checkpointer thread, another process's) is waited out, up to five
+    /// seconds; fails if the checkpoint still could not finish (a reader
+    /// kept an old snapshot that long).
     pub fn checkpoint(&self) -> Result<()> {
         let c = self.conn()?;
-        let (busy, log, done): (i64, i64, i64) =
-            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })?;
-        if busy != 0 {
-            return Err(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
-                Some(format!(
-                    "checkpoint incomplete: {done} of {log} frames written back"
-                )),
-            )
-            .into());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let r = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            });
+            let (done, log) = match r {
+                Ok((0, _, _)) => return Ok(()),
+                Ok((_, log, done)) => (done, log),
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if matches!(
+                        e.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) =>
+                {
+                    (-1, -1)
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if std::time::Instant::now() >= deadline {
+                return Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                    Some(format!(
+                        "checkpoint incomplete: {done} of {log} frames written back"
+                    )),
+                )
+                .into());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        Ok(())
     }
 
     /// Runs `PRAGMA integrity_check` and returns its report (`ok` when sound).
