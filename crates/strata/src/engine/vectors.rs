@@ -407,57 +407,43 @@ mod tests {
         }
     }
 
-    /// A ranked list whose `learned` positions are learned memories.
-    fn list(len: usize, learned: &[usize]) -> Vec<Signals> {
-        (0..len).map(|i| sig(i, learned.contains(&i))).collect()
+    /// [`said_first`] of `n` over a ranked list of `len` whose `learned`
+    /// positions are learned memories: the ids it kept, and how many hits
+    /// each search asked for.
+    fn first(n: usize, len: usize, learned: &[usize]) -> (Vec<String>, Vec<usize>) {
+        let all: Vec<Signals> = (0..len).map(|i| sig(i, learned.contains(&i))).collect();
+        let mut asked = Vec::new();
+        let got = said_first(
+            n,
+            |s| s,
+            |k| {
+                asked.push(k);
+                Ok(all.iter().take(k).cloned().collect())
+            },
+        )
+        .unwrap();
+        (got.into_iter().map(|s| s.id).collect(), asked)
     }
 
     #[test]
     fn learned_hits_come_besides_the_said_ones() {
-        // Nothing learned: the first n.
-        let all = list(30, &[]);
-        let mut asked = Vec::new();
-        let got = said_first(
-            8,
-            |s| s,
-            |n| {
-                asked.push(n);
-                Ok(all.iter().take(n).cloned().collect())
-            },
-        )
-        .unwrap();
-        assert_eq!(got.len(), 8);
-        assert_eq!(asked, [9]);
-        // Learned ones within the margin: one search, through the 8th said.
-        let all = list(30, &[0, 3]);
-        let got = said_first(8, |s| s, |n| Ok(all.iter().take(n).cloned().collect())).unwrap();
-        let ids: Vec<&str> = got.iter().map(|s| s.id.as_str()).collect();
-        assert_eq!(
-            ids,
-            ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"]
-        );
+        let ids = |r: std::ops::Range<usize>| r.map(|i| format!("m{i}")).collect::<Vec<_>>();
+        // Nothing learned: the first n, in one search.
+        assert_eq!(first(8, 30, &[]), (ids(0..8), vec![9]));
+        // A learned one within the margin (an eighth): one search, through
+        // the 8th said.
+        assert_eq!(first(8, 30, &[3]), (ids(0..9), vec![9]));
+        // Two: a second search, for more.
+        assert_eq!(first(8, 30, &[0, 3]), (ids(0..10), vec![9, 11]));
         // More learned than the margin: it asks again, until 8 were said.
-        let all = list(30, &[0, 1, 2, 3, 4, 5, 9, 10, 11]);
-        let mut asked = Vec::new();
-        let got = said_first(
-            8,
-            |s| s,
-            |n| {
-                asked.push(n);
-                Ok(all.iter().take(n).cloned().collect())
-            },
-        )
-        .unwrap();
-        assert_eq!(got.iter().filter(|s| !s.learned).count(), 8);
-        assert_eq!(got.last().unwrap().id, "m16");
+        let (got, asked) = first(8, 30, &[0, 1, 2, 3, 4, 5, 9, 10, 11]);
+        assert_eq!(got, ids(0..17));
         assert!(
             asked.len() > 1 && asked.windows(2).all(|w| w[1] > w[0]),
             "{asked:?}"
         );
         // A list that runs out is all there is.
-        let all = list(5, &[1]);
-        let got = said_first(8, |s| s, |n| Ok(all.iter().take(n).cloned().collect())).unwrap();
-        assert_eq!(got.len(), 5);
+        assert_eq!(first(8, 5, &[1]).0, ids(0..5));
         assert!(
             said_first(0, |s: &Signals| s, |_| Ok(Vec::new()))
                 .unwrap()
