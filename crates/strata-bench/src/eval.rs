@@ -3,7 +3,8 @@
 //! [`locomo`] implements the protocol of `../shared/data/locomo/README.md`:
 //! one scope per conversation (`project/<sample_id>`), one memory per turn
 //! (content `<speaker> said, "<text>"` plus ` and shared <caption>`, key =
-//! the turn's `dia_id`, created at its session's date), the raw question as
+//! the turn's `dia_id`, created at its session's date, in a strata session
+//! per LoCoMo session, as an agent writes its turns), the raw question as
 //! the query. It reports, per category and overall (categories 1–5, and
 //! 1–4), LoCoMo recall@k (fractional), recall_any@k, recall_all@k,
 //! session-level recall_any@k and MRR; and, for context assembly, the
@@ -352,6 +353,7 @@ fn load_conversation(
                 NewMemory::new(scope.clone(), content)
                     .kind(Kind::Conversation)
                     .key(dia)
+                    .session(format!("{id}-session-{n}"))
                     .created_at(at),
             );
         }
@@ -746,12 +748,22 @@ pub fn retrieval(
                 Some(s) => (format!("{s} said, \"{text}\""), Kind::Conversation),
                 None => (text.to_string(), Kind::Context),
             };
-            batch.push(
-                NewMemory::new(scope.clone(), content)
-                    .kind(kind)
-                    .key(mid)
-                    .created_at(at),
-            );
+            let mut new = NewMemory::new(scope.clone(), content)
+                .kind(kind)
+                .key(mid)
+                .created_at(at);
+            match m.get("session") {
+                None | Some(serde_json::Value::Null) => {}
+                Some(s) => {
+                    // Session ids are global: the corpus's id keeps two
+                    // corpora's "s1" apart.
+                    let s = s.as_str().filter(|s| !s.is_empty()).ok_or_else(|| {
+                        invalid(format!("{mp}.session"), "not a non-empty string")
+                    })?;
+                    new = new.session(format!("{id}-{s}"));
+                }
+            }
+            batch.push(new);
         }
         rep.memories += mems.len();
         if scopes.insert(id.to_string(), (scope, ids)).is_some() {

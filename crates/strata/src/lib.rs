@@ -76,7 +76,9 @@ pub use audit::{
 
 // Ranking and filtering.
 pub use filter::{Field, Filter, Op, Scalar};
-pub use rank::{Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Weights};
+pub use rank::{
+    DEFAULT_NEIGHBOUR_WEIGHT, Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Weights,
+};
 pub use text::query_terms;
 
 // Context assembly.

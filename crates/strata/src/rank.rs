@@ -135,6 +135,9 @@ pub struct RankConfig {
     /// a memory is returned only when its text match (bm25 over the best
     /// bm25) or its vector similarity to the query reaches it.
     pub min_relevance: f64,
+    /// Share of its conversation neighbours' relevance a memory gets (0–1;
+    /// 0 = off): see [`share_with_neighbours`].
+    pub neighbour_weight: f64,
 }
 
 impl Default for RankConfig {
@@ -171,9 +174,17 @@ impl Default for RankConfig {
             rrf_k: 60.0,
             vector_weight: 0.5,
             min_relevance: DEFAULT_MIN_RELEVANCE,
+            neighbour_weight: DEFAULT_NEIGHBOUR_WEIGHT,
         }
     }
 }
+
+/// The default share of a neighbour's relevance, the relevance floor's
+/// number for a reason of its own: a memory with no match of its own that
+/// sits beside the best match reaches at most 0.3 of it, what the floor
+/// calls the least a match may be; a memory that matches as well as its
+/// neighbour keeps its lead over one that only sits beside it.
+pub const DEFAULT_NEIGHBOUR_WEIGHT: f64 = 0.3;
 
 /// The default relevance floor. One number on two absolute scales:
 ///
@@ -218,6 +229,7 @@ impl RankConfig {
         unit("weights.recency", self.weights.recency)?;
         unit("vector_weight", self.vector_weight)?;
         unit("min_relevance", self.min_relevance)?;
+        unit("neighbour_weight", self.neighbour_weight)?;
         pos("rrf_k", self.rrf_k)?;
         if !(self.access_boost.is_finite() && self.access_boost >= 0.0) {
             return Err(Error::InvalidConfig(format!(
@@ -276,8 +288,13 @@ pub struct ScoreParts {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passed: Option<String>,
     /// Relevance, 0–1: bm25 over the best bm25 without vectors, else the
-    /// fusion of both lists over the best fusion among the candidates.
+    /// fusion of both lists over the best fusion among the candidates; with
+    /// a share of its best conversation neighbour's (below), over the best.
     pub relevance: f64,
+    /// The relevance (before sharing) of its best conversation neighbour
+    /// among the candidates, when it got a share of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbour: Option<f64>,
     /// The stored importance.
     pub importance: f64,
     /// The memory's kind (the weight below is this kind's).
@@ -321,6 +338,9 @@ pub struct Signals {
     /// Whether it is learned (`source = learned`): what text search leaves
     /// out of its statistics and a context puts after what was said.
     pub learned: bool,
+    /// Its session (a conversation's turns have one): whose neighbours
+    /// share relevance ([`share_with_neighbours`]).
+    pub session: Option<String>,
 }
 
 impl Signals {
@@ -335,6 +355,7 @@ impl Signals {
             access_count: m.access_count,
             tokens: m.tokens,
             learned: m.source == crate::model::Source::Learned,
+            session: m.session.clone(),
         }
     }
 }
@@ -354,6 +375,9 @@ pub struct Relevance {
     pub text_match: Option<f64>,
     /// Fused relevance, 0–1 (`fuse` fills it).
     pub fused: f64,
+    /// The relevance of its best conversation neighbour among the
+    /// candidates, when [`share_with_neighbours`] added a share of it.
+    pub neighbour: Option<f64>,
 }
 
 impl Relevance {
@@ -493,6 +517,54 @@ fn fuse_among(
         .collect()
 }
 
+/// Conversation neighbours share relevance. Where a question's evidence is
+/// spread over turns (a question and its answer, a statement and what
+/// follows it), the turn beside a strong match is often evidence too while
+/// matching little itself. Each candidate with a session gets
+/// `neighbour_weight` × the larger fused relevance of the candidates
+/// before and after it in its session (by `created_at`, then id: the
+/// nearest among the candidates), and relevance is spread over 0–1 again
+/// by the best. Nothing changes without a query (no relevance) or with a
+/// weight of 0.
+pub fn share_with_neighbours(cfg: &RankConfig, cands: &mut [(Signals, Relevance)]) {
+    let w = cfg.neighbour_weight;
+    if w <= 0.0 || !cands.iter().any(|(_, r)| r.fused > 0.0) {
+        return;
+    }
+    let mut sessions: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, (s, _)) in cands.iter().enumerate() {
+        if let Some(sess) = s.session.as_deref() {
+            sessions.entry(sess).or_default().push(i);
+        }
+    }
+    let mut shares: Vec<(usize, f64)> = Vec::new();
+    for turns in sessions.values_mut() {
+        turns.sort_by(|&a, &b| {
+            let (x, y) = (&cands[a].0, &cands[b].0);
+            (x.created_at, &x.id).cmp(&(y.created_at, &y.id))
+        });
+        for (k, &i) in turns.iter().enumerate() {
+            let before = k.checked_sub(1).map(|j| cands[turns[j]].1.fused);
+            let after = turns.get(k + 1).map(|&j| cands[j].1.fused);
+            let best = before.into_iter().chain(after).fold(0.0f64, f64::max);
+            if best > 0.0 {
+                shares.push((i, best));
+            }
+        }
+    }
+    for (i, best) in shares {
+        let r = &mut cands[i].1;
+        r.neighbour = Some(best);
+        r.fused += w * best;
+    }
+    let top = cands.iter().map(|(_, r)| r.fused).fold(0.0f64, f64::max);
+    if top > 0.0 {
+        for (_, r) in cands.iter_mut() {
+            r.fused /= top;
+        }
+    }
+}
+
 /// Scores one memory from its signals and its fused relevance.
 pub fn score(
     cfg: &RankConfig,
@@ -531,6 +603,7 @@ pub fn score(
         text_match: rel.text_match,
         passed: None,
         relevance,
+        neighbour: rel.neighbour,
         importance: m.importance,
         kind: m.kind.clone(),
         kind_weight,
@@ -610,6 +683,72 @@ mod tests {
             told[0].0 = false;
             assert_ne!(&fused(&cfg, &told)[1..], &alone[..], "{fusion:?}");
         }
+    }
+
+    /// A turn beside a strong match rises over a weak match elsewhere; the
+    /// nearest candidates of the same session are the neighbours, whatever
+    /// lies between them; nothing is shared across sessions, without a
+    /// session, or at weight 0.
+    #[test]
+    fn session_neighbours_share_relevance() {
+        let at = |s: i64| Timestamp::from_second(1_750_000_000 + s).unwrap();
+        let cand = |id: &str, session: Option<&str>, t: i64, fused: f64| {
+            let mut s = Signals::of(&crate::testutil::memory("project/a", "x", at(t)));
+            s.id = id.into();
+            s.created_at = at(t);
+            s.session = session.map(String::from);
+            let r = Relevance {
+                fused,
+                ..Relevance::default()
+            };
+            (s, r)
+        };
+        let cands = || {
+            vec![
+                cand("question", Some("s1"), 0, 1.0),
+                cand("answer", Some("s1"), 5, 0.1),
+                cand("later", Some("s1"), 9, 0.0),
+                cand("elsewhere", Some("s2"), 1, 0.2),
+                cand("loose", None, 2, 0.05),
+            ]
+        };
+        let shared = |w: f64| {
+            let cfg = RankConfig {
+                neighbour_weight: w,
+                ..RankConfig::default()
+            };
+            let mut c = cands();
+            share_with_neighbours(&cfg, &mut c);
+            c.into_iter()
+                .map(|(s, r)| (s.id, (r.fused, r.neighbour)))
+                .collect::<HashMap<_, _>>()
+        };
+        let off = shared(0.0);
+        assert!(off["elsewhere"].0 > off["answer"].0);
+        assert!(off.values().all(|(_, n)| n.is_none()));
+        let on = shared(0.3);
+        // question: 1.0 + 0.3 × 0.1 = 1.03, the best; answer: 0.1 + 0.3.
+        assert!((on["question"].0 - 1.0).abs() < 1e-12);
+        assert!((on["answer"].0 - 0.4 / 1.03).abs() < 1e-12);
+        assert_eq!(on["answer"].1, Some(1.0));
+        assert!(on["answer"].0 > on["elsewhere"].0);
+        // "later"'s nearest candidate before it is the answer, not the question.
+        assert_eq!(on["later"].1, Some(0.1));
+        assert_eq!(on["elsewhere"].1, None, "alone in its session");
+        assert_eq!(on["loose"].1, None, "no session");
+        // Without a query nothing moves.
+        let mut c: Vec<_> = cands()
+            .into_iter()
+            .map(|(s, mut r)| {
+                r.fused = 0.0;
+                (s, r)
+            })
+            .collect();
+        share_with_neighbours(&RankConfig::default(), &mut c);
+        assert!(
+            c.iter()
+                .all(|(_, r)| r.fused == 0.0 && r.neighbour.is_none())
+        );
     }
 
     #[test]

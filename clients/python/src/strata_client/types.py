@@ -146,6 +146,8 @@ class ScoreParts:
     bm25_rank: int | None = None
     similarity: float | None = None
     vector_rank: int | None = None
+    # The relevance of its best session neighbour, when it got a share.
+    neighbour: float | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ScoreParts:

@@ -136,6 +136,11 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
             if let Some(why) = &p.passed {
                 output::line(format!("          passed: {why}"))?;
             }
+            if let Some(n) = p.neighbour {
+                output::line(format!(
+                    "          beside a memory of relevance {n:.3} in its session (ranking.neighbour_weight)"
+                ))?;
+            }
             if let Some(l) = strata::Learned::of(&h.memory) {
                 output::line(format!(
                     "          learned by {} (confidence {:.2}, {}) from {}",

@@ -183,6 +183,10 @@ fn eval_retrieval_runs_the_fixture_and_names_bad_files() {
             "timestamp",
         ),
         (
+            r#"{"corpora": [{"id": "c", "memories": [{"id": "a", "text": "x", "session": 3}]}], "queries": []}"#,
+            "session",
+        ),
+        (
             r#"{"corpora": [{"id": "c", "memories": [{"id": "a", "text": "x"}]}], "queries": [{"corpus": "d", "query": "q", "relevant": ["a"]}]}"#,
             "no corpus `d`",
         ),

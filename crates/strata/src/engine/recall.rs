@@ -341,6 +341,7 @@ impl Engine {
         now: Timestamp,
     ) -> Vec<(Signals, ScoreParts)> {
         rank::fuse(&self.cfg.ranking, &mut cands);
+        rank::share_with_neighbours(&self.cfg.ranking, &mut cands);
         let mut scored: Vec<(Signals, ScoreParts)> = cands
             .into_iter()
             .map(|(m, r)| {
@@ -365,15 +366,25 @@ impl Engine {
             return self.rank(cands, strategy, now);
         };
         rank::fuse(&self.cfg.ranking, &mut cands);
-        let mut scored: Vec<(Signals, ScoreParts)> = cands
+        let mut passed: Vec<(Signals, Relevance)> = Vec::new();
+        let mut why: Vec<String> = Vec::new();
+        for (m, r) in cands {
+            let (ok, because) = r.passes(floor);
+            if ok {
+                passed.push((m, r));
+                why.push(because);
+            }
+        }
+        // Neighbours share among what passed: a memory the floor cut is
+        // not evidence for the one beside it.
+        rank::share_with_neighbours(&self.cfg.ranking, &mut passed);
+        let mut scored: Vec<(Signals, ScoreParts)> = passed
             .into_iter()
-            .filter_map(|(m, r)| {
-                let (ok, why) = r.passes(floor);
-                ok.then(|| {
-                    let mut p = rank::score(&self.cfg.ranking, strategy, &m, &r, now);
-                    p.passed = Some(why);
-                    (m, p)
-                })
+            .zip(why)
+            .map(|((m, r), why)| {
+                let mut p = rank::score(&self.cfg.ranking, strategy, &m, &r, now);
+                p.passed = Some(why);
+                (m, p)
             })
             .collect();
         rank::sort_scored(&mut scored, |m| m.id.as_str());

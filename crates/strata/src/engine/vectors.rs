@@ -404,6 +404,7 @@ mod tests {
             access_count: 0,
             tokens: 3,
             learned,
+            session: None,
         }
     }
 

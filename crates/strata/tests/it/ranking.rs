@@ -4,7 +4,39 @@ use strata::{Kind, NewMemory, Recall, Strategy};
 
 use crate::harness::{MakeEngine, scope, view};
 
-backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, short_ids_name_one_memory);
+backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, short_ids_name_one_memory, a_turn_beside_a_strong_match_shares_its_relevance);
+
+/// A conversation turn beside the best match in its session rises over an
+/// equal match elsewhere (`ranking.neighbour_weight`), and `--explain`
+/// says why; at weight 0 the shorter match elsewhere leads.
+fn a_turn_beside_a_strong_match_shares_its_relevance(make: MakeEngine) {
+    let turn = |e: &strata::Engine, session: &str, text: &str| {
+        e.remember(
+            NewMemory::new(scope("project/a"), text)
+                .kind(Kind::Conversation)
+                .session(session),
+        )
+        .unwrap()
+    };
+    let order = |weight: f64| {
+        let e = make(&|c| c.ranking.neighbour_weight = weight);
+        turn(&e, "s1", "Where did you move this spring?");
+        let answer = turn(&e, "s1", "We moved to Lisbon, it is sunny there");
+        let other = turn(&e, "s2", "Move the meeting");
+        let mut r = Recall::new("where did you move this spring", view(&["project/a"]));
+        r.strategy = Some(Strategy::Relevance);
+        r.min_relevance = Some(0.0);
+        r.explain = true;
+        let hits = e.recall(&r).unwrap();
+        let at = |id: &str| hits.iter().position(|h| h.memory.id == id).unwrap();
+        let beside = hits[at(&answer.id)].explain.as_ref().unwrap().neighbour;
+        (at(&answer.id) < at(&other.id), beside)
+    };
+    assert_eq!(order(0.0), (false, None));
+    let (first, beside) = order(strata::DEFAULT_NEIGHBOUR_WEIGHT);
+    assert!(first, "the answer beside the question leads");
+    assert_eq!(beside, Some(1.0));
+}
 
 /// Short ids: the shortest dash-cut prefix no other memory inside the
 /// fence shares, read back by `resolve_id`; too short, unknown and

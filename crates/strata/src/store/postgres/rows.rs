@@ -42,9 +42,9 @@ fn u(r: &Row, i: usize) -> Result<u64> {
 }
 
 /// The columns [`read_signals`] reads, in its order.
-pub(super) const SIGNAL_COLS: &str = "m.id, m.kind, m.importance, m.created_at, m.updated_at, m.access_count, m.tokens, m.source = 'learned'";
+pub(super) const SIGNAL_COLS: &str = "m.id, m.kind, m.importance, m.created_at, m.updated_at, m.access_count, m.tokens, m.source = 'learned', m.session";
 /// How many columns [`SIGNAL_COLS`] has: the first one after them.
-pub(super) const SIGNAL_N: usize = 8;
+pub(super) const SIGNAL_N: usize = 9;
 
 /// Signals from the first [`SIGNAL_N`] columns.
 pub(super) fn read_signals(r: &Row) -> Result<Signals> {
@@ -57,6 +57,7 @@ pub(super) fn read_signals(r: &Row) -> Result<Signals> {
         access_count: u(r, 5)?,
         tokens: u32::try_from(get::<i64>(r, 6)?).map_err(|e| corrupt("tokens", e))?,
         learned: get(r, 7)?,
+        session: get(r, 8)?,
     })
 }
 

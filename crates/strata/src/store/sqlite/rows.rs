@@ -27,9 +27,9 @@ pub(super) fn conv_err(
 }
 
 /// The columns [`read_signals`] reads, in its order.
-pub(super) const SIGNAL_COLS: &str = "m.id, m.kind, m.importance, m.created_at, m.updated_at, m.access_count, m.tokens, m.source = 'learned'";
+pub(super) const SIGNAL_COLS: &str = "m.id, m.kind, m.importance, m.created_at, m.updated_at, m.access_count, m.tokens, m.source = 'learned', m.session";
 /// How many columns [`SIGNAL_COLS`] has: the first one after them.
-pub(super) const SIGNAL_N: usize = 8;
+pub(super) const SIGNAL_N: usize = 9;
 
 pub(super) fn read_signals(r: &Row<'_>) -> rusqlite::Result<Signals> {
     Ok(Signals {
@@ -41,6 +41,7 @@ pub(super) fn read_signals(r: &Row<'_>) -> rusqlite::Result<Signals> {
         access_count: r.get::<_, i64>(5)? as u64,
         tokens: r.get::<_, i64>(6)? as u32,
         learned: r.get(7)?,
+        session: r.get(8)?,
     })
 }
 
