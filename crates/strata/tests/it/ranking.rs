@@ -36,6 +36,12 @@ fn a_turn_beside_a_strong_match_shares_its_relevance(make: MakeEngine) {
     let (first, beside) = order(strata::DEFAULT_NEIGHBOUR_WEIGHT);
     assert!(first, "the answer beside the question leads");
     assert_eq!(beside, Some(1.0));
+    for bad in [-0.1, 1.5, f64::NAN] {
+        let mut cfg = strata::Config::in_memory();
+        cfg.ranking.neighbour_weight = bad;
+        let err = strata::Engine::open(cfg).unwrap_err().to_string();
+        assert!(err.contains("ranking.neighbour_weight"), "{err}");
+    }
 }
 
 /// Short ids: the shortest dash-cut prefix no other memory inside the
