@@ -136,7 +136,7 @@ pub struct RankConfig {
     /// bm25) or its vector similarity to the query reaches it.
     pub min_relevance: f64,
     /// Share of its conversation neighbours' relevance a memory gets (0–1;
-    /// 0 = off): see [`share_with_neighbours`].
+    /// 0 = off): see docs/retrieval.md.
     pub neighbour_weight: f64,
 }
 
@@ -339,7 +339,7 @@ pub struct Signals {
     /// out of its statistics and a context puts after what was said.
     pub learned: bool,
     /// Its session (a conversation's turns have one): whose neighbours
-    /// share relevance ([`share_with_neighbours`]).
+    /// share relevance (`ranking.neighbour_weight`).
     pub session: Option<String>,
 }
 
@@ -376,7 +376,7 @@ pub struct Relevance {
     /// Fused relevance, 0–1 (`fuse` fills it).
     pub fused: f64,
     /// The relevance of its best conversation neighbour among the
-    /// candidates, when [`share_with_neighbours`] added a share of it.
+    /// candidates, when it got a share of it (`ranking.neighbour_weight`).
     pub neighbour: Option<f64>,
 }
 
