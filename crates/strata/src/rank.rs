@@ -453,42 +453,42 @@ fn fuse_among(
     // Full-text ranks from the scores, so candidates that came from
     // elsewhere (the archive) rank in the same list; vector ranks keep the
     // vector list's order, counted among `among`.
+    // Positions below are into `among` (and `out`, in its order).
     let mut by_bm25: Vec<(f64, usize)> = among
         .iter()
-        .filter_map(|&i| cands[i].1.bm25.map(|b| (b, i)))
+        .enumerate()
+        .filter_map(|(k, &i)| cands[i].1.bm25.map(|b| (b, k)))
         .collect();
     by_bm25.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut by_vector: Vec<(usize, usize)> = among
         .iter()
-        .filter_map(|&i| cands[i].1.vector_rank.map(|k| (k, i)))
+        .enumerate()
+        .filter_map(|(k, &i)| cands[i].1.vector_rank.map(|r| (r, k)))
         .collect();
     by_vector.sort_unstable();
-    let mut out: HashMap<usize, Relevance> = HashMap::new();
-    for &i in among {
-        out.insert(i, cands[i].1);
+    let mut out: Vec<Relevance> = among.iter().map(|&i| cands[i].1).collect();
+    for (rank, (_, k)) in by_bm25.into_iter().enumerate() {
+        out[k].bm25_rank = Some(rank + 1);
     }
-    for (rank, (_, i)) in by_bm25.into_iter().enumerate() {
-        out.get_mut(&i).expect("among").bm25_rank = Some(rank + 1);
+    for (rank, (_, k)) in by_vector.into_iter().enumerate() {
+        out[k].vector_rank = Some(rank + 1);
     }
-    for (rank, (_, i)) in by_vector.into_iter().enumerate() {
-        out.get_mut(&i).expect("among").vector_rank = Some(rank + 1);
-    }
-    for r in out.values_mut() {
+    for r in &mut out {
         // A candidate scored against other statistics (the archive's) comes
         // with its own text match.
         if r.text_match.is_none() {
             r.text_match = r.bm25.map(|_| norm_bm25(r));
         }
     }
-    let vectors = out.values().any(|r| r.similarity.is_some());
+    let vectors = out.iter().any(|r| r.similarity.is_some());
     // Similarities of one model sit in a narrow band: spread the
     // candidates' band over 0–1 before weighing it against bm25.
     let (lo, hi) = out
-        .values()
+        .iter()
         .filter_map(|r| r.similarity)
         .fold((f32::MAX, f32::MIN), |(lo, hi), s| (lo.min(s), hi.max(s)));
     let rrf = |rank: Option<usize>| rank.map_or(0.0, |k| 1.0 / (cfg.rrf_k + k as f64));
-    for r in out.values_mut() {
+    for r in &mut out {
         r.fused = if !vectors {
             norm_bm25(r)
         } else {
@@ -505,10 +505,12 @@ fn fuse_among(
             }
         };
     }
-    let best = out.values().map(|r| r.fused).fold(0.0f64, f64::max);
-    out.into_iter()
-        .filter(|(i, _)| into(&cands[*i].0))
-        .map(|(i, mut r)| {
+    let best = out.iter().map(|r| r.fused).fold(0.0f64, f64::max);
+    among
+        .iter()
+        .zip(out)
+        .filter(|(i, _)| into(&cands[**i].0))
+        .map(|(&i, mut r)| {
             if best > 0.0 {
                 r.fused /= best;
             }

@@ -26,7 +26,7 @@
 //!
 //! A record's `checksum` (and each history version's) is empty when it is
 //! the SHA-256 of the content and payload, as strata always writes it: a
-//! read computes it again (see [`derived_checksum`]).
+//! read computes it again (see [`leave_out_checksum`]).
 //!
 //! All integers little-endian; each crc is CRC-32 (IEEE) of the compressed
 //! bytes it follows. The index alone (read without the data) tells a search
@@ -79,30 +79,21 @@ pub struct ColdRecord {
     pub history: Vec<Memory>,
 }
 
-/// Which way a record goes through [`derived_checksum`].
-#[derive(Clone, Copy)]
-enum Direction {
-    Out,
-    In,
-}
-
 /// A memory's checksum is SHA-256 of its content and payload: a segment
 /// leaves it out (writes it empty) when it is that, and a read computes it
-/// again. A hash does not compress: it was 40 % of a record's compressed
-/// bytes. A checksum that is not the content's (never written by strata)
-/// is kept as it is, so nothing is lost either way.
-fn derived_checksum(m: &mut Memory, way: Direction) {
-    match way {
-        Direction::Out => {
-            if m.checksum == crate::model::checksum(&m.content, m.payload.as_ref()) {
-                m.checksum.clear();
-            }
-        }
-        Direction::In => {
-            if m.checksum.is_empty() {
-                m.checksum = crate::model::checksum(&m.content, m.payload.as_ref());
-            }
-        }
+/// again ([`restore_checksum`]). A hash does not compress: it was 40 % of a
+/// record's compressed bytes. A checksum that is not the content's (never
+/// written by strata) is kept as it is, so nothing is lost either way.
+fn leave_out_checksum(m: &mut Memory) {
+    if m.checksum == crate::model::checksum(&m.content, m.payload.as_ref()) {
+        m.checksum.clear();
+    }
+}
+
+/// The checksum [`leave_out_checksum`] left out, computed again.
+fn restore_checksum(m: &mut Memory) {
+    if m.checksum.is_empty() {
+        m.checksum = crate::model::checksum(&m.content, m.payload.as_ref());
     }
 }
 
@@ -690,10 +681,10 @@ impl ColdDir {
             }
             let mut r = r.clone();
             r.memory.embedding = None;
-            derived_checksum(&mut r.memory, Direction::Out);
+            leave_out_checksum(&mut r.memory);
             for h in &mut r.history {
                 h.embedding = None;
-                derived_checksum(h, Direction::Out);
+                leave_out_checksum(h);
             }
             let line = serde_json::to_vec(&r).map_err(|e| Error::Corrupt {
                 what: format!("cold record {}", r.memory.id),
@@ -980,9 +971,9 @@ impl ColdDir {
             .ok_or_else(|| corrupt(path, format!("entry `{}` lies outside the data", e.id)))?;
         let mut r: ColdRecord = serde_json::from_slice(line)
             .map_err(|err| corrupt(path, format!("entry `{}` unreadable ({err})", e.id)))?;
-        derived_checksum(&mut r.memory, Direction::In);
+        restore_checksum(&mut r.memory);
         for h in &mut r.history {
-            derived_checksum(h, Direction::In);
+            restore_checksum(h);
         }
         if r.memory.id != e.id {
             return Err(corrupt(
