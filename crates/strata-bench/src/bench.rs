@@ -125,6 +125,10 @@ pub struct BenchArgs {
     /// used and dropped; password from STRATA_DB_PASSWORD or PGPASSWORD).
     #[arg(long, env = "STRATA_BENCH_PG_URL", value_name = "URL")]
     pub pg_url: Option<String>,
+    /// HTTP recalls of each side of `--only postgres`'s nodes phase (one
+    /// node, then two nodes on the same database; 0 skips it).
+    #[arg(long, default_value_t = 4_000)]
+    pub node_requests: usize,
     /// Run on stores encrypted at rest (a throwaway raw key the benchmark
     /// makes; needs the `encryption` feature).
     #[arg(long)]
@@ -990,6 +994,12 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
             "                   p95 PostgreSQL / SQLite: {:.2}",
             p.p95_ratio
         ))?;
+        if let Some(n) = &p.nodes {
+            output::line(format!(
+                "pg http recall     1 node {:.0}/s, 2 nodes {:.0}/s: {:.2}× ({} clients, {} CPUs, {} errors)",
+                n.one_node_per_sec, n.two_nodes_per_sec, n.ratio, n.clients, n.cpus, n.errors
+            ))?;
+        }
     }
     if let Some(c) = &rep.context {
         let k = c.budget / 1000;

@@ -214,12 +214,12 @@ fn list(counts: &[usize]) -> String {
 }
 
 /// One recall, as the library takes it and as the HTTP body says it.
-struct Query {
+pub(super) struct Query {
     req: strata::Recall,
-    body: String,
+    pub(super) body: String,
 }
 
-fn queries(a: &BenchArgs, g: &mut Gen, n: usize) -> Result<Vec<Query>> {
+pub(super) fn queries(a: &BenchArgs, g: &mut Gen, n: usize) -> Result<Vec<Query>> {
     (0..n)
         .map(|i| {
             let scope = format!("project/p{:02}", (i * 7) % a.scopes);
@@ -279,25 +279,26 @@ fn drive(
 
 /// One request of an HTTP phase: path, JSON body (a GET when empty), the
 /// status that means success.
-type Call<'a> = (&'a str, &'a str, u16);
+pub(super) type Call<'a> = (&'a str, &'a str, u16);
 
 /// What an HTTP phase measured: wall time, latencies of reads and of
 /// writes (request i is a write when `is_write(i)`), errors.
-struct Measured {
-    wall: Duration,
-    reads: Vec<Duration>,
+pub(super) struct Measured {
+    pub(super) wall: Duration,
+    pub(super) reads: Vec<Duration>,
     writes: Vec<Duration>,
-    errors: usize,
+    pub(super) errors: usize,
 }
 
-/// Sends requests 0..n over `clients` keep-alive connections to `addr`,
-/// all from one client thread; `answer(i, body)` checks each success.
+/// Sends requests 0..n over `clients` keep-alive connections, connection
+/// k to `addrs[k % addrs.len()]` (several servers: nodes of one
+/// database), all from one client thread; `answer(i, body)` checks each success.
 /// With a `rate` (requests/s), request i is due at i / rate from the start
 /// and its latency counts from then, so a slow answer also charges the
 /// requests queued behind it.
 #[allow(clippy::too_many_arguments)]
-fn drive_http<'a>(
-    addr: SocketAddr,
+pub(super) fn drive_http<'a>(
+    addrs: &[SocketAddr],
     token: &str,
     clients: usize,
     n: usize,
@@ -314,8 +315,8 @@ fn drive_http<'a>(
     let errors = AtomicUsize::new(0);
     rt.block_on(async {
         let mut conns = Vec::with_capacity(clients);
-        for _ in 0..clients {
-            conns.push(Conn::open(addr).await?);
+        for k in 0..clients {
+            conns.push(Conn::open(addrs[k % addrs.len()]).await?);
         }
         let started = Instant::now();
         let loops = conns.into_iter().map(|mut conn| {
@@ -335,13 +336,13 @@ fn drive_http<'a>(
                         }
                         None => Instant::now(),
                     };
-                    let r = conn.send(addr, auth, call(i)).await;
+                    let r = conn.send(auth, call(i)).await;
                     if let Err(e) = r.and_then(|body| answer(i, body)) {
                         if errors.fetch_add(1, Ordering::Relaxed) < 5 {
                             eprintln!("bench http: request {i} failed: {e:#}");
                         }
                         // The connection may be gone: start a new one.
-                        if let Ok(c) = Conn::open(addr).await {
+                        if let Ok(c) = Conn::open(conn.addr).await {
                             conn = c;
                         }
                     }
@@ -372,6 +373,7 @@ fn drive_http<'a>(
 
 /// A keep-alive HTTP/1.1 connection and its buffers.
 struct Conn {
+    addr: SocketAddr,
     stream: TcpStream,
     out: Vec<u8>,
     inb: Vec<u8>,
@@ -382,6 +384,7 @@ impl Conn {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(Conn {
+            addr,
             stream,
             out: Vec::with_capacity(1024),
             inb: Vec::with_capacity(16 * 1024),
@@ -390,12 +393,7 @@ impl Conn {
 
     /// One request (a GET when the body is empty); the answer's body when
     /// its status is the one wanted.
-    async fn send(
-        &mut self,
-        addr: SocketAddr,
-        auth: &str,
-        (path, body, want): Call<'_>,
-    ) -> Result<&[u8]> {
+    async fn send(&mut self, auth: &str, (path, body, want): Call<'_>) -> Result<&[u8]> {
         use std::io::Write as _;
         self.out.clear();
         if body.is_empty() {
@@ -407,7 +405,11 @@ impl Conn {
                 body.len()
             )?;
         }
-        write!(self.out, "host: {addr}\r\nauthorization: {auth}\r\n\r\n")?;
+        write!(
+            self.out,
+            "host: {}\r\nauthorization: {auth}\r\n\r\n",
+            self.addr
+        )?;
         self.out.extend_from_slice(body.as_bytes());
         self.stream.write_all(&self.out).await?;
         // Read until the head parses, then until the body is all there.
@@ -493,7 +495,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     drive(clients, warm, |i| {
         engine.recall(&qs[i].req).map(drop).map_err(Into::into)
     });
-    drive_http(addr, &token, clients, warm, None, &never, &recall, &fine)?;
+    drive_http(&[addr], &token, clients, warm, None, &never, &recall, &fine)?;
 
     let pool = shared.limits.max_concurrent;
     let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -533,7 +535,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             let slice = |i: usize| recall(from + i);
             let (m, cpu) = cpu_of(true, || {
                 drive_http(
-                    addr,
+                    &[addr],
                     &token,
                     clients,
                     to - from,
@@ -553,7 +555,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     ));
     let health = |_: usize| -> Call<'_> { ("/healthz", "", 200) };
     let (m, cpu) = cpu_of(true, || {
-        drive_http(addr, &token, clients, n, None, &never, &health, &fine)
+        drive_http(&[addr], &token, clients, n, None, &never, &health, &fine)
     });
     let m = m?;
     let mut floor = Sum::default();
@@ -577,7 +579,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         "timing {paced_n} recalls over HTTP from {clients} clients at {rate:.0}/s…"
     ));
     let m = drive_http(
-        addr,
+        &[addr],
         &token,
         clients,
         paced_n,
@@ -627,7 +629,14 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         let before = shared.metrics.writes();
         let refused_before = strata::refusals();
         let m = drive_http(
-            addr, &token, clients, mixed_n, None, &is_write, &call, &record,
+            &[addr],
+            &token,
+            clients,
+            mixed_n,
+            None,
+            &is_write,
+            &call,
+            &record,
         )?;
         let after = shared.metrics.writes();
         let ids = ids.into_inner().unwrap();

@@ -2,15 +2,19 @@
 //! schema of a PostgreSQL server, beside the SQLite store of the same run:
 //! batched insert, storing synthetic vectors, and hybrid recall (a text
 //! query and every vector of the view, query embedding excluded) over one
-//! project view, the two stores timed query by query in turn. The schema
-//! (`strata_bench_<pid>`) is dropped afterwards.
+//! project view, the two stores timed query by query in turn; then HTTP
+//! recall throughput through one node and through two nodes on the same
+//! schema. The schema (`strata_bench_<pid>`) is dropped afterwards.
 
+use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use serde::Serialize;
 
+use super::http::{Call, drive_http, queries};
 use super::{BenchArgs, DIM, Gen, Latency, Synthetic, bench_config, latency, store_vectors};
 
 #[derive(Debug, Serialize)]
@@ -28,6 +32,29 @@ pub(super) struct PgBench {
     pub(super) sqlite_recall: Latency,
     /// PostgreSQL's p95 over SQLite's.
     pub(super) p95_ratio: f64,
+    /// HTTP recall through one node and through two (absent with
+    /// `--node-requests 0`).
+    pub(super) nodes: Option<Nodes>,
+}
+
+/// HTTP recall throughput through one node and through two nodes of one
+/// database. A node is a server with its own engine, connection pool,
+/// copy of the vectors and runtime (in this process: what a second
+/// `strata serve` would hold, without a second client machine).
+#[derive(Debug, Serialize)]
+pub(super) struct Nodes {
+    /// Keep-alive client connections (split evenly over two nodes).
+    pub(super) clients: usize,
+    /// Recalls timed on each side.
+    pub(super) requests: usize,
+    pub(super) one_node_per_sec: f64,
+    pub(super) two_nodes_per_sec: f64,
+    /// Two nodes over one.
+    pub(super) ratio: f64,
+    /// Failed requests on both sides.
+    pub(super) errors: usize,
+    /// The machine's CPUs: the nodes, the client and PostgreSQL share them.
+    pub(super) cpus: usize,
 }
 
 pub(super) fn run(
@@ -62,6 +89,9 @@ pub(super) fn run(
         let t = Instant::now();
         let stored = store_vectors(&pg)?;
         let set_vectors_per_sec = stored as f64 / t.elapsed().as_secs_f64();
+        // Storing the vectors rewrote every row: time recall on a settled
+        // table, not beside autovacuum's cleanup of 100,000 dead versions.
+        strata::PostgresStore::open(url, opts.clone())?.vacuum_analyze()?;
         let sqlite = strata::Engine::open(bench_config(sqlite_db))?;
         store_vectors(&sqlite)?;
         for e in [&pg, &sqlite] {
@@ -88,7 +118,12 @@ pub(super) fn run(
             }
         }
         let (recall, sqlite_recall) = (latency(lp), latency(ls));
+        let nodes = match a.node_requests {
+            0 => None,
+            _ => Some(nodes(a, url, &opts, sqlite_db, datagen, say)?),
+        };
         Ok(PgBench {
+            nodes,
             url: shown.clone(),
             insert_per_sec,
             set_vectors_per_sec,
@@ -99,4 +134,130 @@ pub(super) fn run(
     })();
     strata::PostgresStore::open(url, opts)?.drop_schema()?;
     out
+}
+
+/// A server of its own on 127.0.0.1 over the bench schema.
+struct Node {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Node {
+    fn start(
+        url: &str,
+        opts: &strata::PostgresOptions,
+        sqlite_db: &Path,
+        cfg: &strata_server::ServerConfig,
+    ) -> Result<Node> {
+        let store = strata::PostgresStore::open(url, opts.clone())?;
+        let engine = strata::Engine::with_store(bench_config(sqlite_db), Box::new(store))?;
+        engine.set_embedder(Some(Arc::new(Synthetic(DIM))))?;
+        let shared = strata_server::Shared::new(engine, cfg, strata_server::AuthMode::Tokens)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = rt.spawn(strata_server::serve(listener, shared, async {
+            let _ = stopped.await;
+        }));
+        Ok(Node {
+            addr,
+            stop: Some(stop),
+            server,
+            rt,
+        })
+    }
+
+    fn stop(mut self) -> Result<()> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.rt.block_on(self.server)??;
+        Ok(())
+    }
+}
+
+/// Times `--node-requests` HTTP recalls through one node and as many
+/// through two, `--clients` connections each time, in rounds whose first
+/// side alternates (a machine that drifts weighs on both alike).
+fn nodes(
+    a: &BenchArgs,
+    url: &str,
+    opts: &strata::PostgresOptions,
+    sqlite_db: &Path,
+    datagen: &mut Gen,
+    say: &dyn Fn(String),
+) -> Result<Nodes> {
+    let clients = a.clients.max(2);
+    let n = a.node_requests.max(clients);
+    let token = strata_server::new_token();
+    let cfg = strata_server::ServerConfig {
+        tokens: vec![strata_server::TokenConfig {
+            name: "bench".into(),
+            secret_sha256: strata_server::sha256_hex(&token),
+            scopes: vec!["project".into()],
+            access: strata_server::Access::ReadWrite,
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let started = [
+        Node::start(url, opts, sqlite_db, &cfg)?,
+        Node::start(url, opts, sqlite_db, &cfg)?,
+    ];
+    let addrs = [started[0].addr, started[1].addr];
+    let qs = queries(a, datagen, n)?;
+    let never = |_: usize| false;
+    let fine = |_: usize, _: &[u8]| Ok(());
+    say(format!(
+        "postgres: timing {n} HTTP recalls through one node and {n} through two, {clients} clients…"
+    ));
+    // Warm both nodes: each loads its copy of the vectors on its first
+    // hybrid query.
+    let warm = n.min(200);
+    for addr in addrs {
+        let call = |i: usize| -> Call<'_> { ("/v1/recall", qs[i].body.as_str(), 200) };
+        drive_http(&[addr], &token, clients, warm, None, &never, &call, &fine)?;
+    }
+    let rounds = 4.min(n / clients).max(1);
+    let mut sides = [(Duration::ZERO, 0usize); 2];
+    let mut errors = 0;
+    for round in 0..rounds {
+        let (from, to) = (round * n / rounds, (round + 1) * n / rounds);
+        let call = |i: usize| -> Call<'_> { ("/v1/recall", qs[from + i].body.as_str(), 200) };
+        for turn in 0..2 {
+            let side = (round + turn) % 2;
+            let m = drive_http(
+                &addrs[..=side],
+                &token,
+                clients,
+                to - from,
+                None,
+                &never,
+                &call,
+                &fine,
+            )?;
+            sides[side].0 += m.wall;
+            sides[side].1 += m.reads.len();
+            errors += m.errors;
+        }
+    }
+    for node in started {
+        node.stop()?;
+    }
+    let per_sec = |(wall, done): (Duration, usize)| done as f64 / wall.as_secs_f64();
+    let (one, two) = (per_sec(sides[0]), per_sec(sides[1]));
+    Ok(Nodes {
+        clients,
+        requests: n,
+        one_node_per_sec: one,
+        two_nodes_per_sec: two,
+        ratio: two / one,
+        errors,
+        cpus: std::thread::available_parallelism().map_or(1, |c| c.get()),
+    })
 }

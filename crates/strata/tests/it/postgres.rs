@@ -292,6 +292,69 @@ fn forget_leaves_no_row_anywhere() {
     );
 }
 
+/// A batch larger than one COPY (10,000 rows): every memory of every
+/// chunk is found by its words, scored as SQLite scores it, and the
+/// tables it filled are analyzed when it commits (planner statistics
+/// current before autovacuum comes round).
+#[test]
+fn a_large_batch_is_indexed_whole_and_analyzed() {
+    let Some(pg) = PgSchema::new() else { return };
+    let s = pg.open();
+    let dir = tempfile::tempdir().unwrap();
+    let lite = SqliteStore::open(dir.path().join("s.db"), Default::default()).unwrap();
+    let words = [
+        "amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet",
+    ];
+    let batch: Vec<strata::Memory> = (0..10_500)
+        .map(|i| {
+            mem(
+                ["project/a", "project/b", "project/c"][i % 3],
+                &format!(
+                    "note {i}: {} and {} near {}",
+                    words[i % 7],
+                    words[(i / 7) % 7],
+                    if i % 1000 == 999 { "zephyr" } else { "stone" }
+                ),
+            )
+        })
+        .collect();
+    for st in [&s as &dyn Store, &lite] {
+        let puts = st
+            .put_batch(&mut batch.clone().into_iter().map(Ok))
+            .unwrap();
+        assert_eq!(puts.len(), batch.len());
+    }
+    for (query, scopes, want) in [
+        ("zephyr", vec!["project/a", "project/b", "project/c"], 10),
+        ("zephyr", vec!["project/b"], 3),
+        ("cobalt fjord", vec!["project/a", "project/c"], 7_000),
+    ] {
+        let terms = strata::query_terms(query);
+        let q = Query::view(view(&scopes), now());
+        let got = s.search_text(&q, &terms, 20_000).unwrap();
+        let reference = lite.search_text(&q, &terms, 20_000).unwrap();
+        assert_eq!(got.len(), reference.len(), "{query} in {scopes:?}");
+        if want < 1_000 {
+            assert_eq!(got.len(), want, "{query} in {scopes:?}");
+        }
+        for ((m, a), (r, b)) in got.iter().zip(&reference) {
+            assert_eq!(m.id, r.id, "{query}: the same order");
+            assert!((a - b).abs() < 1e-9, "{query}: {a} against {b}");
+        }
+    }
+    let mut raw = raw_client(&pg.url);
+    for table in ["memories", "postings"] {
+        let analyzed: bool = raw
+            .query_one(
+                "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2",
+                &[&pg.schema, &table],
+            )
+            .unwrap()
+            .get(0);
+        assert!(analyzed, "{table} analyzed after the batch");
+    }
+}
+
 /// Several stores on one schema (the nodes of a fleet) writing at once:
 /// every write lands once, keys stay unique, sessions stay in bound, and
 /// each node sees the others' writes.

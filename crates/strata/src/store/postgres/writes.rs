@@ -301,11 +301,20 @@ pub(super) fn insert_plain(
         p
     });
     tx.copy_in(&SQL, &memory_types(), rows)?;
-    let postings = ms.iter().zip(&seqs).flat_map(|(m, seq)| {
-        let scope = m.scope.to_string();
-        index_terms(&m.content)
-            .into_iter()
-            .map(move |t| -> Vec<P> { vec![Box::new(t), Box::new(scope.clone()), Box::new(*seq)] })
+    // In the primary key's order: each entry then lands beside the last
+    // one in the index, on a page the insert before it touched.
+    let mut postings: Vec<(String, &str, i64)> = ms
+        .iter()
+        .zip(&seqs)
+        .flat_map(|(m, seq)| {
+            index_terms(&m.content)
+                .into_iter()
+                .map(move |t| (t, m.scope.as_str(), *seq))
+        })
+        .collect();
+    postings.sort_unstable();
+    let postings = postings.into_iter().map(|(t, scope, seq)| -> Vec<P> {
+        vec![Box::new(t), Box::new(scope.to_string()), Box::new(seq)]
     });
     use postgres::types::Type;
     tx.copy_in(
