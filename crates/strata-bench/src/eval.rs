@@ -155,6 +155,23 @@ pub struct LocomoReport {
     /// What learning did before the questions (with `learn`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned: Option<strata::LearnReport>,
+    /// Each idea of the ranking turned off in turn, the rest as in this
+    /// run (`--ablation`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ablation: Vec<Ablation>,
+}
+
+/// The same questions with one idea of the ranking turned off.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ablation {
+    /// What was turned off.
+    pub variant: String,
+    /// The setting that turns it off.
+    pub setting: String,
+    /// Categories 1–5.
+    pub overall: Metrics,
+    /// By category number.
+    pub by_category: BTreeMap<u8, Metrics>,
 }
 
 /// What a benchmark run cost.

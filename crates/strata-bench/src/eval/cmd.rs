@@ -1,6 +1,7 @@
 //! `strata eval`: the flags of the two evaluations and their printed
 //! reports.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -146,12 +147,125 @@ pub struct LocomoArgs {
     /// confidence as when the conversations were fresh.
     #[arg(long)]
     pub at_last_session: bool,
+    /// Then ask the questions again with each idea of the ranking turned
+    /// off in turn (session neighbours, vectors, weighted fusion, the
+    /// relevance floor, reply context), the rest as configured: a table
+    /// of what each buys. Reply context needs the turns embedded again.
+    #[arg(long)]
+    pub ablation: bool,
+}
+
+/// One idea of the ranking turned off: its name, the setting that does
+/// it, the change to the configuration, and whether the turns must be
+/// stored and embedded again (a change to what is embedded).
+type Variant = (&'static str, &'static str, fn(&mut strata::Config), bool);
+
+/// The ideas `--ablation` turns off, each alone.
+const VARIANTS: [Variant; 5] = [
+    (
+        "without session neighbours",
+        "[ranking] neighbour_weight = 0",
+        |c| c.ranking.neighbour_weight = 0.0,
+        false,
+    ),
+    (
+        "without vectors (BM25 alone)",
+        "--embedder none",
+        |c| c.embedder.kind = strata::EmbedderKind::None,
+        false,
+    ),
+    (
+        "reciprocal-rank fusion",
+        "--fusion rrf",
+        |c| c.ranking.fusion = strata::Fusion::Rrf,
+        false,
+    ),
+    (
+        "without the relevance floor",
+        "[ranking] min_relevance = 0",
+        |c| c.ranking.min_relevance = 0.0,
+        false,
+    ),
+    (
+        "without reply context",
+        "[embedder] reply_context = false",
+        |c| c.embedder.reply_context = Some(false),
+        true,
+    ),
+];
+
+/// Runs the questions once per [`VARIANTS`] entry that changes `base`
+/// (vector ideas only when the run had vectors): on the run's database
+/// when the variant only ranks differently, on a scratch one beside it
+/// when it changes what is embedded.
+fn ablation(
+    base: &strata::Config,
+    dir: &std::path::Path,
+    data: &serde_json::Value,
+    opts: &crate::eval::LocomoOptions,
+    vectors: bool,
+    clock: Option<jiff::Timestamp>,
+) -> Result<Vec<crate::eval::Ablation>> {
+    let mut out = Vec::new();
+    for (variant, setting, change, fresh) in VARIANTS {
+        let mut cfg = base.clone();
+        change(&mut cfg);
+        let touches_vectors = setting.contains("embedder") || setting.contains("fusion");
+        if cfg == *base || (touches_vectors && !vectors) {
+            continue;
+        }
+        let scratch = dir.join("ablation.db");
+        let mut o = crate::eval::LocomoOptions {
+            budgets: Vec::new(),
+            reuse: true,
+            learn: false,
+            ..opts.clone()
+        };
+        if fresh {
+            remove_db(&scratch);
+            cfg.store = strata::Config::sqlite(&scratch).store;
+            o.reuse = false;
+            o.learn = opts.learn;
+        }
+        let mut engine = strata::Engine::open(cfg)?;
+        if let Some(at) = clock {
+            engine.set_clock(move || at);
+        }
+        let rep = crate::eval::locomo(&engine, data, &o);
+        drop(engine);
+        if fresh {
+            remove_db(&scratch);
+        }
+        let rep = rep?;
+        out.push(crate::eval::Ablation {
+            variant: variant.into(),
+            setting: setting.into(),
+            overall: rep.overall,
+            by_category: rep.by_category,
+        });
+    }
+    Ok(out)
+}
+
+/// Removes a SQLite database and its side files, if there.
+fn remove_db(db: &std::path::Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
 }
 
 /// An engine over a fresh database in `--dir` (or a temporary directory),
 /// with the embedder and fusion the flags name; and the temporary
 /// directory, removed when dropped (after the engine).
-fn open(g: &Env, c: &Common) -> Result<(strata::Engine, Option<tempfile::TempDir>)> {
+fn open(
+    g: &Env,
+    c: &Common,
+) -> Result<(
+    strata::Engine,
+    strata::Config,
+    std::path::PathBuf,
+    Option<tempfile::TempDir>,
+)> {
     let (dir, scratch) = match &c.dir {
         Some(d) => (d.clone(), None),
         None => {
@@ -165,9 +279,7 @@ fn open(g: &Env, c: &Common) -> Result<(strata::Engine, Option<tempfile::TempDir
         return usage(format!("--reuse: no database at {}", db.display()));
     }
     if !c.reuse {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-        }
+        remove_db(&db);
     }
     // The configuration's [embedder] and [ranking] apply; the store is ours.
     let mut cfg = (g.config)()?;
@@ -191,12 +303,12 @@ fn open(g: &Env, c: &Common) -> Result<(strata::Engine, Option<tempfile::TempDir
             other => return usage(format!("--fusion: `{other}` is not one of rrf, weighted")),
         };
     }
-    let engine = strata::Engine::open(cfg)?;
+    let engine = strata::Engine::open(cfg.clone())?;
     if c.embedder == "local" {
         // Fail before indexing when the model is missing.
         engine.embedder()?;
     }
-    Ok((engine, scratch))
+    Ok((engine, cfg, dir, scratch))
 }
 
 /// Runs `f` on the evaluation engine, then closes it and removes its
@@ -268,7 +380,8 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         summary_share: a.summary_share,
         learn: a.learn,
     };
-    let (mut engine, tmp) = open(g, &a.common)?;
+    let (mut engine, cfg, dir, tmp) = open(g, &a.common)?;
+    let mut clock = None;
     if a.at_last_session {
         let last = last_session(&data).ok_or_else(|| {
             anyhow::anyhow!(
@@ -278,6 +391,7 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         })?;
         let at = last + jiff::SignedDuration::from_hours(24);
         engine.set_clock(move || at);
+        clock = Some(at);
     }
     if !g.json {
         eprintln!(
@@ -286,7 +400,16 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
             opts.strategy.as_str()
         );
     }
-    let rep = finish(engine, tmp, |e| crate::eval::locomo(e, &data, &opts))?;
+    let mut rep = finish(engine, None, |e| crate::eval::locomo(e, &data, &opts))?;
+    if a.ablation {
+        if !g.json {
+            eprintln!("ablation: the questions again with each idea turned off…");
+        }
+        let vectors = rep.timing.embedder.is_some();
+        let out = ablation(&cfg, &dir, &data, &opts, vectors, clock);
+        drop(tmp);
+        rep.ablation = out?;
+    }
     if g.json {
         return output::json(&rep);
     }
@@ -445,7 +568,7 @@ fn run_retrieval(g: &Env, a: RetrievalArgs) -> Result<()> {
         strategy: a.common.strategy.parse()?,
         reuse: a.common.reuse,
     };
-    let (engine, tmp) = open(g, &a.common)?;
+    let (engine, _, _, tmp) = open(g, &a.common)?;
     let rep = finish(engine, tmp, |e| crate::eval::retrieval(e, &data, &opts))?;
     if g.json {
         return output::json(&rep);
@@ -561,6 +684,48 @@ fn print_report(rep: &crate::eval::LocomoReport, opts: &crate::eval::LocomoOptio
                 c.topk_k,
                 c.tokens,
                 c.p95_ms
+            ))?;
+        }
+    }
+    if !rep.ablation.is_empty() {
+        // By category at k = 5 when asked for, else the first cut-off.
+        let kc = if opts.ks.contains(&5) { 5 } else { opts.ks[0] };
+        output::line("")?;
+        output::line(format!(
+            "ablation: each idea turned off alone, the rest as above (categories 1–5; c1–c5: R@{kc} by category):"
+        ))?;
+        let mut head = format!("{:<30}", "");
+        for k in &opts.ks {
+            head.push_str(&format!("{:>7}", format!("R@{k}")));
+        }
+        head.push_str(&format!("{:>8}", "MRR"));
+        for (c, _) in crate::eval::CATEGORIES {
+            head.push_str(&format!("{:>7}", format!("c{c}")));
+        }
+        output::line(format!("{head}  setting"))?;
+        let r =
+            |m: &crate::eval::Metrics, k: usize| 100.0 * m.recall.get(&k).copied().unwrap_or(0.0);
+        let row =
+            |name: &str, o: &crate::eval::Metrics, by: &BTreeMap<u8, crate::eval::Metrics>| {
+                let mut s = format!("{name:<30}");
+                for k in &opts.ks {
+                    s.push_str(&format!("{:>7.1}", r(o, *k)));
+                }
+                s.push_str(&format!("{:>8.3}", o.mrr));
+                for (c, _) in crate::eval::CATEGORIES {
+                    match by.get(&c) {
+                        Some(m) => s.push_str(&format!("{:>7.1}", r(m, kc))),
+                        None => s.push_str(&format!("{:>7}", "–")),
+                    }
+                }
+                s
+            };
+        output::line(row("as configured", &rep.overall, &rep.by_category))?;
+        for a in &rep.ablation {
+            output::line(format!(
+                "{}  {}",
+                row(&a.variant, &a.overall, &a.by_category),
+                a.setting
             ))?;
         }
     }

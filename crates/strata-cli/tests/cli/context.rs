@@ -562,6 +562,57 @@ fn eval_locomo_reads_the_protocol_and_refuses_bad_input() {
     let err = e.fails(&["eval", "locomo", "mini.json", "--k", "0"], 1);
     assert!(err.contains("positive"), "{err}");
 
+    // The ablation: each idea of the ranking off alone. Without a model
+    // only the text ideas can be turned off; the floor here cuts the
+    // evidence (a reply that shares one word with the question, beside
+    // the turn that matches it best), so without it R@2 differs.
+    write(
+        &e.path("floor.json"),
+        r#"[{"sample_id": "c1", "conversation": {
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Where should I move for the new job?"},
+                          {"speaker": "Bob", "dia_id": "D1:2", "text": "Lisbon, for the job."},
+                          {"speaker": "Ann", "dia_id": "D1:3", "text": "I bought a kiln."}],
+            "session_2_date_time": "2:00 pm on 9 May, 2023",
+            "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "My old job was boring, the job was far, a job I left."}]},
+            "qa": [{"question": "Where should Ann move for the new job?", "evidence": ["D1:2"], "category": 4}]}]"#,
+    );
+    let args = [
+        "eval",
+        "locomo",
+        "floor.json",
+        "--embedder",
+        "none",
+        "--budgets",
+        "",
+        "--k",
+        "1,2",
+        "--ablation",
+    ];
+    let r = e.json(&args);
+    assert_eq!(r["overall"]["recall"]["2"], 0.0);
+    let variants: Vec<&str> = r["ablation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        variants,
+        ["without session neighbours", "without the relevance floor"],
+        "the vector ideas are left out of a run without vectors"
+    );
+    assert_eq!(r["ablation"][0]["overall"]["recall"]["2"], 0.0);
+    assert_eq!(r["ablation"][1]["overall"]["recall"]["2"], 1.0);
+    assert_eq!(r["ablation"][1]["setting"], "[ranking] min_relevance = 0");
+    let out = e.ok(&args);
+    assert!(
+        out.contains("ablation: each idea turned off alone")
+            && out.contains("without the relevance floor")
+            && out.contains("min_relevance = 0"),
+        "{out}"
+    );
+
     // As of a day after the last session, learning included.
     let r = e.json(&[
         "eval",
