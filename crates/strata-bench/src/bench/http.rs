@@ -449,21 +449,68 @@ impl Conn {
     }
 }
 
-pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Result<HttpBench> {
-    let clients = a.clients.max(1);
-    let n = a.http_requests.max(clients);
-    let token = strata_server::new_token();
-    let cfg = strata_server::ServerConfig {
+/// The benchmarks' servers' configuration: one bearer token, `token`,
+/// reading and writing every project scope.
+pub(super) fn server_config(token: &str) -> strata_server::ServerConfig {
+    strata_server::ServerConfig {
         tokens: vec![strata_server::TokenConfig {
             name: "bench".into(),
-            secret_sha256: strata_server::sha256_hex(&token),
+            secret_sha256: strata_server::sha256_hex(token),
             scopes: vec!["project".into()],
             access: strata_server::Access::ReadWrite,
             ..Default::default()
         }],
         ..Default::default()
-    };
-    let mut cfg = cfg;
+    }
+}
+
+/// A `strata serve` of one engine on 127.0.0.1 (a port of its own), on a
+/// runtime of its own, until [`Server::stop`].
+pub(super) struct Server {
+    pub(super) addr: SocketAddr,
+    pub(super) shared: std::sync::Arc<strata_server::Shared>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Server {
+    pub(super) fn start(
+        engine: strata::Engine,
+        cfg: &strata_server::ServerConfig,
+    ) -> Result<Server> {
+        let shared = strata_server::Shared::new(engine, cfg, strata_server::AuthMode::Tokens)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = rt.spawn(strata_server::serve(listener, shared.clone(), async {
+            let _ = stopped.await;
+        }));
+        Ok(Server {
+            addr,
+            shared,
+            stop,
+            server,
+            rt,
+        })
+    }
+
+    /// Stops serving once the requests in flight are answered.
+    pub(super) fn stop(self) -> Result<()> {
+        let _ = self.stop.send(());
+        self.rt.block_on(self.server)??;
+        Ok(())
+    }
+}
+
+pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Result<HttpBench> {
+    let clients = a.clients.max(1);
+    let n = a.http_requests.max(clients);
+    let token = strata_server::new_token();
+    let mut cfg = server_config(&token);
     if a.pool > 0 {
         cfg.limits.max_concurrent = a.pool;
     }
@@ -473,17 +520,8 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     strata::SqliteStore::open(db, super::bench_options())?
         .checkpoint()
         .context("checkpointing the benchmark database")?;
-    let engine = strata::Engine::open(bench_config(db))?;
-    let shared = strata_server::Shared::new(engine, &cfg, strata_server::AuthMode::Tokens)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = rt.spawn(strata_server::serve(listener, shared.clone(), async {
-        let _ = stopped.await;
-    }));
+    let server = Server::start(strata::Engine::open(bench_config(db))?, &cfg)?;
+    let (addr, shared) = (server.addr, server.shared.clone());
     let engine = shared.engine.clone();
     let qs = queries(a, g, n)?;
     let recall = |i: usize| -> Call<'_> { ("/v1/recall", qs[i].body.as_str(), 200) };
@@ -654,8 +692,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         });
         acked.push(ids);
     }
-    let _ = stop.send(());
-    rt.block_on(server)??;
+    server.stop()?;
 
     let scaling = scale(a, g, &engine, say)?;
     drop(engine);

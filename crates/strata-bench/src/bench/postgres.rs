@@ -6,7 +6,6 @@
 //! recall throughput through one node and through two nodes on the same
 //! schema. The schema (`strata_bench_<pid>`) is dropped afterwards.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use serde::Serialize;
 
-use super::http::{Call, drive_http, queries};
+use super::http::{Call, Server, drive_http, queries, server_config};
 use super::{BenchArgs, DIM, Gen, Latency, Synthetic, bench_config, latency, store_vectors};
 
 #[derive(Debug, Serialize)]
@@ -136,49 +135,17 @@ pub(super) fn run(
     out
 }
 
-/// A server of its own on 127.0.0.1 over the bench schema.
-struct Node {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    server: tokio::task::JoinHandle<std::io::Result<()>>,
-    rt: tokio::runtime::Runtime,
-}
-
-impl Node {
-    fn start(
-        url: &str,
-        opts: &strata::PostgresOptions,
-        sqlite_db: &Path,
-        cfg: &strata_server::ServerConfig,
-    ) -> Result<Node> {
-        let store = strata::PostgresStore::open(url, opts.clone())?;
-        let engine = strata::Engine::with_store(bench_config(sqlite_db), Box::new(store))?;
-        engine.set_embedder(Some(Arc::new(Synthetic(DIM))))?;
-        let shared = strata_server::Shared::new(engine, cfg, strata_server::AuthMode::Tokens)?;
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?;
-        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = rt.spawn(strata_server::serve(listener, shared, async {
-            let _ = stopped.await;
-        }));
-        Ok(Node {
-            addr,
-            stop: Some(stop),
-            server,
-            rt,
-        })
-    }
-
-    fn stop(mut self) -> Result<()> {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        self.rt.block_on(self.server)??;
-        Ok(())
-    }
+/// A node: a server with an engine of its own on the bench schema.
+fn node(
+    url: &str,
+    opts: &strata::PostgresOptions,
+    sqlite_db: &Path,
+    cfg: &strata_server::ServerConfig,
+) -> Result<Server> {
+    let store = strata::PostgresStore::open(url, opts.clone())?;
+    let engine = strata::Engine::with_store(bench_config(sqlite_db), Box::new(store))?;
+    engine.set_embedder(Some(Arc::new(Synthetic(DIM))))?;
+    Server::start(engine, cfg)
 }
 
 /// Times `--node-requests` HTTP recalls through one node and as many
@@ -195,19 +162,10 @@ fn nodes(
     let clients = a.clients.max(2);
     let n = a.node_requests.max(clients);
     let token = strata_server::new_token();
-    let cfg = strata_server::ServerConfig {
-        tokens: vec![strata_server::TokenConfig {
-            name: "bench".into(),
-            secret_sha256: strata_server::sha256_hex(&token),
-            scopes: vec!["project".into()],
-            access: strata_server::Access::ReadWrite,
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
+    let cfg = server_config(&token);
     let started = [
-        Node::start(url, opts, sqlite_db, &cfg)?,
-        Node::start(url, opts, sqlite_db, &cfg)?,
+        node(url, opts, sqlite_db, &cfg)?,
+        node(url, opts, sqlite_db, &cfg)?,
     ];
     let addrs = [started[0].addr, started[1].addr];
     let qs = queries(a, datagen, n)?;
