@@ -155,43 +155,58 @@ pub struct LocomoArgs {
     pub ablation: bool,
 }
 
-/// One idea of the ranking turned off: its name, the setting that does
-/// it, the change to the configuration, and whether the turns must be
-/// stored and embedded again (a change to what is embedded).
-type Variant = (&'static str, &'static str, fn(&mut strata::Config), bool);
+/// One idea of the ranking turned off.
+struct Variant {
+    /// What is turned off.
+    name: &'static str,
+    /// The setting that turns it off.
+    setting: &'static str,
+    /// That setting, applied to a configuration.
+    change: fn(&mut strata::Config),
+    /// Whether it is an idea about vectors (left out of a run without).
+    vectors: bool,
+    /// Whether the turns must be stored and embedded again (a change to
+    /// what is embedded).
+    reembed: bool,
+}
 
 /// The ideas `--ablation` turns off, each alone.
 const VARIANTS: [Variant; 5] = [
-    (
-        "without session neighbours",
-        "[ranking] neighbour_weight = 0",
-        |c| c.ranking.neighbour_weight = 0.0,
-        false,
-    ),
-    (
-        "without vectors (BM25 alone)",
-        "--embedder none",
-        |c| c.embedder.kind = strata::EmbedderKind::None,
-        false,
-    ),
-    (
-        "reciprocal-rank fusion",
-        "--fusion rrf",
-        |c| c.ranking.fusion = strata::Fusion::Rrf,
-        false,
-    ),
-    (
-        "without the relevance floor",
-        "[ranking] min_relevance = 0",
-        |c| c.ranking.min_relevance = 0.0,
-        false,
-    ),
-    (
-        "without reply context",
-        "[embedder] reply_context = false",
-        |c| c.embedder.reply_context = Some(false),
-        true,
-    ),
+    Variant {
+        name: "without session neighbours",
+        setting: "[ranking] neighbour_weight = 0",
+        change: |c| c.ranking.neighbour_weight = 0.0,
+        vectors: false,
+        reembed: false,
+    },
+    Variant {
+        name: "without vectors (BM25 alone)",
+        setting: "--embedder none",
+        change: |c| c.embedder.kind = strata::EmbedderKind::None,
+        vectors: true,
+        reembed: false,
+    },
+    Variant {
+        name: "reciprocal-rank fusion",
+        setting: "--fusion rrf",
+        change: |c| c.ranking.fusion = strata::Fusion::Rrf,
+        vectors: true,
+        reembed: false,
+    },
+    Variant {
+        name: "without the relevance floor",
+        setting: "[ranking] min_relevance = 0",
+        change: |c| c.ranking.min_relevance = 0.0,
+        vectors: false,
+        reembed: false,
+    },
+    Variant {
+        name: "without reply context",
+        setting: "[embedder] reply_context = false",
+        change: |c| c.embedder.reply_context = Some(false),
+        vectors: true,
+        reembed: true,
+    },
 ];
 
 /// Runs the questions once per [`VARIANTS`] entry that changes `base`
@@ -207,11 +222,10 @@ fn ablation(
     clock: Option<jiff::Timestamp>,
 ) -> Result<Vec<crate::eval::Ablation>> {
     let mut out = Vec::new();
-    for (variant, setting, change, fresh) in VARIANTS {
+    for v in &VARIANTS {
         let mut cfg = base.clone();
-        change(&mut cfg);
-        let touches_vectors = setting.contains("embedder") || setting.contains("fusion");
-        if cfg == *base || (touches_vectors && !vectors) {
+        (v.change)(&mut cfg);
+        if cfg == *base || (v.vectors && !vectors) {
             continue;
         }
         let scratch = dir.join("ablation.db");
@@ -221,7 +235,7 @@ fn ablation(
             learn: false,
             ..opts.clone()
         };
-        if fresh {
+        if v.reembed {
             remove_db(&scratch);
             cfg.store = strata::Config::sqlite(&scratch).store;
             o.reuse = false;
@@ -233,13 +247,13 @@ fn ablation(
         }
         let rep = crate::eval::locomo(&engine, data, &o);
         drop(engine);
-        if fresh {
+        if v.reembed {
             remove_db(&scratch);
         }
         let rep = rep?;
         out.push(crate::eval::Ablation {
-            variant: variant.into(),
-            setting: setting.into(),
+            variant: v.name.into(),
+            setting: v.setting.into(),
             overall: rep.overall,
             by_category: rep.by_category,
         });
