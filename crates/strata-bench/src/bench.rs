@@ -1082,11 +1082,12 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
                 lat_line("remember", &m.remember)
             ))?;
             output::line(format!(
-                "                   errors {}, writes acknowledged {}, lost {}; written on the event loop {}, on the blocking pool {} (another writer {}, locked {}, bound {})",
+                "                   errors {}, writes acknowledged {}, lost {}; written on the event loop {} ({} after waiting out another writer), on the blocking pool {}; refusals: another writer {}, locked {}, bound {}",
                 m.errors,
                 m.acknowledged_writes,
                 m.lost_writes,
                 m.written_inline,
+                m.written_after_waiting,
                 m.written_pooled,
                 m.refused[0],
                 m.refused[1],

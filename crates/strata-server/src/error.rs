@@ -216,6 +216,11 @@ impl From<strata::Error> for ApiError {
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let code = class.as_str();
+        if e.is_write_refusal() {
+            // Dropped by `Shared::run_write`, which tries again: nothing
+            // for the log.
+            return ApiError::new(status, code, e.to_string());
+        }
         if matches!(class, C::Storage | C::Unavailable) {
             return ApiError::hidden(status, code, &e);
         }

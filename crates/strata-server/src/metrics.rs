@@ -33,8 +33,10 @@ pub struct Metrics {
     /// counters by `&str`, allocating nothing.
     routes: Mutex<BTreeMap<String, BTreeMap<String, Route>>>,
     /// Remembers and updates answered on the event loop's thread, and on
-    /// the blocking pool (another write was in the way).
+    /// the blocking pool (another write was in the way); of the first,
+    /// those that waited out another writer first.
     writes: [AtomicU64; 2],
+    waited: AtomicU64,
 }
 
 impl Metrics {
@@ -52,9 +54,13 @@ impl Metrics {
     }
 
     /// Records one remember or update: answered on the event loop's
-    /// thread (`inline`) or on the blocking pool.
-    pub fn record_write(&self, inline: bool) {
+    /// thread (`inline`), after waiting out another writer's turn
+    /// (`waited`) or not, or on the blocking pool.
+    pub fn record_write(&self, inline: bool, waited: bool) {
         self.writes[usize::from(!inline)].fetch_add(1, Ordering::Relaxed);
+        if inline && waited {
+            self.waited.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Remembers and updates so far: on the event loop's thread, on the
@@ -64,6 +70,12 @@ impl Metrics {
             self.writes[0].load(Ordering::Relaxed),
             self.writes[1].load(Ordering::Relaxed),
         )
+    }
+
+    /// Of the writes on the event loop's thread, those that first waited
+    /// out another writer (without holding the thread).
+    pub fn writes_waited(&self) -> u64 {
+        self.waited.load(Ordering::Relaxed)
     }
 
     /// The exposition text; `stats` adds the store's figures.
@@ -120,7 +132,12 @@ impl Metrics {
         let _ = writeln!(out, "strata_writes_total{{thread=\"event_loop\"}} {inline}");
         let _ = writeln!(out, "strata_writes_total{{thread=\"pool\"}} {pooled}");
         out.push_str(
-            "# HELP strata_writes_refused_total Writes the event loop handed to the blocking pool, by why: another writer of this process too long at it, another connection or process holding the write lock, an eviction ahead.\n",
+            "# HELP strata_writes_waited_total Writes on the event loop that first waited out another writer of this process (its commit, say) without holding the thread.\n",
+        );
+        out.push_str("# TYPE strata_writes_waited_total counter\n");
+        let _ = writeln!(out, "strata_writes_waited_total {}", self.writes_waited());
+        out.push_str(
+            "# HELP strata_writes_refused_total Writes refused on the event loop, by why: another writer of this process at it (waited out, or handed to the blocking pool after 100 ms), another connection or process holding the write lock, an eviction ahead (both handed to the pool).\n",
         );
         out.push_str("# TYPE strata_writes_refused_total counter\n");
         for (why, n) in ["writer", "locked", "bound"].iter().zip(strata::refusals()) {

@@ -240,6 +240,14 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this is a write refused inside [`crate::without_waiting`]:
+    /// seen only by the code inside, whose result the caller drops (it gets
+    /// [`crate::Refused`]), so nothing to log or report.
+    pub fn is_write_refusal(&self) -> bool {
+        matches!(self, Error::Unavailable { source, .. }
+            if source.is::<crate::store::hurry::WriteRefused>())
+    }
+
     /// The broad class of this error.
     pub fn class(&self) -> ErrorClass {
         match self {

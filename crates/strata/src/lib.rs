@@ -110,9 +110,9 @@ pub use embed::{
 // conformance suite), the two stores, and the types they exchange.
 pub use store::{
     Access, Archived, AuditLog, ContextLog, Durability, ImportCounts, ImportItem, ImportRules,
-    MemoryStore, OnConflict, Order, PendingVector, Put, Query, Refusal, Rows, SCHEMA_VERSION,
-    ScopeCount, Session, Sessions, SqliteOptions, SqliteStore, Store, StoreStats, TextSearch,
-    TierFigures, VectorCounts, VectorSearch, refusals, without_waiting,
+    MemoryStore, OnConflict, Order, PendingVector, Put, Query, Refusal, Refused, Rows,
+    SCHEMA_VERSION, ScopeCount, Session, Sessions, SqliteOptions, SqliteStore, Store, StoreStats,
+    TextSearch, TierFigures, VectorCounts, VectorSearch, WriteTurn, refusals, without_waiting,
 };
 // Encryption at rest of a SQLite store (feature `encryption`).
 pub use cold::{Converted, convert_store};

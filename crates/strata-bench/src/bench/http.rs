@@ -98,8 +98,12 @@ pub struct Mixed {
     /// blocking pool (another write was in the way).
     pub written_inline: u64,
     pub written_pooled: u64,
-    /// Why the pooled ones were: another writer of the process too long
-    /// at it, SQLite's lock held elsewhere, an eviction ahead.
+    /// Of the ones on the event loop, those that first waited out another
+    /// writer of the process (without holding the thread).
+    pub written_after_waiting: u64,
+    /// Refusals on the event loop (a write may be refused more than once),
+    /// by why: another writer of the process at it, SQLite's lock held
+    /// elsewhere, an eviction ahead.
     pub refused: [u64; 3],
 }
 
@@ -665,6 +669,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             Ok(())
         };
         let before = shared.metrics.writes();
+        let waited_before = shared.metrics.writes_waited();
         let refused_before = strata::refusals();
         let m = drive_http(
             &[addr],
@@ -688,6 +693,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             lost_writes: 0,
             written_inline: after.0 - before.0,
             written_pooled: after.1 - before.1,
+            written_after_waiting: shared.metrics.writes_waited() - waited_before,
             refused: std::array::from_fn(|k| strata::refusals()[k] - refused_before[k]),
         });
         acked.push(ids);

@@ -34,7 +34,7 @@ pub mod pg_options;
 pub mod postgres;
 pub mod search;
 pub mod sqlite;
-pub use hurry::{Refusal, refusals, without_waiting};
+pub use hurry::{Refusal, Refused, WriteTurn, refusals, without_waiting};
 
 pub use copy::{StoreDigest, copy_store, store_digest};
 pub use memory::MemoryStore;

@@ -140,7 +140,16 @@ fn a_hurried_write_is_refused_while_another_process_holds_the_write_lock_and_cha
     let st = SqliteStore::open(dir.path().join("g.db"), opts).unwrap();
     let m = mem("project/a", "written only once the lock is free");
     let lock = hold_write_lock(&dir.path().join("g.db"));
-    assert!(strata::without_waiting(|| st.put(&m)).is_none());
+    let refused = strata::without_waiting(|| {
+        // What the write inside sees: an error that says it was refused
+        // (a server drops it without logging it).
+        let e = st.put(&m).unwrap_err();
+        assert!(e.is_write_refusal(), "{e}");
+    })
+    .unwrap_err();
+    assert_eq!(refused.why, strata::Refusal::Locked);
+    // Nothing of this process says when another process lets go.
+    assert!(refused.turn().is_none());
     assert!(
         st.get(&m.id).unwrap().is_none(),
         "a refused write left a row"
@@ -156,13 +165,14 @@ fn a_hurried_write_is_refused_while_another_process_holds_the_write_lock_and_cha
 }
 
 #[test]
-fn a_hurried_write_gives_up_on_a_long_writer_of_its_own_process() {
+fn a_hurried_write_gives_up_on_a_long_writer_of_its_own_process_and_its_turn_comes_when_that_ends()
+{
     let dir = tempfile::tempdir().unwrap();
     let st = store(&dir);
     let m = mem("project/a", "behind a long batch");
     let started = Barrier::new(2);
-    let refused = std::thread::scope(|s| {
-        s.spawn(|| {
+    std::thread::scope(|s| {
+        let batch = s.spawn(|| {
             // Tens of thousands of rows in one write: far longer than a
             // hurried write waits for it.
             let mut batch =
@@ -172,14 +182,66 @@ fn a_hurried_write_gives_up_on_a_long_writer_of_its_own_process() {
         });
         started.wait();
         std::thread::sleep(std::time::Duration::from_millis(50));
-        strata::without_waiting(|| st.put(&m)).is_none()
+        let refused = strata::without_waiting(|| st.put(&m))
+            .expect_err("the hurried write went ahead of or into the batch");
+        assert_eq!(refused.why, strata::Refusal::Writer);
+        let mut turn = refused.turn().expect("a writer of this process has turns");
+        // The batch (seconds) is still at it: the turn has not come.
+        assert!(
+            poll_once(&mut turn).is_pending(),
+            "a turn before the batch ended"
+        );
+        block_on(turn);
+        // It came when the batch let go: committed whole, the path free.
+        assert_eq!(
+            st.count(&strata::Query::everything(crate::harness::now()))
+                .unwrap(),
+            30_000,
+            "the turn came before the batch's commit"
+        );
+        batch.join().unwrap();
+        // A turn that has passed is ready at once.
+        assert!(poll_once(&mut refused.turn().unwrap()).is_ready());
     });
-    assert!(refused, "the hurried write went ahead of or into the batch");
-    assert!(st.get(&m.id).unwrap().is_none());
-    let n = st
-        .count(&strata::Query::everything(crate::harness::now()))
+    assert!(
+        st.get(&m.id).unwrap().is_none(),
+        "the refused write left a row"
+    );
+    // Tried again, it goes ahead.
+    strata::without_waiting(|| st.put(&m))
+        .expect("refused with nothing in the way")
         .unwrap();
-    assert_eq!(n, 30_000);
+    assert!(store(&dir).get(&m.id).unwrap().is_some());
+}
+
+/// Polls `f` once, with a waker that does nothing.
+fn poll_once<F: std::future::Future + Unpin>(f: &mut F) -> std::task::Poll<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    std::pin::Pin::new(f).poll(&mut cx)
+}
+
+/// Runs `f` to its end on this thread, parked between polls (no runtime:
+/// the turn's future needs none).
+fn block_on<F: std::future::Future + Unpin>(mut f: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        if let std::task::Poll::Ready(v) = std::pin::Pin::new(&mut f).poll(&mut cx) {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never woken: a lost wake-up"
+        );
+        std::thread::park_timeout(std::time::Duration::from_secs(1));
+    }
 }
 
 #[test]
@@ -210,7 +272,9 @@ fn a_hurried_remember_with_an_eviction_ahead_is_refused_before_writing() {
     let view = strata::View::subtree(scope.clone());
     let count = || e.list(&strata::List::new(view.clone())).unwrap().len();
     let sixth = || e.remember(strata::NewMemory::new(scope.clone(), "the sixth fact"));
-    assert!(strata::without_waiting(sixth).is_none());
+    let refused = strata::without_waiting(sixth).unwrap_err();
+    assert_eq!(refused.why, strata::Refusal::Bound);
+    assert!(refused.turn().is_none());
     assert_eq!(count(), 5, "the refused remember wrote");
     // Where waiting is fine, it is written and the project evicted back
     // under its bound.
@@ -219,7 +283,7 @@ fn a_hurried_remember_with_an_eviction_ahead_is_refused_before_writing() {
     // Below the bound, a hurried remember goes ahead.
     let other = strata::Scope::parse("project/beta").unwrap();
     let r = strata::without_waiting(|| e.remember(strata::NewMemory::new(other, "room here")));
-    assert!(matches!(r, Some(Ok(_))));
+    assert!(matches!(r, Ok(Ok(_))));
 }
 
 #[test]
@@ -232,5 +296,5 @@ fn stores_that_cannot_hurry_ignore_the_request() {
     assert!(!e.writes_can_hurry());
     let scope = strata::Scope::parse("project/acme").unwrap();
     let r = strata::without_waiting(|| e.remember(strata::NewMemory::new(scope, "kept")));
-    assert!(matches!(r, Some(Ok(_))));
+    assert!(matches!(r, Ok(Ok(_))));
 }

@@ -14,12 +14,14 @@
 //! (`synchronous=FULL`: the commit's fsync covers every write in it).
 //!
 //! A write inside [`crate::without_waiting`] (a server answering on its event
-//! loop) must not wait long: its first write is refused at once, changing
-//! nothing, when another writer of this process holds the group for more
-//! than [`HURRY_WAIT`] or another connection holds SQLite's write lock, and
-//! the caller runs it again where waiting is fine; and it waits for writers
-//! queued behind it at most [`HURRY_WAIT`] before it commits the group
-//! itself.
+//! loop) must not wait long: its first write is refused, changing nothing,
+//! when another writer of this process holds the write path for more than
+//! [`HURRY_LOOK`] (committing, say) or another connection holds SQLite's
+//! write lock, and the caller runs it again once the writer ahead lets go
+//! (every let-go is a turn, [`crate::Refused::turn`], which an async caller
+//! awaits without holding its thread) or where waiting is fine; and it
+//! waits for writers queued behind it at most [`HURRY_WAIT`] before it
+//! commits the group itself.
 //!
 //! What this saves is commits: one fsync and one round of every other
 //! connection dropping its page cache and memory map per group instead of
@@ -36,18 +38,24 @@ use rusqlite::Connection;
 
 use crate::Result;
 use crate::error::Error;
-use crate::store::hurry::{Refusal, hurry, refused};
+use crate::store::hurry::{Refusal, Turns, hurry, refused, refused_since};
 
 /// A group commits once it holds this many writes, waiting or not.
 pub(super) const MAX_WRITES: usize = 256;
 /// A group commits once it has been open this long, waiting or not.
 pub(super) const MAX_OPEN: Duration = Duration::from_millis(20);
 
-/// How long a write inside [`crate::without_waiting`] waits for another
-/// writer of this process before it is refused, and how long it sleeps
-/// between looks.
+/// How long a write inside [`crate::without_waiting`] looks for a turn
+/// while another writer of this process holds the write path, and how long
+/// it sleeps between looks: long enough for a remember ahead to finish
+/// (a fraction of a millisecond), short of a commit's fsync. Refused, its
+/// caller waits for the next turn without holding a thread
+/// ([`crate::Refused::turn`]).
+const HURRY_LOOK: Duration = Duration::from_millis(1);
+const HURRY_NAP: Duration = Duration::from_micros(50);
+/// How long a write inside [`crate::without_waiting`] keeps its group open
+/// for writers queued behind it before it commits the group itself.
 const HURRY_WAIT: Duration = Duration::from_millis(10);
-const HURRY_NAP: Duration = Duration::from_micros(100);
 
 /// The write side of a store: its connection and the open group.
 #[derive(Debug, Default)]
@@ -61,6 +69,9 @@ pub(super) struct Writer {
     /// Writers blocked on `state`: while there are any, a writer leaves the
     /// group open for them.
     waiting: AtomicUsize,
+    /// Counted whenever a writer lets go of `state`: what a refused
+    /// hurried write waits for ([`crate::Refused::turn`]).
+    turns: std::sync::Arc<Turns>,
 }
 
 #[derive(Debug, Default)]
@@ -117,19 +128,20 @@ impl Writer {
             let since = Instant::now();
             self.waiting.fetch_add(1, Ordering::SeqCst);
             let got = loop {
+                let turn = self.turns.now();
                 match self.state.try_lock() {
-                    Ok(s) => break Some(s),
-                    Err(TryLockError::Poisoned(p)) => break Some(p.into_inner()),
-                    Err(TryLockError::WouldBlock) if since.elapsed() < HURRY_WAIT => {
+                    Ok(s) => break Ok(s),
+                    Err(TryLockError::Poisoned(p)) => break Ok(p.into_inner()),
+                    Err(TryLockError::WouldBlock) if since.elapsed() < HURRY_LOOK => {
                         std::thread::sleep(HURRY_NAP);
                     }
-                    Err(TryLockError::WouldBlock) => break None,
+                    Err(TryLockError::WouldBlock) => break Err(turn),
                 }
             };
             self.waiting.fetch_sub(1, Ordering::SeqCst);
             match got {
-                Some(s) => s,
-                None => return Err(refused(Refusal::Writer)),
+                Ok(s) => s,
+                Err(turn) => return Err(refused_since(Refusal::Writer, &self.turns, turn)),
             }
         } else {
             self.lock()
@@ -200,6 +212,8 @@ impl Writer {
             // refused), so past it the waiter commits the group itself.
             let opened = s.open.unwrap_or_else(Instant::now);
             let mut deadline = opened + MAX_OPEN;
+            // The path is free for the next writer to join: a turn.
+            self.turns.next();
             if hurried {
                 deadline = deadline.min(Instant::now() + HURRY_WAIT);
             }
@@ -274,6 +288,7 @@ impl Writer {
         s.group += 1;
         s.ended = s.group;
         self.ended.notify_all();
+        self.turns.next();
     }
 }
 
