@@ -539,6 +539,7 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
         enabled: true,
         dir: Some(cold),
         demote_after_days: 0,
+        demote_below_importance: 0.0,
     };
     let engine = strata::Engine::open(cfg)?;
     let n = a.tier_memories;

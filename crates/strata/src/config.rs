@@ -128,10 +128,11 @@ pub struct Config {
 ///
 /// Off by default. When on, upkeep moves every archived memory (evicted,
 /// expired, completed tasks, archived sessions) and every unpinned memory
-/// not touched for `demote_after_days` out of the store into compressed
+/// not touched for `demote_after_days`, or whose decayed importance fell
+/// under `demote_below_importance`, out of the store into compressed
 /// segment files in `dir` (default: beside a SQLite file, `<db>.cold/`;
 /// required for PostgreSQL and in-memory stores).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ColdConfig {
     /// Whether upkeep moves memories to the cold tier.
@@ -141,6 +142,13 @@ pub struct ColdConfig {
     /// Active, unpinned memories whose last update or read is older than
     /// this many days are demoted (0: never by age).
     pub demote_after_days: u64,
+    /// Active, unpinned memories whose decayed importance (the ranking's
+    /// `importance × kind_weight × decay × access factor`, before the
+    /// `ranking.min_importance` floor) is under this are demoted, unless
+    /// updated or read in the last day (0: never by importance). Default
+    /// 0.1, the ranking floor's default: a memory that ranks at the floor
+    /// leaves the store its searches scan.
+    pub demote_below_importance: f64,
 }
 
 impl Default for ColdConfig {
@@ -149,6 +157,7 @@ impl Default for ColdConfig {
             enabled: false,
             dir: None,
             demote_after_days: 30,
+            demote_below_importance: 0.1,
         }
     }
 }
@@ -650,6 +659,12 @@ impl Config {
             return Err(Error::InvalidConfig(format!(
                 "cold.demote_after_days: {} is over 365000",
                 self.cold.demote_after_days
+            )));
+        }
+        let floor = self.cold.demote_below_importance;
+        if !(0.0..=1.0).contains(&floor) {
+            return Err(Error::InvalidConfig(format!(
+                "cold.demote_below_importance: {floor} must be between 0 and 1"
             )));
         }
         self.cold.resolve_dir(&self.store)?;

@@ -567,6 +567,22 @@ pub fn share_with_neighbours(cfg: &RankConfig, cands: &mut [(Signals, Relevance)
     }
 }
 
+/// `importance × kind_weight × decay × access_factor`: decayed importance
+/// before the floor and the cap.
+fn decayed(importance: f64, kind_weight: f64, decay: f64, access_factor: f64) -> f64 {
+    importance * kind_weight * decay * access_factor
+}
+
+/// A memory's decayed importance at `now` before `min_importance`'s floor
+/// and the cap of 1 (what demotion by importance compares): its stored
+/// importance, its kind's weight, halved every `half_life_days` since its
+/// last update, raised by its reads.
+pub fn decayed_importance(cfg: &RankConfig, m: &Signals, now: Timestamp) -> f64 {
+    let decay = 0.5f64.powf(age_days(m.updated_at, now) / cfg.half_life_days);
+    let access_factor = 1.0 + cfg.access_boost * (1.0 + m.access_count as f64).ln();
+    decayed(m.importance, cfg.kind_weight(&m.kind), decay, access_factor)
+}
+
 /// Scores one memory from its signals and its fused relevance.
 pub fn score(
     cfg: &RankConfig,
@@ -580,7 +596,7 @@ pub fn score(
     let kind_weight = cfg.kind_weight(&m.kind);
     let access_factor = 1.0 + cfg.access_boost * (1.0 + m.access_count as f64).ln();
     let effective =
-        (m.importance * kind_weight * decay * access_factor).clamp(cfg.min_importance, 1.0);
+        decayed(m.importance, kind_weight, decay, access_factor).clamp(cfg.min_importance, 1.0);
     let recency = 0.5f64.powf(age_days(m.created_at, now) / cfg.recency_half_life_days);
     let relevance = rel.fused;
     let total = match strategy {

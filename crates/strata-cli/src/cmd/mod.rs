@@ -167,8 +167,8 @@ pub fn run(cli: Cli) -> Result<()> {
                 return output::line("skipped: another process is running upkeep on this store");
             }
             output::line(format!(
-                "expired {} · evicted {} (moved to the archive) · demoted {} · moved to cold {}",
-                r.expired, r.evicted, r.demoted, r.moved_to_cold
+                "expired {} · evicted {} (moved to the archive) · demoted {} ({} by importance) · moved to cold {}",
+                r.expired, r.evicted, r.demoted, r.demoted_by_importance, r.moved_to_cold
             ))?;
             match &r.learned {
                 Some(l) => learned::report_line(l),

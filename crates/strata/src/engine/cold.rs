@@ -179,19 +179,24 @@ impl Engine {
         })
     }
 
-    /// Demotes unpinned memories idle for `demote_after_days` to the
-    /// archive (reason `demoted`), then moves every unpinned archived
-    /// memory to the cold tier. Returns (demoted by age, moved to cold).
-    pub(super) fn demote(&self, now: Timestamp) -> Result<(usize, usize)> {
+    /// Demotes unpinned memories idle for `demote_after_days`, and those
+    /// whose decayed importance fell under `demote_below_importance`, to
+    /// the archive (reason `demoted`), then moves every unpinned archived
+    /// memory to the cold tier. Returns (demoted, of which by importance,
+    /// moved to cold).
+    pub(super) fn demote(&self, now: Timestamp) -> Result<(usize, usize, usize)> {
         let Some(c) = &self.cold else {
-            return Ok((0, 0));
+            return Ok((0, 0, 0));
         };
         let days = self.cfg.cold.demote_after_days;
+        let floor = self.cfg.cold.demote_below_importance;
+        // Reads recalls recorded but have not written yet count: a memory
+        // read a moment ago is not idle, and its reads raise its importance.
+        if days > 0 || floor > 0.0 {
+            self.flush_accesses()?;
+        }
         let mut by_age = 0;
         if days > 0 {
-            // Reads recalls recorded but have not written yet count: a
-            // memory read a moment ago is not idle.
-            self.flush_accesses()?;
             let cutoff = now.as_millisecond() - (days as i64) * 86_400_000;
             let f = Filter::parse(&json!({"pinned": false, "updated_at": {"$lt": cutoff}}))?;
             let idle: Vec<String> = self
@@ -205,6 +210,32 @@ impl Engine {
                 .map(|m| m.id)
                 .collect();
             by_age = self.store.archive(&idle, "demoted", now)?;
+        }
+        let mut by_importance = 0;
+        if floor > 0.0 {
+            // Untouched for a day: a memory just written or read is in use,
+            // whatever its weight.
+            let cutoff = now.as_millisecond() - 86_400_000;
+            let f = Filter::parse(&json!({"pinned": false, "updated_at": {"$lt": cutoff}}))?;
+            // Ranking's columns only (no content), then the few under the
+            // floor whole, for their last read.
+            let mut faded = Vec::new();
+            for s in self
+                .store
+                .query_signals(&Query::everything(now).filter(f).include_expired(true))?
+            {
+                if crate::rank::decayed_importance(&self.cfg.ranking, &s, now) >= floor {
+                    continue;
+                }
+                let idle = self.store.get(&s.id)?.is_some_and(|m| {
+                    m.last_accessed_at
+                        .is_none_or(|t| t.as_millisecond() < cutoff)
+                });
+                if idle {
+                    faded.push(s.id);
+                }
+            }
+            by_importance = self.store.archive(&faded, "demoted", now)?;
         }
         let moved = self.with_cold_lease(|| {
             self.recover_cold_held(c)?;
@@ -231,7 +262,7 @@ impl Engine {
             }
             Ok(moved)
         })?;
-        Ok((by_age, moved))
+        Ok((by_age + by_importance, by_importance, moved))
     }
 
     /// Brings cold memories back into the store's archive (their ids,

@@ -46,10 +46,14 @@ pub struct UpkeepReport {
     pub expired: usize,
     /// Memories evicted to the archive over `max_items`.
     pub evicted: usize,
-    /// Active memories idle for `cold.demote_after_days`, archived (reason
-    /// `demoted`) on their way to the cold tier.
+    /// Active memories idle for `cold.demote_after_days`, or whose decayed
+    /// importance fell under `cold.demote_below_importance`, archived
+    /// (reason `demoted`) on their way to the cold tier.
     #[serde(default)]
     pub demoted: usize,
+    /// Of `demoted`, those demoted for their decayed importance.
+    #[serde(default)]
+    pub demoted_by_importance: usize,
     /// Archived memories moved out of the store into cold segments.
     #[serde(default)]
     pub moved_to_cold: usize,
@@ -302,13 +306,14 @@ impl Engine {
         } else {
             None
         };
-        let (demoted, moved_to_cold) = self.demote(now)?;
+        let (demoted, demoted_by_importance, moved_to_cold) = self.demote(now)?;
         let audit_pruned = self.audit_prune("upkeep")?.removed;
         Ok(UpkeepReport {
             audit_pruned,
             expired,
             evicted,
             demoted,
+            demoted_by_importance,
             moved_to_cold,
             skipped: false,
             learned,

@@ -12,6 +12,7 @@ use crate::harness::{MakeEngine, TestEngine, scope, view};
 
 backends!(engine:
     demotion_moves_to_cold_and_restore_brings_back,
+    memories_whose_decayed_importance_fades_under_the_floor_are_demoted,
     forget_reaches_cold_segments,
     importing_a_cold_id_keeps_one_copy,
 );
@@ -52,6 +53,7 @@ fn cold_on(dir: &std::path::Path) -> impl Fn(&mut Config) + '_ {
             enabled: true,
             dir: Some(dir.to_path_buf()),
             demote_after_days: 30,
+            ..Default::default()
         };
         c.max_items = 0;
         c.learning.enabled = false;
@@ -140,6 +142,98 @@ fn demotion_moves_to_cold_and_restore_brings_back(make: MakeEngine) {
         "the restored memory is idle again: {r:?}"
     );
     assert_eq!(e.stats().unwrap().storage_tiers["cold"].memories, 2);
+}
+
+fn memories_whose_decayed_importance_fades_under_the_floor_are_demoted(make: MakeEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = make(&|c: &mut Config| {
+        cold_on(dir.path())(c);
+        // Importance alone: never by age.
+        c.cold.demote_after_days = 0;
+        c.cold.demote_below_importance = 0.1;
+    });
+    let at = |e: &mut TestEngine, days: i64| {
+        let start = Timestamp::now();
+        e.set_clock(move || start + SignedDuration::from_hours(24 * days));
+    };
+    let new = |text: &str, importance: f64| {
+        NewMemory::new(scope("project/a"), text).importance(importance)
+    };
+    let ids = |e: &TestEngine| -> Vec<String> {
+        let mut v: Vec<String> = e
+            .list(&strata::List::new(view(&["project/a"])))
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        v.sort();
+        v
+    };
+    // 0.15 halves every 30 days (the default half-life): under 0.1 after
+    // 18 days; 0.9 stays far above.
+    let faded = e.remember(new("a faint hint about caching", 0.15)).unwrap();
+    let strong = e.remember(new("the release checklist", 0.9)).unwrap();
+    let pinned = e
+        .remember(new("a faint but pinned rule", 0.15).pinned(true))
+        .unwrap();
+    let read = e.remember(new("a faint note about retries", 0.12)).unwrap();
+
+    at(&mut e, 2);
+    let r = e.upkeep().unwrap();
+    assert_eq!(
+        (r.demoted, r.moved_to_cold),
+        (0, 0),
+        "nothing faded yet: {r:?}"
+    );
+
+    at(&mut e, 20);
+    // Read on day 20: in use, however faint (0.12 × 0.63 × the read's
+    // 1.14 is under the floor).
+    let hits = e
+        .recall(&Recall::new("retries", view(&["project/a"])))
+        .unwrap();
+    assert_eq!(hits[0].memory.id, read.id);
+    // Written on day 20 under the floor: in use too.
+    let fresh = e.remember(new("a faint fresh remark", 0.05)).unwrap();
+    let r = e.upkeep().unwrap();
+    assert_eq!(
+        (r.demoted, r.demoted_by_importance, r.moved_to_cold),
+        (1, 1, 1),
+        "{r:?}"
+    );
+    let mut warm = vec![
+        strong.id.clone(),
+        pinned.id.clone(),
+        read.id.clone(),
+        fresh.id.clone(),
+    ];
+    warm.sort();
+    assert_eq!(ids(&e), warm);
+    let cold = e
+        .get_archived(&faded.id)
+        .unwrap()
+        .expect("in the cold tier");
+    assert_eq!(cold.reason, "demoted");
+    assert_eq!(e.stats().unwrap().storage_tiers["cold"].memories, 1);
+
+    // Two days on, the read and the fresh one are no longer in use.
+    at(&mut e, 22);
+    let r = e.upkeep().unwrap();
+    assert_eq!((r.demoted_by_importance, r.moved_to_cold), (2, 2), "{r:?}");
+    let mut warm = vec![strong.id.clone(), pinned.id.clone()];
+    warm.sort();
+    assert_eq!(ids(&e), warm, "the pinned and the strong one stay warm");
+    assert_eq!(e.stats().unwrap().storage_tiers["cold"].memories, 3);
+}
+
+#[test]
+fn a_demotion_importance_outside_0_to_1_is_refused_by_name() {
+    for bad in [-0.1, 1.5, f64::NAN] {
+        let mut c = Config::default();
+        c.cold.demote_below_importance = bad;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("cold.demote_below_importance"), "{e}");
+    }
 }
 
 fn forget_reaches_cold_segments(make: MakeEngine) {

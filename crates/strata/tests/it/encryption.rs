@@ -172,6 +172,7 @@ fn cold_engine(
         enabled: true,
         dir: Some(cold.to_path_buf()),
         demote_after_days: 30,
+        ..Default::default()
     };
     c.max_items = 0;
     c.learning.enabled = false;

@@ -663,6 +663,7 @@ fn a_rejected_pattern_stays_rejected_once_it_is_cold(make: Make) {
             enabled: true,
             dir: Some(cold.clone()),
             demote_after_days: 30,
+            ..Default::default()
         };
     });
     let t = clock(&mut e);
@@ -691,6 +692,7 @@ fn evidence_demoted_to_the_cold_tier_still_counts(make: Make) {
             enabled: true,
             dir: Some(cold.clone()),
             demote_after_days: 30,
+            ..Default::default()
         };
         c.learning.half_life_days = 10_000.0;
     });
