@@ -540,6 +540,8 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
         dir: Some(cold),
         demote_after_days: 0,
         demote_below_importance: 0.0,
+        // Cold recalls note their reads, as by default.
+        ..Default::default()
     };
     let engine = strata::Engine::open(cfg)?;
     let n = a.tier_memories;

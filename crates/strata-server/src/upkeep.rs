@@ -38,7 +38,11 @@ impl UpkeepWorker {
                             Ok(r) if r.skipped => {}
                             Ok(r) => {
                                 eprintln!("strata: upkeep: {}", serde_json::json!(r));
-                                let moved = r.expired + r.evicted + r.demoted + r.moved_to_cold;
+                                let moved = r.expired
+                                    + r.evicted
+                                    + r.demoted
+                                    + r.moved_to_cold
+                                    + r.promoted_from_cold;
                                 let ev =
                                     strata::AuditEvent::new("upkeep", "upkeep").count(moved as u64);
                                 if let Err(e) = engine.audit_record(&ev) {

@@ -149,6 +149,10 @@ pub struct ColdConfig {
     /// 0.1, the ranking floor's default: a memory that ranks at the floor
     /// leaves the store its searches scan.
     pub demote_below_importance: f64,
+    /// A memory demoted to cold that recalls return this many times
+    /// (counted by the recalls that record access) comes back to the store
+    /// as an active memory at the next upkeep (0: never).
+    pub promote_after_reads: u64,
 }
 
 impl Default for ColdConfig {
@@ -158,6 +162,7 @@ impl Default for ColdConfig {
             dir: None,
             demote_after_days: 30,
             demote_below_importance: 0.1,
+            promote_after_reads: 3,
         }
     }
 }

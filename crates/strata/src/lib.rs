@@ -57,7 +57,7 @@ pub use scope::{Fence, Scope, Tier, View, ViewEntry};
 pub use secrets::{DETECTORS, Screened, Secret, SecretAction, SecretRule, redact, scan};
 
 // The engine and its operations, each with its request and report.
-pub use cold::{ColdDir, ColdRecord, ColdStats, convert as convert_cold};
+pub use cold::{ColdDir, ColdRecord, ColdStats, Reads as ColdReads, convert as convert_cold};
 pub use config::{ColdConfig, Config, FileConfig, StoreConfig, default_db_path};
 pub use engine::{
     ArchiveMark, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions, ForgetReport,

@@ -156,7 +156,7 @@ pub fn run(cli: Cli) -> Result<()> {
                     &e,
                     "upkeep",
                     Vec::new(),
-                    r.expired + r.evicted + r.demoted + r.moved_to_cold,
+                    r.expired + r.evicted + r.demoted + r.moved_to_cold + r.promoted_from_cold,
                     Vec::new(),
                 )?;
             }
@@ -167,8 +167,13 @@ pub fn run(cli: Cli) -> Result<()> {
                 return output::line("skipped: another process is running upkeep on this store");
             }
             output::line(format!(
-                "expired {} · evicted {} (moved to the archive) · demoted {} ({} by importance) · moved to cold {}",
-                r.expired, r.evicted, r.demoted, r.demoted_by_importance, r.moved_to_cold
+                "expired {} · evicted {} (moved to the archive) · demoted {} ({} by importance) · moved to cold {} · back from cold {}",
+                r.expired,
+                r.evicted,
+                r.demoted,
+                r.demoted_by_importance,
+                r.moved_to_cold,
+                r.promoted_from_cold
             ))?;
             match &r.learned {
                 Some(l) => learned::report_line(l),

@@ -71,6 +71,55 @@ fn tiers(e: &Env, cfg: &std::path::Path) -> (u64, u64) {
     )
 }
 
+/// Reads of a cold memory counted across processes (each recall its own
+/// `strata` run) bring a demoted memory back; an evicted one stays.
+#[test]
+fn a_demoted_memory_recalled_from_several_processes_comes_back() {
+    let (e, cfg) = cold_env();
+    std::fs::write(
+        &cfg,
+        "[cold]\nenabled = true\npromote_after_reads = 2\n\n[learning]\nenabled = false\n",
+    )
+    .unwrap();
+    let demoted = "0190aaaa-0000-7000-8000-00000000000a";
+    let evicted = "0190aaaa-0000-7000-8000-00000000000b";
+    let lines = [
+        archived_line(
+            demoted,
+            "project/p",
+            "the staging database password rotates monthly",
+        )
+        .replace("\"evicted\"", "\"demoted\""),
+        archived_line(evicted, "project/p", "the staging cluster restarts weekly"),
+    ]
+    .join("\n");
+    let f = e.path("in.jsonl");
+    std::fs::write(&f, lines).unwrap();
+    ok(&e, &cfg, &["import", f.to_str().unwrap()]);
+    assert_eq!(json(&e, &cfg, &["upkeep"])["moved_to_cold"], 2);
+    for _ in 0..2 {
+        let hits = json(
+            &e,
+            &cfg,
+            &["recall", "staging", "--view", "project/p", "--include-cold"],
+        );
+        assert_eq!(hits.as_array().unwrap().len(), 2, "{hits}");
+    }
+    let r = json(&e, &cfg, &["upkeep"]);
+    assert_eq!(r["promoted_from_cold"], 1, "{r}");
+    assert_eq!(tiers(&e, &cfg), (1, 1));
+    let hits = json(&e, &cfg, &["recall", "staging", "--view", "project/p"]);
+    let ids: Vec<&str> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [demoted], "active again, found without --include-cold");
+    let text = ok(&e, &cfg, &["upkeep"]);
+    assert!(text.contains("back from cold 0"), "{text}");
+}
+
 #[test]
 fn upkeep_moves_archived_to_cold_and_recall_restore_reach_it() {
     let (e, cfg) = cold_env();

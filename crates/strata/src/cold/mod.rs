@@ -16,6 +16,8 @@
 //!   its memories that the store holds, and recovery rewrites it without
 //!   them and renames it `.cold`.
 //! - `*.tmp`: a file being written; never read, deleted by recovery.
+//! - `reads.log`: ids of cold memories recalls returned, which promotion
+//!   back to the store counts (`reads.rs`).
 //!
 //! # Segment layout (version 1)
 //!
@@ -37,6 +39,10 @@
 //! the directory's 16-byte salt, and the index and each compressed block
 //! are sealed (see [`seal`]: `key.check` and `key.next` are its files; the
 //! crcs are of the sealed bytes).
+
+mod reads;
+
+pub use reads::Reads;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File};

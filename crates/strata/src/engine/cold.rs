@@ -12,13 +12,16 @@
 //!   replaced by rename) → delete them from the store.
 //! - **recover**: a `.pending` segment's memories that the store holds are
 //!   dropped from it (warm wins); then it is renamed `.cold`.
+//! - **promote**: a demoted memory that recalls returned often enough
+//!   (`reads.log`, `cold/reads.rs`) is restored as above, its reads then
+//!   recorded in the store.
 //!
 //! Every step that changes segments runs under the store's `cold` lease,
 //! so processes sharing the store never interleave them.
 
 use super::*;
 use crate::cold::{ColdRecord, SegState};
-use crate::store::{ImportItem, ImportRules};
+use crate::store::{Access, ImportItem, ImportRules};
 
 /// How long one cold move holds the `cold` lease.
 const COLD_LEASE: std::time::Duration = std::time::Duration::from_secs(120);
@@ -263,6 +266,72 @@ impl Engine {
             Ok(moved)
         })?;
         Ok((by_age + by_importance, by_importance, moved))
+    }
+
+    /// Notes the reads of the cold memories among `out` (those in
+    /// `from_cold`), when promotion is on.
+    pub(super) fn note_cold_reads(
+        &self,
+        out: &[crate::Recalled],
+        from_cold: &BTreeSet<String>,
+    ) -> Result<()> {
+        let Some(c) = self
+            .cold
+            .as_ref()
+            .filter(|_| self.cfg.cold.promote_after_reads > 0)
+        else {
+            return Ok(());
+        };
+        let read: Vec<String> = out
+            .iter()
+            .filter(|r| from_cold.contains(&r.memory.id))
+            .map(|r| r.memory.id.clone())
+            .collect();
+        c.note_reads(&read)
+    }
+
+    /// Brings back to the store, active, the memories demoted to cold that
+    /// recalls returned `promote_after_reads` times or more since they
+    /// left (their reads counted as reads, so upkeep does not demote them
+    /// again at once); forgets the counts of memories no longer cold.
+    /// Returns how many came back.
+    pub(super) fn promote_cold(&self, now: Timestamp) -> Result<usize> {
+        let bound = self.cfg.cold.promote_after_reads;
+        let Some(c) = self.cold.as_ref().filter(|_| bound > 0) else {
+            return Ok(0);
+        };
+        let due = self.with_cold_lease(|| {
+            let reads = c.take_reads()?;
+            let mut keep = BTreeMap::new();
+            let mut due = Vec::new();
+            for (id, &n) in &reads.counts {
+                // Only demoted memories: an evicted one would be evicted
+                // again, an expired or completed one was meant to leave.
+                let demoted = c.find(id)?.is_some_and(|(r, _)| r.reason == "demoted");
+                if !demoted {
+                    continue;
+                }
+                if n >= bound {
+                    due.push(Access {
+                        id: id.clone(),
+                        count: n,
+                        at: now,
+                    });
+                } else {
+                    keep.insert(id.clone(), n);
+                }
+            }
+            c.reads_handled(reads, &keep)?;
+            Ok(due)
+        })?;
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<String> = due.iter().map(|a| a.id.clone()).collect();
+        let back = self.restore(&ids)?;
+        self.store.touch(&due)?;
+        self.wake_embedder();
+        Ok(back)
     }
 
     /// Brings cold memories back into the store's archive (their ids,

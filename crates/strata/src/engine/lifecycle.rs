@@ -54,6 +54,10 @@ pub struct UpkeepReport {
     /// Of `demoted`, those demoted for their decayed importance.
     #[serde(default)]
     pub demoted_by_importance: usize,
+    /// Memories demoted to cold that recalls returned
+    /// `cold.promote_after_reads` times, back in the store as active ones.
+    #[serde(default)]
+    pub promoted_from_cold: usize,
     /// Archived memories moved out of the store into cold segments.
     #[serde(default)]
     pub moved_to_cold: usize,
@@ -306,6 +310,9 @@ impl Engine {
         } else {
             None
         };
+        // Promotion first: what comes back is read now, so the demotion
+        // below leaves it.
+        let promoted_from_cold = self.promote_cold(now)?;
         let (demoted, demoted_by_importance, moved_to_cold) = self.demote(now)?;
         let audit_pruned = self.audit_prune("upkeep")?.removed;
         Ok(UpkeepReport {
@@ -314,6 +321,7 @@ impl Engine {
             evicted,
             demoted,
             demoted_by_importance,
+            promoted_from_cold,
             moved_to_cold,
             skipped: false,
             learned,

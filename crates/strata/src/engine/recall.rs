@@ -197,6 +197,9 @@ impl Engine {
         // Archived memories, when asked for, compete in the same ranking
         // (one normalisation of relevance across both).
         let mut archived: BTreeMap<String, (Memory, ArchiveMark)> = BTreeMap::new();
+        // The archived candidates from the cold tier: their reads count
+        // towards promotion back to the store.
+        let mut from_cold: BTreeSet<String> = BTreeSet::new();
         if req.include_archived {
             let mut found = self
                 .store
@@ -208,8 +211,11 @@ impl Engine {
             let mut cold_top: Vec<(Archived, f64)> = Vec::new();
             if !terms.is_empty() && filter.is_trivial() && want != usize::MAX {
                 cold_top = self.cold_search_top(&req.view, &terms, want)?;
+                from_cold.extend(cold_top.iter().map(|(a, _)| a.memory.id.clone()));
             } else {
-                found.extend(self.cold_search(Some(&req.view), &filter, &terms)?);
+                let cold = self.cold_search(Some(&req.view), &filter, &terms)?;
+                from_cold.extend(cold.iter().map(|a| a.memory.id.clone()));
+                found.extend(cold);
             }
             let found: Vec<(Memory, ArchiveMark)> = found
                 .into_iter()
@@ -313,6 +319,7 @@ impl Engine {
         }
         if req.touch {
             self.record_access(&active_ids, now)?;
+            self.note_cold_reads(&out, &from_cold)?;
         }
         Ok(out)
     }

@@ -13,6 +13,7 @@ use crate::harness::{MakeEngine, TestEngine, scope, view};
 backends!(engine:
     demotion_moves_to_cold_and_restore_brings_back,
     memories_whose_decayed_importance_fades_under_the_floor_are_demoted,
+    demoted_memories_recalled_often_come_back_to_the_store,
     forget_reaches_cold_segments,
     importing_a_cold_id_keeps_one_copy,
 );
@@ -224,6 +225,102 @@ fn memories_whose_decayed_importance_fades_under_the_floor_are_demoted(make: Mak
     warm.sort();
     assert_eq!(ids(&e), warm, "the pinned and the strong one stay warm");
     assert_eq!(e.stats().unwrap().storage_tiers["cold"].memories, 3);
+}
+
+fn demoted_memories_recalled_often_come_back_to_the_store(make: MakeEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = make(&|c: &mut Config| {
+        cold_on(dir.path())(c);
+        c.cold.promote_after_reads = 2;
+    });
+    let a = e
+        .remember(NewMemory::new(
+            scope("project/a"),
+            "the deploy runs on fridays",
+        ))
+        .unwrap();
+    let b = e
+        .remember(NewMemory::new(
+            scope("project/a"),
+            "the backup runs nightly",
+        ))
+        .unwrap();
+    let t = e
+        .remember(NewMemory::new(
+            scope("task/t1"),
+            "the fridays checklist of the task",
+        ))
+        .unwrap();
+    let none = strata::Promotion {
+        ids: Vec::new(),
+        min_importance: Some(1.0),
+    };
+    e.complete_task("t1", "a", &none).unwrap();
+    let start = Timestamp::now();
+    e.set_clock(move || start + SignedDuration::from_hours(24 * 40));
+    let r = e.upkeep().unwrap();
+    assert_eq!((r.demoted, r.moved_to_cold), (2, 3), "{r:?}");
+    let cold = |e: &TestEngine| e.stats().unwrap().storage_tiers["cold"].memories;
+    assert_eq!(cold(&e), 3);
+
+    // `a` twice, `b` once; the completed task's memory twice (it was
+    // meant to leave: never promoted).
+    for _ in 0..2 {
+        assert!(archived_recall(&e, "fridays", &["project/a"]).contains(&a.id));
+        assert!(archived_recall(&e, "fridays", &["task/t1"]).contains(&t.id));
+    }
+    assert!(archived_recall(&e, "backup", &["project/a"]).contains(&b.id));
+    // A recall that records no access counts nothing.
+    let mut quiet = Recall::new("backup", view(&["project/a"]));
+    quiet.include_archived = true;
+    quiet.touch = false;
+    assert_eq!(e.recall(&quiet).unwrap().len(), 1);
+
+    let r = e.upkeep().unwrap();
+    assert_eq!(
+        (r.promoted_from_cold, r.moved_to_cold, r.demoted),
+        (1, 0, 0),
+        "{r:?}"
+    );
+    let back = e.get(&a.id).unwrap().expect("a is back in the store");
+    assert!(back.access_count >= 2, "its cold reads count: {back:?}");
+    assert!(
+        e.get_archived(&a.id).unwrap().is_none(),
+        "active, not archived"
+    );
+    let plain = e
+        .recall(&Recall::new("fridays", view(&["project/a"])))
+        .unwrap();
+    assert_eq!(plain[0].memory.id, a.id, "found without --archived");
+    assert_eq!(cold(&e), 2);
+
+    // `b`'s one read was kept for the next upkeep: one more brings it back.
+    assert!(archived_recall(&e, "backup", &["project/a"]).contains(&b.id));
+    let r = e.upkeep().unwrap();
+    assert_eq!((r.promoted_from_cold, r.demoted), (1, 0), "{r:?}");
+    assert!(e.get(&b.id).unwrap().is_some());
+    assert_eq!(cold(&e), 1);
+    assert!(
+        e.get_archived(&t.id).unwrap().is_some(),
+        "the task's stays cold"
+    );
+    // Nothing left to count.
+    assert_eq!(e.upkeep().unwrap().promoted_from_cold, 0);
+}
+
+#[test]
+fn a_damaged_reads_log_is_reported_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Config {
+        store: strata::StoreConfig::Memory,
+        ..Default::default()
+    };
+    cold_on(dir.path())(&mut c);
+    let e = strata::Engine::open(c).unwrap();
+    std::fs::write(dir.path().join("reads.log"), "some-id\tmany\n").unwrap();
+    let err = e.upkeep().unwrap_err().to_string();
+    assert!(err.contains("reads.log"), "{err}");
+    assert!(err.contains("line 1"), "{err}");
 }
 
 #[test]
