@@ -197,6 +197,19 @@ struct TiersBench {
     cold_ratio: f64,
     /// Archived recall (one word, every project) over the cold memories.
     cold_search: Latency,
+    /// Demotion by decayed importance: active memories on a fresh file,
+    /// upkeep run 60 days later (`demote_below_importance` at its default).
+    faded: FadedBench,
+}
+
+#[derive(Debug, Serialize)]
+struct FadedBench {
+    /// Active memories upkeep looked at.
+    memories: usize,
+    /// Of those, demoted for their decayed importance and moved to cold.
+    demoted: usize,
+    /// Upkeep's whole pass.
+    seconds: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -578,6 +591,8 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
         lat.push(t.elapsed());
         std::hint::black_box(hits);
     }
+    drop(engine);
+    let faded = faded_bench(a, dir, g, say)?;
     Ok(TiersBench {
         memories: n,
         demote_per_sec: n as f64 / secs,
@@ -585,6 +600,55 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
         cold_bytes,
         cold_ratio: cold_bytes as f64 / sqlite_bytes as f64,
         cold_search: latency(lat),
+        faded,
+    })
+}
+
+/// `tier_memories` active memories of mixed kinds (importance 0.5, kind
+/// weights 0.2–1.0), then upkeep 60 days later: those whose decayed
+/// importance fell under the default floor go to cold, the others are
+/// only read (their ranking columns).
+fn faded_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Result<FadedBench> {
+    let path = dir.join("faded.db");
+    let cold = dir.join("faded.cold");
+    let _ = std::fs::remove_dir_all(&cold);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let mut cfg = bench_config(&path);
+    cfg.max_items = 0;
+    cfg.learning.enabled = false;
+    cfg.cold = strata::ColdConfig {
+        enabled: true,
+        dir: Some(cold),
+        // Importance alone.
+        demote_after_days: 0,
+        ..Default::default()
+    };
+    let mut engine = strata::Engine::open(cfg)?;
+    let n = a.tier_memories;
+    say(format!(
+        "tiers: writing {n} active memories for demotion by importance…"
+    ));
+    for chunk in dataset(g, n, a.scopes).chunks(10_000) {
+        engine.remember_batch(chunk.to_vec(), strata::Confirm::No)?;
+    }
+    let later = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * 60);
+    engine.set_clock(move || later);
+    say("tiers: upkeep 60 days later…".into());
+    let t = Instant::now();
+    let r = engine.upkeep()?;
+    let seconds = t.elapsed().as_secs_f64();
+    anyhow::ensure!(
+        r.demoted_by_importance > 0 && r.moved_to_cold == r.demoted_by_importance,
+        "tiers: upkeep 60 days on demoted {} by importance and moved {}",
+        r.demoted_by_importance,
+        r.moved_to_cold
+    );
+    Ok(FadedBench {
+        memories: n,
+        demoted: r.demoted_by_importance,
+        seconds,
     })
 }
 
@@ -961,6 +1025,13 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
             t.cold_ratio * 100.0
         ))?;
         output::line(lat_line("cold search", &t.cold_search))?;
+        output::line(format!(
+            "                   by importance: upkeep 60 days on looked at {} memories and demoted {} ({:.1} %) to cold in {:.2} s",
+            t.faded.memories,
+            t.faded.demoted,
+            t.faded.demoted as f64 * 100.0 / t.faded.memories.max(1) as f64,
+            t.faded.seconds
+        ))?;
     }
     if let Some(l) = &rep.cold_start_model {
         output::line(lat_line("cold recall+model", l))?;

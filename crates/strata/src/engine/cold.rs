@@ -222,21 +222,25 @@ impl Engine {
             let f = Filter::parse(&json!({"pinned": false, "updated_at": {"$lt": cutoff}}))?;
             // Ranking's columns only (no content), then the few under the
             // floor whole, for their last read.
-            let mut faded = Vec::new();
-            for s in self
+            let under: Vec<String> = self
                 .store
                 .query_signals(&Query::everything(now).filter(f).include_expired(true))?
-            {
-                if crate::rank::decayed_importance(&self.cfg.ranking, &s, now) >= floor {
-                    continue;
-                }
-                let idle = self.store.get(&s.id)?.is_some_and(|m| {
-                    m.last_accessed_at
-                        .is_none_or(|t| t.as_millisecond() < cutoff)
-                });
-                if idle {
-                    faded.push(s.id);
-                }
+                .into_iter()
+                .filter(|s| crate::rank::decayed_importance(&self.cfg.ranking, s, now) < floor)
+                .map(|s| s.id)
+                .collect();
+            let mut faded = Vec::new();
+            for ids in under.chunks(1_000) {
+                faded.extend(
+                    self.store
+                        .get_many(ids)?
+                        .into_iter()
+                        .filter(|m| {
+                            m.last_accessed_at
+                                .is_none_or(|t| t.as_millisecond() < cutoff)
+                        })
+                        .map(|m| m.id),
+                );
             }
             by_importance = self.store.archive(&faded, "demoted", now)?;
         }
