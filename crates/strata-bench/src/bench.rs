@@ -536,11 +536,12 @@ fn dataset(g: &mut Gen, n: usize, scopes: usize) -> Vec<strata::NewMemory> {
         .collect()
 }
 
-/// Demotes `tier_memories` archived memories to the cold tier and searches
-/// them there.
-fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Result<TiersBench> {
-    let path = dir.join("tiers.db");
-    let cold = dir.join("tiers.cold");
+/// A benchmark store `<name>.db` in `dir` with its cold tier `<name>.cold`
+/// on, both removed first; no bound, no detectors, never demoted by age
+/// (the cold tier's other settings at their defaults).
+fn fresh_cold_config(dir: &Path, name: &str) -> strata::Config {
+    let path = dir.join(format!("{name}.db"));
+    let cold = dir.join(format!("{name}.cold"));
     let _ = std::fs::remove_dir_all(&cold);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -552,10 +553,18 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
         enabled: true,
         dir: Some(cold),
         demote_after_days: 0,
-        demote_below_importance: 0.0,
-        // Cold recalls note their reads, as by default.
         ..Default::default()
     };
+    cfg
+}
+
+/// Demotes `tier_memories` archived memories to the cold tier and searches
+/// them there.
+fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Result<TiersBench> {
+    let path = dir.join("tiers.db");
+    let mut cfg = fresh_cold_config(dir, "tiers");
+    // Moves of archived memories alone: nothing demoted by importance.
+    cfg.cold.demote_below_importance = 0.0;
     let engine = strata::Engine::open(cfg)?;
     let n = a.tier_memories;
     say(format!("tiers: writing and archiving {n} memories…"));
@@ -609,23 +618,7 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
 /// importance fell under the default floor go to cold, the others are
 /// only read (their ranking columns).
 fn faded_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Result<FadedBench> {
-    let path = dir.join("faded.db");
-    let cold = dir.join("faded.cold");
-    let _ = std::fs::remove_dir_all(&cold);
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
-    let mut cfg = bench_config(&path);
-    cfg.max_items = 0;
-    cfg.learning.enabled = false;
-    cfg.cold = strata::ColdConfig {
-        enabled: true,
-        dir: Some(cold),
-        // Importance alone.
-        demote_after_days: 0,
-        ..Default::default()
-    };
-    let mut engine = strata::Engine::open(cfg)?;
+    let mut engine = strata::Engine::open(fresh_cold_config(dir, "faded"))?;
     let n = a.tier_memories;
     say(format!(
         "tiers: writing {n} active memories for demotion by importance…"

@@ -53,16 +53,14 @@ impl ColdDir {
     /// then calls [`ColdDir::reads_handled`] with the counts to keep.
     pub fn take_reads(&self) -> Result<Reads> {
         let log = self.path().join(LOG);
-        if log.exists() {
-            let aside = self
-                .path()
-                .join(format!("{TAKEN}{}", uuid::Uuid::now_v7().simple()));
-            match fs::rename(&log, &aside) {
-                Ok(()) => {}
-                // Taken by another process between the look and the rename.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(format!("renaming {}", log.display()))(e)),
-            }
+        let aside = self
+            .path()
+            .join(format!("{TAKEN}{}", uuid::Uuid::now_v7().simple()));
+        match fs::rename(&log, &aside) {
+            Ok(()) => {}
+            // No reads noted since the last upkeep.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(format!("renaming {}", log.display()))(e)),
         }
         let mut reads = Reads::default();
         let dir = self.path();

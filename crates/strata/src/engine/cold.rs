@@ -201,15 +201,11 @@ impl Engine {
         let mut by_age = 0;
         if days > 0 {
             let cutoff = now.as_millisecond() - (days as i64) * 86_400_000;
-            let f = Filter::parse(&json!({"pinned": false, "updated_at": {"$lt": cutoff}}))?;
             let idle: Vec<String> = self
                 .store
-                .query(&Query::everything(now).filter(f).include_expired(true))?
+                .query(&unpinned_not_updated_since(now, cutoff)?)?
                 .into_iter()
-                .filter(|m| {
-                    m.last_accessed_at
-                        .is_none_or(|t| t.as_millisecond() < cutoff)
-                })
+                .filter(|m| not_read_since(m, cutoff))
                 .map(|m| m.id)
                 .collect();
             by_age = self.store.archive(&idle, "demoted", now)?;
@@ -219,12 +215,11 @@ impl Engine {
             // Untouched for a day: a memory just written or read is in use,
             // whatever its weight.
             let cutoff = now.as_millisecond() - 86_400_000;
-            let f = Filter::parse(&json!({"pinned": false, "updated_at": {"$lt": cutoff}}))?;
             // Ranking's columns only (no content), then the few under the
             // floor whole, for their last read.
             let under: Vec<String> = self
                 .store
-                .query_signals(&Query::everything(now).filter(f).include_expired(true))?
+                .query_signals(&unpinned_not_updated_since(now, cutoff)?)?
                 .into_iter()
                 .filter(|s| crate::rank::decayed_importance(&self.cfg.ranking, s, now) < floor)
                 .map(|s| s.id)
@@ -235,10 +230,7 @@ impl Engine {
                     self.store
                         .get_many(ids)?
                         .into_iter()
-                        .filter(|m| {
-                            m.last_accessed_at
-                                .is_none_or(|t| t.as_millisecond() < cutoff)
-                        })
+                        .filter(|m| not_read_since(m, cutoff))
                         .map(|m| m.id),
                 );
             }
@@ -447,4 +439,17 @@ impl Engine {
             Ok(cold + warm)
         })
     }
+}
+
+/// Active memories, expired ones too, unpinned and last updated before
+/// `cutoff` (ms): what demotion looks at.
+fn unpinned_not_updated_since(now: Timestamp, cutoff: i64) -> Result<Query> {
+    let f = Filter::parse(&json!({"pinned": false, "updated_at": {"$lt": cutoff}}))?;
+    Ok(Query::everything(now).filter(f).include_expired(true))
+}
+
+/// Whether `m` was last read before `cutoff` (ms), or never.
+fn not_read_since(m: &Memory, cutoff: i64) -> bool {
+    m.last_accessed_at
+        .is_none_or(|t| t.as_millisecond() < cutoff)
 }
