@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from strata_client import Client, ConflictError, InvalidError, Memory
+from strata_client import Client, ConflictError, InvalidError, Memory, NotFoundError
 
 from .conftest import Server
 
@@ -158,6 +158,22 @@ def test_sessions_create_show_archive_and_restore(client: Client, scope: str) ->
         client.restore([m.id])
     assert e.value.status == 409 and sid in e.value.message
     assert client.list(view=[scope]) == []
+
+
+def test_ephemeral_sessions_and_last_turns(client: Client, scope: str) -> None:
+    sid = f"e-{uuid.uuid4().hex[:8]}"
+    s = client.create_session(id=sid, scope=scope, ephemeral=True)
+    assert s.ephemeral and s.scope == scope
+    m = client.remember("the quiet turn", scope=scope, session=sid, role="user", kind="conversation")
+    assert [t.id for t in client.session_turns(sid)] == [m.id]
+    assert [x.id for x in client.list(view=[scope])] == [m.id]
+    with pytest.raises(InvalidError) as e:
+        client.session_turns(sid, limit=0)
+    assert e.value.field == "limit"
+    client.archive_session(sid)
+    assert client.list(view=[scope]) == []
+    with pytest.raises(NotFoundError):
+        client.session_turns(sid)
 
 
 def test_complete_task_promotes_and_archives(client: Client) -> None:

@@ -64,7 +64,8 @@ pub struct BenchArgs {
     /// recall, cold, context, vectors, http (recall over HTTP against in process, and a
     /// mixed 90 % recall / 10 % remember workload; not in the default set),
     /// tiers (the cold tier: demotion rate, bytes, cold search; not in the
-    /// default set).
+    /// default set), hot (a session's last turns from the hot tier against
+    /// the store; not in the default set).
     #[arg(
         long,
         value_delimiter = ',',
@@ -174,6 +175,8 @@ struct Report {
     vectors: Option<VectorBench>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tiers: Option<TiersBench>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hot: Option<HotBench>,
     #[cfg(feature = "http")]
     #[serde(skip_serializing_if = "Option::is_none")]
     http: Option<http::HttpBench>,
@@ -200,6 +203,23 @@ struct TiersBench {
     /// Demotion by decayed importance: active memories on a fresh file,
     /// upkeep run 60 days later (`demote_below_importance` at its default).
     faded: FadedBench,
+}
+
+/// The hot tier: a session's last 20 memories, read right after the
+/// session's agent wrote a turn (the ring stays current through its own
+/// engine's writes), against the same read from the store.
+#[derive(Debug, Serialize)]
+struct HotBench {
+    /// Sessions, and memories each held before the reads.
+    sessions: usize,
+    turns: usize,
+    /// From the hot tier (write-through ring; one read of the session's
+    /// record to check it is current).
+    ring: Latency,
+    /// The same engine settings with `hot.turns = 0`: from the store.
+    store: Latency,
+    /// An ephemeral session's last 20 (memory alone).
+    ephemeral: Latency,
 }
 
 #[derive(Debug, Serialize)]
@@ -613,6 +633,102 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
     })
 }
 
+/// `sessions × 100` turns in a SQLite file, then `queries` rounds of an
+/// agent loop on random sessions: write a turn (untimed), read the
+/// session's last 20 (timed); once with the hot tier, once without.
+fn hot_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Result<HotBench> {
+    const SESSIONS: usize = 200;
+    const TURNS: usize = 100;
+    const READ: usize = 20;
+    let mut cfg = fresh_cold_config(dir, "hot");
+    cfg.cold.enabled = false;
+    cfg.cold.dir = None;
+    say(format!(
+        "hot: writing {SESSIONS} sessions of {TURNS} turns…"
+    ));
+    {
+        let engine = strata::Engine::open(cfg.clone())?;
+        let mut batch = Vec::with_capacity(SESSIONS * TURNS);
+        for t in 0..TURNS {
+            for s in 0..SESSIONS {
+                let role = if t % 2 == 0 {
+                    strata::Role::User
+                } else {
+                    strata::Role::Assistant
+                };
+                batch.push(
+                    strata::NewMemory::new(
+                        strata::Scope::parse(&format!("session/s{s}"))?,
+                        g.sentence(),
+                    )
+                    .kind(strata::Kind::Conversation)
+                    .role(role)
+                    .session(format!("s{s}")),
+                );
+            }
+        }
+        for chunk in batch.chunks(10_000) {
+            engine.remember_batch(chunk.to_vec(), strata::Confirm::No)?;
+        }
+    }
+    let mut run = |turns: usize, what: &str| -> Result<Latency> {
+        say(format!(
+            "hot: {} agent turns, reading from the {what}…",
+            a.queries
+        ));
+        let mut c = cfg.clone();
+        c.hot.turns = turns;
+        let engine = strata::Engine::open(c)?;
+        // Each session read once first, untimed: a ring is filled by its
+        // first read (that read costs what a read from the store does).
+        for s in 0..SESSIONS {
+            engine.last_turns(&format!("s{s}"), READ)?;
+        }
+        let mut lat = Vec::with_capacity(a.queries);
+        for _ in 0..a.queries {
+            let s = format!("s{}", g.rng.below(SESSIONS));
+            engine.remember(
+                strata::NewMemory::new(
+                    strata::Scope::parse(&format!("session/{s}"))?,
+                    g.sentence(),
+                )
+                .kind(strata::Kind::Conversation)
+                .session(s.clone()),
+            )?;
+            let t = Instant::now();
+            let got = engine.last_turns(&s, READ)?;
+            lat.push(t.elapsed());
+            anyhow::ensure!(got.len() == READ, "hot: {} turns of session {s}", got.len());
+        }
+        Ok(latency(lat))
+    };
+    let ring = run(TURNS, "hot tier")?;
+    let store = run(0, "store")?;
+    let engine = strata::Engine::open(cfg)?;
+    let e = engine.open_ephemeral_session(None, None)?;
+    for _ in 0..TURNS {
+        engine.remember(
+            strata::NewMemory::new(e.scope.clone(), g.sentence())
+                .kind(strata::Kind::Conversation)
+                .session(e.id.clone()),
+        )?;
+    }
+    let mut lat = Vec::with_capacity(a.queries);
+    for _ in 0..a.queries {
+        let t = Instant::now();
+        let got = engine.last_turns(&e.id, READ)?;
+        lat.push(t.elapsed());
+        std::hint::black_box(got);
+    }
+    Ok(HotBench {
+        sessions: SESSIONS,
+        turns: TURNS,
+        ring,
+        store,
+        ephemeral: latency(lat),
+    })
+}
+
 /// `tier_memories` active memories of mixed kinds (importance 0.5, kind
 /// weights 0.2–1.0), then upkeep 60 days later: those whose decayed
 /// importance fell under the default floor go to cold, the others are
@@ -716,12 +832,12 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
     for o in &a.only {
         if ![
             "insert", "remember", "writers", "recall", "cold", "context", "vectors", "http",
-            "postgres", "tiers",
+            "postgres", "tiers", "hot",
         ]
         .contains(&o.as_str())
         {
             return usage(format!(
-                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http, postgres, tiers"
+                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http, postgres, tiers, hot"
             ));
         }
         if o == "http" && !cfg!(feature = "http") {
@@ -934,6 +1050,10 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
         rep.tiers = Some(tiers_bench(&a, &dir, &mut datagen, &say)?);
     }
 
+    if a.only.iter().any(|o| o == "hot") {
+        rep.hot = Some(hot_bench(&a, &dir, &mut datagen, &say)?);
+    }
+
     #[cfg(feature = "http")]
     if a.only.iter().any(|o| o == "http") {
         rep.http = Some(http::run(&a, &db, &mut datagen, &say)?);
@@ -1024,6 +1144,15 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
             t.faded.demoted,
             t.faded.demoted as f64 * 100.0 / t.faded.memories.max(1) as f64,
             t.faded.seconds
+        ))?;
+    }
+    if let Some(h) = &rep.hot {
+        output::line(lat_line("hot: last 20 turns", &h.ring))?;
+        output::line(lat_line("  same, from store", &h.store))?;
+        output::line(lat_line("  ephemeral", &h.ephemeral))?;
+        output::line(format!(
+            "                   {} sessions of {} turns, each read once before; each timed read follows a turn written by the same engine",
+            h.sessions, h.turns
         ))?;
     }
     if let Some(l) = &rep.cold_start_model {

@@ -336,6 +336,18 @@ pub struct SessionBody {
     /// Size bound in bytes (default `memory.session_max_bytes`).
     #[serde(default)]
     pub max_bytes: Option<u64>,
+    /// Held only in this server's hot tier: its memories never reach the
+    /// store or any file, and vanish when it is archived, forgotten or the
+    /// server stops (`[hot]`).
+    #[serde(default)]
+    pub ephemeral: bool,
+}
+
+/// `GET /v1/sessions/{id}/turns`: a session's last memories, oldest first.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct TurnsAnswer {
+    /// The memories.
+    pub memories: Vec<strata::Memory>,
 }
 
 /// The `get` tool.

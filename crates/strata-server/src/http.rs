@@ -53,6 +53,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/sessions", get(sessions).post(create_session))
         .route("/v1/sessions/{id}", get(session))
         .route("/v1/sessions/{id}/archive", post(archive_session))
+        .route("/v1/sessions/{id}/turns", get(session_turns))
         .route("/v1/learned/list", post(learned_list))
         .route("/v1/learned/{id}", get(learned_show))
         .route("/v1/learned/{id}/confirm", post(learned_confirm))
@@ -89,7 +90,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     paths(
         remember, remember_batch, get_memory, update, delete, recall, list, forget, promote,
         restore, complete_task, context, export, import, stats, scopes, sessions, create_session,
-        session, archive_session, healthz, metrics, learned_list, learned_show, learned_confirm,
+        session, archive_session, session_turns, healthz, metrics, learned_list, learned_show, learned_confirm,
         learned_reject, learned_run, import_from, audit, audit_verify
     ),
     components(schemas(
@@ -940,6 +941,29 @@ async fn create_session(
 async fn session(State(st): St, g: G, Path(id): Path<String>) -> Result<Response> {
     let m = run(&st, g.0, move |c| c.session(&id)).await?;
     Ok(ok(StatusCode::OK, m))
+}
+
+/// A session's last memories, oldest first: from the server's hot tier
+/// when its ring is current (an ephemeral session's only copy).
+#[utoipa::path(get, path = "/v1/sessions/{id}/turns", params(("id" = String, Path, description = "Session id"),
+        ("limit" = Option<usize>, Query, description = "How many (default 20, at most 10000)")),
+    responses((status = 200, description = "The memories", body = crate::api::TurnsAnswer), (status = "4XX", body = ErrorBody)))]
+async fn session_turns(
+    State(st): St,
+    g: G,
+    Path(id): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Result<Response> {
+    let pairs = query_pairs(q.as_deref());
+    known_params(&pairs, &["limit"])?;
+    let limit = match pairs.iter().find(|(k, _)| k == "limit") {
+        Some((_, v)) => v
+            .parse::<usize>()
+            .map_err(|_| ApiError::invalid("limit", format!("`{v}` is not a whole number")))?,
+        None => 20,
+    };
+    let memories = run(&st, g.0, move |c| c.last_turns(&id, limit)).await?;
+    Ok(ok(StatusCode::OK, crate::api::TurnsAnswer { memories }))
 }
 
 /// Archive a session (no more writes; its memories move to the archive).

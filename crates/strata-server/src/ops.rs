@@ -773,6 +773,15 @@ impl Ctx<'_> {
                         ));
                     }
                 };
+                if b.ephemeral {
+                    if b.max_bytes.is_some() {
+                        return Err(ApiError::invalid(
+                            "max_bytes",
+                            "an ephemeral session is bounded by its turns (`hot.turns`), not bytes",
+                        ));
+                    }
+                    return Ok(self.engine.open_ephemeral_session(b.id.as_deref(), scope)?);
+                }
                 Ok(self
                     .engine
                     .create_session(b.id.as_deref(), scope, b.max_bytes)?)
@@ -830,6 +839,28 @@ impl Ctx<'_> {
         Ok(self
             .engine
             .session_manifest_within(id, &self.grant.fence())?)
+    }
+
+    /// The most turns one `last_turns` answers.
+    pub const MAX_TURNS: usize = 10_000;
+
+    /// A session's last `limit` memories, oldest first (the hot tier's
+    /// ring when current). A session outside the grant is not found.
+    pub fn last_turns(&self, id: &str, limit: usize) -> Result<Vec<strata::Memory>> {
+        if limit == 0 || limit > Self::MAX_TURNS {
+            return Err(ApiError::invalid(
+                "limit",
+                format!("{limit} must be between 1 and {}", Self::MAX_TURNS),
+            ));
+        }
+        let fence = self.grant.fence();
+        match self.engine.get_session(id)? {
+            Some(s) if fence.contains(&s.scope) => {}
+            _ => return Err(strata::Error::SessionNotFound(id.into()).into()),
+        }
+        let mut turns = self.engine.last_turns(id, limit)?;
+        turns.retain(|m| fence.contains(&m.scope));
+        Ok(turns)
     }
 
     /// Archives a session: only the memories inside the grant move.

@@ -78,6 +78,8 @@ pub struct Agent<'e> {
     learned_share: f64,
     /// Budget when the profile is `"none"`.
     max_tokens: u32,
+    /// Its sessions live in the hot tier only.
+    ephemeral: bool,
 }
 
 impl<'e> Agent<'e> {
@@ -121,7 +123,43 @@ impl<'e> Agent<'e> {
             conversation_share: 0.4,
             learned_share: 0.2,
             max_tokens: 4000,
+            ephemeral: false,
         })
+    }
+
+    /// A session-depth agent whose turns live only in this process's hot
+    /// tier (`[hot]`): nothing it says reaches the store or any file, its
+    /// context holds its session's last `hot.turns` memories, and they
+    /// vanish with [`Agent::new_session`], `forget` and the process.
+    pub fn ephemeral(engine: &'e Engine, name: &str, project: Option<&str>) -> Result<Agent<'e>> {
+        validate_segment(name).map_err(|r| Error::field("agent", r))?;
+        if let Some(p) = project {
+            validate_segment(p).map_err(|r| Error::field("project", r))?;
+        }
+        let session = engine.open_ephemeral_session(None, None)?;
+        let mut vars = BTreeMap::new();
+        vars.insert("agent".to_string(), name.to_string());
+        if let Some(p) = project {
+            vars.insert("project".to_string(), p.to_string());
+        }
+        vars.insert("session".to_string(), session.id.clone());
+        Ok(Agent {
+            engine,
+            name: name.to_string(),
+            depth: Depth::Session,
+            profile: "none".into(),
+            vars,
+            session: Some(session),
+            conversation_share: 0.4,
+            learned_share: 0.2,
+            max_tokens: 4000,
+            ephemeral: true,
+        })
+    }
+
+    /// Whether its sessions live in the hot tier only.
+    pub fn is_ephemeral(&self) -> bool {
+        self.ephemeral
     }
 
     /// Uses `profile` (`"none"`, `"global"` or a configured id) for context.
@@ -258,7 +296,10 @@ impl<'e> Agent<'e> {
         let Some(old) = self.session.take() else {
             return Ok(());
         };
-        let next = if matches!(self.depth, Depth::Persistent | Depth::Learning) {
+        let next = if self.ephemeral {
+            self.engine.archive_session(&old.id)?;
+            self.engine.open_ephemeral_session(None, None)?
+        } else if matches!(self.depth, Depth::Persistent | Depth::Learning) {
             self.engine
                 .create_session(None, Some(old.scope.clone()), None)?
         } else {

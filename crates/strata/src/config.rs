@@ -117,11 +117,40 @@ pub struct Config {
     pub learning: LearnConfig,
     /// The cold tier (segment files for archived and demoted memories).
     pub cold: ColdConfig,
+    /// The hot tier (each session's last turns in this process's memory).
+    pub hot: HotConfig,
     /// What happens to secrets and personal data written into each scope
     /// (none: stored as written).
     pub secrets: Vec<SecretRule>,
     /// The audit trail.
     pub audit: AuditConfig,
+}
+
+/// `[hot]`: the last turns of each session, held in the memory of a
+/// long-running process (an agent handle, `strata serve`, `strata mcp`).
+///
+/// A session's ring is a write-through cache (the store has every turn)
+/// unless the session was opened ephemeral: then its turns live only
+/// here and vanish with the process.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HotConfig {
+    /// Turns (memories of the session, newest last) each ring holds
+    /// (0: no hot tier, and no ephemeral sessions).
+    pub turns: usize,
+    /// Sessions whose rings one process holds; the least recently read
+    /// write-through ring leaves first, and opening an ephemeral session
+    /// beyond this is refused.
+    pub sessions: usize,
+}
+
+impl Default for HotConfig {
+    fn default() -> HotConfig {
+        HotConfig {
+            turns: 100,
+            sessions: 10_000,
+        }
+    }
 }
 
 /// `[cold]`: where archived memories go when they leave the store.
@@ -214,6 +243,7 @@ impl Default for Config {
             embedder: EmbedderConfig::default(),
             learning: LearnConfig::default(),
             cold: ColdConfig::default(),
+            hot: HotConfig::default(),
             secrets: Vec::new(),
             audit: AuditConfig::default(),
         }
@@ -310,6 +340,8 @@ pub struct FileConfig {
     pub learning: Option<LearnConfig>,
     /// `[cold]`
     pub cold: Option<ColdConfig>,
+    /// `[hot]`
+    pub hot: Option<HotConfig>,
     /// `[[secrets]]`
     pub secrets: Option<Vec<SecretRule>>,
     /// `[audit]`
@@ -582,6 +614,9 @@ impl Config {
         if let Some(c) = file.cold {
             self.cold = c;
         }
+        if let Some(h) = file.hot {
+            self.hot = h;
+        }
         if let Some(r) = file.secrets {
             self.secrets = r;
         }
@@ -671,6 +706,17 @@ impl Config {
             return Err(Error::InvalidConfig(format!(
                 "cold.demote_below_importance: {floor} must be between 0 and 1"
             )));
+        }
+        if self.hot.turns > 100_000 {
+            return Err(Error::InvalidConfig(format!(
+                "hot.turns: {} is over 100000",
+                self.hot.turns
+            )));
+        }
+        if self.hot.turns > 0 && self.hot.sessions == 0 {
+            return Err(Error::InvalidConfig(
+                "hot.sessions: must be at least 1 while hot.turns is above 0".into(),
+            ));
         }
         self.cold.resolve_dir(&self.store)?;
         crate::secrets::validate_rules(&self.secrets)?;

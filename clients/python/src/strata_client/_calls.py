@@ -360,9 +360,26 @@ def sessions() -> Call[list[Session]]:
     return Call("GET", "/v1/sessions", lambda d: [Session.from_json(s) for s in d["sessions"]])
 
 
-def create_session(*, id: str | None = None, scope: str | None = None, max_bytes: int | None = None) -> Call[Session]:
-    """Create a session (a fresh id unless given; scope `session/<id>` unless given)."""
-    return Call("POST", "/v1/sessions", Session.from_json, json=_body(id=id, scope=scope, max_bytes=max_bytes))
+def create_session(
+    *, id: str | None = None, scope: str | None = None, max_bytes: int | None = None, ephemeral: bool = False
+) -> Call[Session]:
+    """Create a session (a fresh id unless given; scope `session/<id>` unless given).
+
+    `ephemeral=True`: its memories live only in the server's memory (its last
+    `hot.turns`), never in the store or any file, and vanish when the session
+    is archived or the server stops."""
+    body = _body(id=id, scope=scope, max_bytes=max_bytes, ephemeral=True if ephemeral else None)
+    return Call("POST", "/v1/sessions", Session.from_json, json=body)
+
+
+def session_turns(id: str, *, limit: int = 20) -> Call[list[Memory]]:
+    """A session's last `limit` memories, oldest first (from the server's hot tier)."""
+    return Call(
+        "GET",
+        f"/v1/sessions/{_seg(id)}/turns",
+        lambda d: [Memory.from_json(m) for m in d["memories"]],
+        params=(("limit", str(limit)),),
+    )
 
 
 def session(id: str) -> Call[Manifest]:

@@ -201,6 +201,8 @@ class Session:
     max_bytes: int
     bytes: int
     archived_at: datetime | None = None
+    #: Held only in the server's hot tier: never stored, gone when it stops.
+    ephemeral: bool = False
 
     @staticmethod
     def _fields(d: Mapping[str, Any]) -> dict[str, Any]:
@@ -212,6 +214,7 @@ class Session:
             max_bytes=int(d["max_bytes"]),
             bytes=int(d["bytes"]),
             archived_at=_opt_time(d.get("archived_at")),
+            ephemeral=bool(d.get("ephemeral", False)),
         )
 
     @classmethod

@@ -35,6 +35,13 @@ pub struct McpArgs {
     /// Session the tools default to (default: `[server.mcp] session`).
     #[arg(long)]
     pub session: Option<String>,
+    /// Make the tools' session ephemeral: what they remember into it lives
+    /// only in this process's hot tier (its last `hot.turns` memories),
+    /// never in the store or any file, and is gone when the process ends
+    /// (the session is `--session`, else a fresh id; its scope the
+    /// project's, else `session/<id>`).
+    #[arg(long)]
+    pub ephemeral: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -173,6 +180,18 @@ pub fn mcp(g: &Global, a: McpArgs) -> Result<()> {
         cfg.mcp.session = a.session;
     }
     let engine = app::open(g)?;
+    if a.ephemeral {
+        let scope = match &cfg.mcp.project {
+            Some(p) => Some(strata::Scope::project(p)?),
+            None => None,
+        };
+        let s = engine.open_ephemeral_session(cfg.mcp.session.as_deref(), scope)?;
+        eprintln!(
+            "strata mcp: session {} is ephemeral: what the tools remember into it stays in this process",
+            s.id
+        );
+        cfg.mcp.session = Some(s.id);
+    }
     let shared = strata_server::Shared::new(engine, &cfg, strata_server::AuthMode::Off)?;
     runtime()?.block_on(strata_server::serve_stdio(shared))?;
     Ok(())

@@ -1,4 +1,4 @@
-//! `strata session new|list|show|archive`
+//! `strata session new|list|show|turns|archive`
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -21,6 +21,18 @@ pub enum SessionCmd {
     Show {
         /// Session id.
         id: String,
+    },
+    /// A session's last memories, oldest first (a long-running process
+    /// serves them from its hot tier; this command reads the store).
+    #[command(
+        after_help = "Examples:\n  strata session turns standup-1124\n  strata session turns standup-1124 --limit 5 --json"
+    )]
+    Turns {
+        /// Session id.
+        id: String,
+        /// How many (the newest).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        limit: u64,
     },
     /// Archive a session: no more writes, its memories move to the archive.
     #[command(after_help = "Examples:\n  strata session archive standup-1124")]
@@ -46,6 +58,7 @@ pub struct NewArgs {
 fn session_line(s: &strata::Session) -> String {
     let state = match s.archived_at {
         Some(t) => format!("archived {t}"),
+        None if s.ephemeral => "open, ephemeral".into(),
         None => "open".into(),
     };
     format!(
@@ -104,6 +117,17 @@ pub fn run(g: &Global, c: SessionCmd) -> Result<()> {
                 m.first_activity_at.map_or("-".into(), |t| t.to_string()),
                 m.session.last_activity_at
             ))
+        }
+        SessionCmd::Turns { id, limit } => {
+            let e = app::open(g)?;
+            let v = e.last_turns(&id, limit as usize)?;
+            if g.json {
+                return output::json(&v);
+            }
+            for m in &v {
+                output::line(output::memory_line(m))?;
+            }
+            Ok(())
         }
         SessionCmd::Archive { id } => {
             let e = app::open(g)?;

@@ -419,3 +419,101 @@ fn mcp_over_stdio_remembers_in_one_session_and_recalls_in_the_next() {
     drop(m.stdin);
     assert!(m.child.wait().unwrap().success());
 }
+
+#[test]
+fn mcp_with_an_ephemeral_session_keeps_its_memories_in_the_process() {
+    let e = Env::new();
+    e.ok(&[
+        "remember",
+        "the staging deploy is on fridays",
+        "--scope",
+        "project/acme",
+    ]);
+    let mut m = Stdio_::start(
+        &e,
+        &["--project", "acme", "--session", "triage", "--ephemeral"],
+    );
+    m.request("initialize", json!({"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "cli-test", "version": "1"}}));
+    m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let (err, mem) = m.tool(
+        "remember",
+        json!({"content": "the patient in bed 7 reacts to latex during the deploy", "verbose": true}),
+    );
+    assert!(!err, "{mem}");
+    assert_eq!(
+        (mem["scope"].as_str(), mem["session"].as_str()),
+        (Some("project/acme"), Some("triage"))
+    );
+    // Recall and context see it beside the store's memories.
+    let (err, r) = m.text("recall", json!({"query": "deploy"}));
+    assert!(!err && r.contains("bed 7") && r.contains("fridays"), "{r}");
+    let (err, c) = m.text("context", json!({"query": "latex"}));
+    assert!(!err && c.contains("bed 7"), "{c}");
+    // Another process sees only the store: nothing of the session.
+    let other = e.ok(&["list", "--view", "project/acme/**"]);
+    assert!(
+        other.contains("fridays") && !other.contains("bed 7"),
+        "{other}"
+    );
+    let sessions = e.ok(&["session", "list"]);
+    assert!(!sessions.contains("triage"), "{sessions}");
+    drop(m.stdin);
+    let out = m.child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ephemeral"));
+    // Nothing of it in any file the process left.
+    for f in std::fs::read_dir(e.dir.path()).unwrap() {
+        let p = f.unwrap().path();
+        if p.is_file() {
+            let bytes = std::fs::read(&p).unwrap();
+            assert!(
+                !bytes.windows(9).any(|w| w == b"bed 7 rea"),
+                "{} holds it",
+                p.display()
+            );
+        }
+    }
+    // The session id of a store session cannot be made ephemeral.
+    e.ok(&["session", "new", "--id", "kept"]);
+    let m = Stdio_::start(&e, &["--session", "kept", "--ephemeral"]);
+    drop(m.stdin);
+    let out = m.child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("kept"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn session_turns_reads_a_sessions_last_memories() {
+    let e = Env::new();
+    for t in ["first turn", "second turn", "third turn"] {
+        e.ok(&[
+            "remember",
+            t,
+            "--scope",
+            "session/chat",
+            "--session",
+            "chat",
+        ]);
+    }
+    let out = e.ok(&["session", "turns", "chat", "--limit", "2"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[0].contains("second turn") && lines[1].contains("third turn"),
+        "{out}"
+    );
+    let v = e.json(&["session", "turns", "chat"]);
+    assert_eq!(v.as_array().unwrap().len(), 3);
+    let err = e.fails(&["session", "turns", "nobody"], 1);
+    assert!(err.contains("nobody"), "{err}");
+    let err = e.fails(&["session", "turns", "chat", "--limit", "0"], 2);
+    assert!(err.contains("--limit"), "{err}");
+}

@@ -586,3 +586,132 @@ fn a_panicking_operation_is_a_500_on_either_path() {
     let (status, _) = s.call("GET", "/healthz", None, None);
     assert_eq!(status, 200);
 }
+
+#[test]
+fn sessions_ephemeral_and_their_last_turns() {
+    let (s, t) = server();
+    let t = Some(t.as_str());
+    for c in ["one", "two", "three"] {
+        s.expect(
+            201,
+            "POST",
+            "/v1/memories",
+            t,
+            json!({"content": format!("stored turn {c}"), "scope": "session/kept", "session": "kept"}),
+        );
+    }
+    let v = s.expect(
+        200,
+        "GET",
+        "/v1/sessions/kept/turns?limit=2",
+        t,
+        Value::Null,
+    );
+    let got: Vec<&str> = v["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, ["stored turn two", "stored turn three"]);
+
+    let e = s.expect(
+        201,
+        "POST",
+        "/v1/sessions",
+        t,
+        json!({"id": "quiet", "ephemeral": true}),
+    );
+    assert_eq!(
+        (e["ephemeral"].as_bool(), e["scope"].as_str()),
+        (Some(true), Some("session/quiet"))
+    );
+    let rows = |s: &crate::harness::Server| {
+        let st = s.snapshot();
+        // The store's rows and figures; the hot tier's figures move.
+        let hot = st.find("\"hot\": TierFigures").map_or(0, |i| i);
+        (
+            st[..hot].to_string(),
+            st.contains("memories: 3, archived: 0"),
+        )
+    };
+    let before = rows(&s);
+    assert!(before.1, "{before:?}");
+    let m = s.expect(
+        201,
+        "POST",
+        "/v1/memories",
+        t,
+        json!({"content": "the quiet turn about billing", "scope": "session/quiet", "session": "quiet"}),
+    );
+    assert_eq!(rows(&s), before, "an ephemeral write changes no stored row");
+    assert!(!s.snapshot().contains("quiet turn"));
+    let v = s.expect(200, "GET", "/v1/sessions/quiet/turns", t, Value::Null);
+    assert_eq!(v["memories"][0]["id"], m["id"]);
+    let r = s.expect(
+        200,
+        "POST",
+        "/v1/recall",
+        t,
+        json!({"query": "billing", "view": ["session/**"]}),
+    );
+    assert_eq!(r["results"][0]["id"], m["id"], "{r}");
+    let list = s.expect(200, "GET", "/v1/sessions", t, Value::Null);
+    assert!(
+        list["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["id"] == "quiet" && x["ephemeral"] == true),
+        "{list}"
+    );
+
+    // Bad input, each named, nothing changed.
+    let v = s.expect(
+        400,
+        "GET",
+        "/v1/sessions/kept/turns?limit=0",
+        t,
+        Value::Null,
+    );
+    assert_error(&v, "invalid", "limit");
+    let v = s.expect(
+        400,
+        "GET",
+        "/v1/sessions/kept/turns?limit=many",
+        t,
+        Value::Null,
+    );
+    assert_error(&v, "invalid", "limit");
+    let v = s.expect(400, "GET", "/v1/sessions/kept/turns?lmit=2", t, Value::Null);
+    assert_error(&v, "invalid", "lmit");
+    let v = s.expect(404, "GET", "/v1/sessions/nobody/turns", t, Value::Null);
+    assert_error(&v, "not_found", "nobody");
+    let v = s.expect(
+        400,
+        "POST",
+        "/v1/sessions",
+        t,
+        json!({"id": "q2", "ephemeral": true, "max_bytes": 10}),
+    );
+    assert_error(&v, "invalid", "max_bytes");
+    let v = s.expect(
+        409,
+        "POST",
+        "/v1/sessions",
+        t,
+        json!({"id": "kept", "ephemeral": true}),
+    );
+    assert_error(&v, "conflict", "kept");
+
+    // Archiving ends it: its memories are gone.
+    s.expect(200, "POST", "/v1/sessions/quiet/archive", t, Value::Null);
+    s.expect(404, "GET", "/v1/sessions/quiet/turns", t, Value::Null);
+    s.expect(
+        404,
+        "GET",
+        &format!("/v1/memories/{}", m["id"].as_str().unwrap()),
+        t,
+        Value::Null,
+    );
+}

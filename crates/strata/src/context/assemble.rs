@@ -534,6 +534,9 @@ impl Engine {
         for m in self.store().get_many(&ids)? {
             loaded.insert(m.id.clone(), m);
         }
+        for m in self.hot_get_many(&ids) {
+            loaded.insert(m.id.clone(), m);
+        }
         let mut picks = chosen.picks.clone();
         picks.sort_by_key(|p| {
             let why = srcs[p.src].cands[p.cand].why;
@@ -633,6 +636,16 @@ impl Engine {
         for s in rest {
             pool.entry(s.id.clone())
                 .or_insert((s, Relevance::default()));
+        }
+        // Ephemeral sessions' memories (the hot tier): those that match the
+        // query with their text match, then every other the source selects.
+        if matches!(strategy, Strategy::Relevance | Strategy::Hybrid) && !terms.is_empty() {
+            for (m, r) in self.hot_candidates(&base, terms) {
+                pool.insert(m.id.clone(), (Signals::of(&m), r));
+            }
+        }
+        for (m, r) in self.hot_candidates(&base, &[]) {
+            pool.entry(m.id.clone()).or_insert((Signals::of(&m), r));
         }
         let mut head: Vec<String> = Vec::new();
         let mut tail: Vec<String> = Vec::new();

@@ -422,9 +422,13 @@ impl Engine {
     /// the cold tier, both under the `cold` lease, so a concurrent
     /// demotion cannot carry a forgotten memory into a segment.
     pub(super) fn forget_everywhere(&self, ids: &[String]) -> Result<usize> {
+        // The hot tier first: an ephemeral memory is in no other tier, and
+        // a write-through ring's copy leaves this process's memory at once.
+        let hot = self.hot.remove_ids(ids).len();
         if self.cold.is_none() {
-            return self.store.delete(ids);
+            return Ok(hot + self.store.delete(ids)?);
         }
+        let hot_and = |n: usize| n + hot;
         self.with_cold_lease(|| {
             if let Some(c) = &self.cold {
                 self.recover_cold_held(c)?;
@@ -438,6 +442,7 @@ impl Engine {
             }
             Ok(cold + warm)
         })
+        .map(hot_and)
     }
 }
 

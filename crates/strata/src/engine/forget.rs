@@ -95,7 +95,7 @@ impl Engine {
             }
             Forget::Session(s) => {
                 model::validate_session_id(s)?;
-                if self.store.get_session(s)?.is_none() {
+                if !self.is_ephemeral(s) && self.store.get_session(s)?.is_none() {
                     return Err(Error::SessionNotFound(s.clone()));
                 }
                 (
@@ -118,6 +118,7 @@ impl Engine {
             None => true,
         };
         let mut selected: Vec<Memory> = self.store.query(&query)?;
+        selected.extend(self.hot_candidates(&query, &[]).into_iter().map(|(m, _)| m));
         selected.extend(
             self.archived_everywhere(&query)?
                 .into_iter()
@@ -154,6 +155,7 @@ impl Engine {
         };
         if let (Some(s), false) = (session, opts.dry_run)
             && pinned_kept == 0
+            && self.hot.end_ephemeral(s, now).is_none()
         {
             self.store.archive_session(s, now).ok();
         }
@@ -167,6 +169,9 @@ impl Engine {
 
     /// An active or archived memory by id.
     pub(super) fn find_any(&self, id: &str) -> Result<Option<Memory>> {
+        if let Some(m) = self.hot.get(id) {
+            return Ok(Some(m));
+        }
         match self.store.get(id)? {
             Some(m) => Ok(Some(m)),
             None => Ok(self.get_archived(id)?.map(|a| a.memory)),

@@ -45,6 +45,7 @@ mod access;
 mod audit;
 mod cold;
 mod forget;
+mod hot;
 mod lifecycle;
 mod recall;
 mod sessions;
@@ -88,6 +89,8 @@ pub struct Engine {
     holder: String,
     /// The cold tier, when `[cold]` is on.
     cold: Option<crate::cold::ColdDir>,
+    /// The hot tier: each session's last turns.
+    hot: hot::Hot,
 }
 
 impl Drop for Engine {
@@ -157,6 +160,7 @@ impl Engine {
             }
             None => None,
         };
+        let hot = hot::Hot::new(&cfg.hot);
         let engine = Engine {
             store: Arc::from(store),
             cfg,
@@ -169,6 +173,7 @@ impl Engine {
             access: Default::default(),
             holder: format!("{}:{}", std::process::id(), uuid::Uuid::now_v7().simple()),
             cold,
+            hot,
         };
         // A move a crashed process left half done is finished now, unless
         // another process is moving memories (it holds the lease; the next
@@ -238,6 +243,9 @@ impl Engine {
 
     /// An active memory by id.
     pub fn get(&self, id: &str) -> Result<Option<Memory>> {
+        if let Some(m) = self.hot.get(id) {
+            return Ok(Some(m));
+        }
         self.settle_accesses();
         self.store.get(id)
     }
@@ -360,6 +368,16 @@ impl Engine {
                 bytes: s.file_bytes,
             },
         );
+        if self.hot.turns() > 0 {
+            let h = self.hot.figures();
+            s.storage_tiers.insert(
+                "hot".into(),
+                crate::store::TierFigures {
+                    memories: h.memories,
+                    bytes: h.bytes,
+                },
+            );
+        }
         if let Some(c) = &self.cold {
             let cs = c.stats()?;
             s.storage_tiers.insert(

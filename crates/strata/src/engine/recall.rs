@@ -183,7 +183,7 @@ impl Engine {
             self.relevant(&base, &terms, qvec.as_ref(), want)?
         } else if strategy == Strategy::Recency {
             self.store
-                .query_signals(&base.limit(req.limit))?
+                .query_signals(&base.clone().limit(req.limit))?
                 .into_iter()
                 .map(|m| (m, Relevance::default()))
                 .collect()
@@ -194,6 +194,13 @@ impl Engine {
                 .map(|m| (m, Relevance::default()))
                 .collect()
         };
+        // Ephemeral sessions' memories (the hot tier) compete in the same
+        // ranking, their text matched against each other as the archive's.
+        let mut hot: BTreeMap<String, Memory> = BTreeMap::new();
+        for (m, rel) in self.hot_candidates(&base, &terms) {
+            cands.push((Signals::of(&m), rel));
+            hot.insert(m.id.clone(), m);
+        }
         // Archived memories, when asked for, compete in the same ranking
         // (one normalisation of relevance across both).
         let mut archived: BTreeMap<String, (Memory, ArchiveMark)> = BTreeMap::new();
@@ -277,7 +284,7 @@ impl Engine {
         ranked.truncate(req.limit);
         let active_ids: Vec<String> = ranked
             .iter()
-            .filter(|r| !r.2)
+            .filter(|r| !r.2 && !hot.contains_key(&r.0.id))
             .map(|r| r.0.id.clone())
             .collect();
         let mut loaded: BTreeMap<String, Memory> = self
@@ -286,6 +293,7 @@ impl Engine {
             .into_iter()
             .map(|m| (m.id.clone(), m))
             .collect();
+        loaded.append(&mut hot);
         let mut out = Vec::with_capacity(ranked.len());
         for (sig, parts, arch) in ranked {
             let found = if arch {
@@ -410,6 +418,13 @@ impl Engine {
         self.settle_accesses();
         let now = self.now();
         let mut q = Query::view(req.view.clone(), now).filter(req.filter.clone());
+        // Ephemeral sessions' memories (the hot tier) are listed with the
+        // store's: the store's first `offset + limit` and theirs, merged.
+        let hot: Vec<Memory> = self
+            .hot_candidates(&q, &[])
+            .into_iter()
+            .map(|(m, _)| m)
+            .collect();
         match req.order {
             ListOrder::Recency | ListOrder::Oldest => {
                 q.order = if req.order == ListOrder::Oldest {
@@ -417,17 +432,28 @@ impl Engine {
                 } else {
                     Order::Newest
                 };
-                q.limit = Some(req.limit);
-                q.offset = req.offset;
-                self.store.query(&q)
+                if hot.is_empty() {
+                    q.limit = Some(req.limit);
+                    q.offset = req.offset;
+                    return self.store.query(&q);
+                }
+                q.limit = Some(req.offset.saturating_add(req.limit));
+                let mut all = self.store.query(&q)?;
+                all.extend(hot);
+                all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+                if req.order == ListOrder::Recency {
+                    all.reverse();
+                }
+                Ok(all.into_iter().skip(req.offset).take(req.limit).collect())
             }
             ListOrder::Importance => {
-                let cands = self
+                let mut cands: Vec<(Signals, Relevance)> = self
                     .store
                     .query_signals(&q)?
                     .into_iter()
                     .map(|m| (m, Relevance::default()))
                     .collect();
+                cands.extend(hot.iter().map(|m| (Signals::of(m), Relevance::default())));
                 let ids: Vec<String> = self
                     .rank(cands, Strategy::Importance, now)
                     .into_iter()
@@ -435,7 +461,14 @@ impl Engine {
                     .take(req.limit)
                     .map(|(s, _)| s.id)
                     .collect();
-                self.store.get_many(&ids)
+                let mut by_id: BTreeMap<String, Memory> = self
+                    .store
+                    .get_many(&ids)?
+                    .into_iter()
+                    .chain(hot)
+                    .map(|m| (m.id.clone(), m))
+                    .collect();
+                Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
             }
         }
     }

@@ -40,6 +40,9 @@ impl Engine {
             }
             None => uuid::Uuid::now_v7().simple().to_string(),
         };
+        if self.is_ephemeral(&id) {
+            return Err(Error::DuplicateSession(id));
+        }
         if let Some(m) = max_bytes
             && (m == 0 || m > i64::MAX as u64)
         {
@@ -60,14 +63,28 @@ impl Engine {
             archived_at: None,
             max_bytes: max_bytes.unwrap_or(self.cfg.session_max_bytes),
             bytes: 0,
+            ephemeral: false,
         };
         self.store.create_session(&s)?;
         Ok(s)
     }
 
-    /// Every session, oldest first.
+    /// Every session, oldest first: the store's, then this process's
+    /// ephemeral ones.
     pub fn list_sessions(&self) -> Result<Vec<Session>> {
-        self.store.list_sessions()
+        let mut all = self.store.list_sessions()?;
+        all.extend(self.hot.ephemeral_sessions());
+        Ok(all)
+    }
+
+    /// A session's record: an ephemeral one of this process, else the
+    /// store's.
+    pub fn get_session(&self, id: &str) -> Result<Option<Session>> {
+        model::validate_session_id(id)?;
+        if let Some(s) = self.hot.ephemeral(id) {
+            return Ok(Some(s));
+        }
+        self.store.get_session(id)
     }
 
     /// A session's manifest: counts, size, first and last activity.
@@ -79,17 +96,24 @@ impl Engine {
     /// session outside is not found, and memories outside are not counted.
     pub fn session_manifest_within(&self, id: &str, fence: &Fence) -> Result<Manifest> {
         model::validate_session_id(id)?;
-        let session = self
-            .store
-            .get_session(id)?
-            .filter(|s| fence.contains(&s.scope))
-            .ok_or_else(|| Error::SessionNotFound(id.into()))?;
+        let ephemeral = self.hot.ephemeral(id);
+        let in_hot = ephemeral.is_some();
+        let session = match ephemeral {
+            Some(s) => Some(s),
+            None => self.store.get_session(id)?,
+        }
+        .filter(|s| fence.contains(&s.scope))
+        .ok_or_else(|| Error::SessionNotFound(id.into()))?;
         let now = self.now();
         let q = Query::everything(now)
             .filter(Filter::parse(&json!({"session": id}))?)
             .include_expired(true);
-        let mut active = self.store.query(&q)?;
-        let mut archived = self.archived_everywhere(&q)?;
+        let (mut active, mut archived) = if in_hot {
+            let held = self.hot_candidates(&q, &[]).into_iter().map(|(m, _)| m);
+            (held.collect(), Vec::new())
+        } else {
+            (self.store.query(&q)?, self.archived_everywhere(&q)?)
+        };
         active.retain(|m| fence.contains(&m.scope));
         archived.retain(|a| fence.contains(&a.memory.scope));
         let mut by_kind = BTreeMap::new();
@@ -128,9 +152,21 @@ impl Engine {
     /// (written before sessions were bound to their scope), only the
     /// caller's move to the archive and the session stays open for the
     /// others.
+    ///
+    /// An ephemeral session ends: its memories are gone (they were never
+    /// anywhere else), and its record is answered as archived.
     pub fn archive_session_within(&self, id: &str, fence: &Fence) -> Result<Session> {
         model::validate_session_id(id)?;
         let now = self.now();
+        if let Some(s) = self.hot.ephemeral(id) {
+            if !fence.contains(&s.scope) {
+                return Err(Error::SessionNotFound(id.into()));
+            }
+            return self
+                .hot
+                .end_ephemeral(id, now)
+                .ok_or_else(|| Error::SessionNotFound(id.into()));
+        }
         if fence.is_everything() {
             return self.store.archive_session(id, now);
         }

@@ -99,6 +99,18 @@ impl Engine {
     /// A session's conversation turns, oldest first.
     pub fn conversation_history(&self, session: &str) -> Result<Vec<Memory>> {
         model::validate_session_id(session)?;
+        if self.is_ephemeral(session) {
+            let q = Query::everything(self.now()).filter(Filter::parse(
+                &json!({"session": session, "kind": "conversation"}),
+            )?);
+            let mut held: Vec<Memory> = self
+                .hot_candidates(&q, &[])
+                .into_iter()
+                .map(|(m, _)| m)
+                .collect();
+            held.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+            return Ok(held);
+        }
         if self.store.get_session(session)?.is_none() {
             return Err(Error::SessionNotFound(session.into()));
         }

@@ -212,6 +212,7 @@ impl Engine {
             archived_at: None,
             max_bytes: self.cfg.session_max_bytes,
             bytes: 0,
+            ephemeral: false,
         };
         match self.store.create_session(&s) {
             Ok(()) => Ok((true, s.scope)),
@@ -236,6 +237,12 @@ impl Engine {
         self.check_new(&new)?;
         let now = self.now();
         let m = self.build(new, now)?;
+        if m.session.as_deref().is_some_and(|s| self.is_ephemeral(s)) {
+            let mut held = self.hot.put_ephemeral(vec![m])?;
+            return held
+                .pop()
+                .ok_or_else(|| Error::field("session", "not held"));
+        }
         // On a thread that must not wait (`without_waiting`), a project at
         // its bound means an eviction after the write: work for a thread
         // that may wait. Refuse before writing anything.
@@ -277,6 +284,7 @@ impl Engine {
                 return Err(e);
             }
         };
+        self.hot.wrote(std::slice::from_ref(&stored));
         if let Some(root) = stored.scope.project_root() {
             self.enforce_bound(&root)?;
         }
@@ -293,6 +301,12 @@ impl Engine {
             self.check_new(n).map_err(|e| prefix_item(i, e))?;
         }
         let now = self.now();
+        if items
+            .iter()
+            .any(|n| n.session.as_deref().is_some_and(|s| self.is_ephemeral(s)))
+        {
+            return self.remember_batch_split(items, confirm, now);
+        }
         // Each session a batch creates takes the scope of its first item.
         let mut sessions = BTreeMap::new();
         for n in &items {
@@ -337,6 +351,7 @@ impl Engine {
                 return Err(e);
             }
         };
+        self.hot.wrote(&stored);
         let roots: BTreeSet<Scope> = stored
             .iter()
             .filter_map(|m| m.scope.project_root())
@@ -346,6 +361,50 @@ impl Engine {
         }
         self.wake_embedder();
         Ok(stored)
+    }
+
+    /// A batch of which some items go to ephemeral sessions: those are
+    /// built (and checked against their sessions) first, the others stored
+    /// in one transaction, then the ephemeral ones kept; the answer is in
+    /// the items' order. A failure anywhere before the store's commit
+    /// changes nothing.
+    fn remember_batch_split(
+        &self,
+        items: Vec<NewMemory>,
+        confirm: Confirm,
+        now: Timestamp,
+    ) -> Result<Vec<Memory>> {
+        let mut hot = Vec::new();
+        let mut warm = Vec::new();
+        let mut order = Vec::with_capacity(items.len());
+        for (i, n) in items.into_iter().enumerate() {
+            if n.session.as_deref().is_some_and(|s| self.is_ephemeral(s)) {
+                let m = self.build_checked(n, now).map_err(|e| prefix_item(i, e))?;
+                let id = m.session.clone().unwrap_or_default();
+                let Some(s) = self.hot.ephemeral(&id) else {
+                    return Err(prefix_item(i, Error::SessionArchived(id)));
+                };
+                if !m.scope.is_within(&s.scope) {
+                    return Err(prefix_item(i, beside_session(&s.id, &s.scope, &m.scope)));
+                }
+                order.push(true);
+                hot.push(m);
+            } else {
+                order.push(false);
+                warm.push(n);
+            }
+        }
+        let stored = if warm.is_empty() {
+            Vec::new()
+        } else {
+            self.remember_batch(warm, confirm)?
+        };
+        let held = self.hot.put_ephemeral(hot)?;
+        let (mut w, mut h) = (stored.into_iter(), held.into_iter());
+        Ok(order
+            .into_iter()
+            .filter_map(|e| if e { h.next() } else { w.next() })
+            .collect())
     }
 
     /// Builds memories in chunks on helper threads and feeds them to one
@@ -420,10 +479,15 @@ impl Engine {
 
     /// Changes a memory if its version is still `expected_version`.
     pub fn update(&self, id: &str, patch: Patch, expected_version: u64) -> Result<Memory> {
-        let mut m = self
-            .store
-            .get(id)?
-            .ok_or_else(|| Error::NotFound(id.into()))?;
+        let ephemeral = self.hot.get(id);
+        let in_hot = ephemeral.is_some();
+        let mut m = match ephemeral {
+            Some(m) => m,
+            None => self
+                .store
+                .get(id)?
+                .ok_or_else(|| Error::NotFound(id.into()))?,
+        };
         if m.version != expected_version {
             return Err(Error::VersionConflict {
                 id: id.into(),
@@ -489,7 +553,12 @@ impl Engine {
         }
         m.checksum = model::checksum(&m.content, m.payload.as_ref());
         m.updated_at = now;
+        if in_hot {
+            m.version += 1;
+            return self.hot.replace_ephemeral(m, expected_version);
+        }
         let updated = self.store.update(&m, expected_version)?;
+        self.hot.wrote(std::slice::from_ref(&updated));
         self.wake_embedder();
         Ok(updated)
     }

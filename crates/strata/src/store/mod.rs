@@ -232,6 +232,10 @@ pub struct Session {
     pub max_bytes: u64,
     /// Bytes (content + payload) of its active memories.
     pub bytes: u64,
+    /// Held only in this process's hot tier: its memories never touch the
+    /// store and vanish with the process (`Engine::open_ephemeral_session`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ephemeral: bool,
 }
 
 /// Number of memories in one scope.
@@ -284,7 +288,8 @@ pub struct StoreStats {
 pub struct TierFigures {
     /// Memories held.
     pub memories: u64,
-    /// Bytes on disk (0 for an in-memory store).
+    /// Bytes on disk (0 for an in-memory store); for the hot tier, the
+    /// content and payload bytes its rings hold in this process's memory.
     pub bytes: u64,
 }
 
@@ -750,6 +755,7 @@ pub fn import_session(
             archived_at: None,
             max_bytes: default_max_bytes,
             bytes: 0,
+            ephemeral: false,
         }));
     }
     match held {
@@ -772,6 +778,7 @@ pub fn import_session(
             archived_at: None,
             max_bytes: default_max_bytes,
             bytes: 0,
+            ephemeral: false,
         })),
     }
 }

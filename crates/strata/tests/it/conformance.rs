@@ -480,6 +480,7 @@ fn session(id: &str, max: u64) -> Session {
         archived_at: None,
         max_bytes: max,
         bytes: 0,
+        ephemeral: false,
     }
 }
 

@@ -18,6 +18,7 @@ mod filters;
 mod foreign;
 mod forget;
 mod group_commit;
+mod hot;
 mod isolation;
 mod jsonl;
 mod learning;

@@ -250,6 +250,7 @@ fn behaves_like_the_model(ops: &[Op], other: &Backend) -> Result<(), TestCaseErr
                             archived_at: None,
                             max_bytes: 60,
                             bytes: 0,
+                            ephemeral: false,
                         })
                         .map_err(|e| e.to_string())?;
                     }

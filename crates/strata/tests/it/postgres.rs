@@ -23,6 +23,7 @@ fn fill(s: &dyn Store) {
             archived_at: None,
             max_bytes: 100_000,
             bytes: 0,
+            ephemeral: false,
         })
         .unwrap();
     }
@@ -371,6 +372,7 @@ fn nodes_on_one_schema_share_every_write() {
             archived_at: None,
             max_bytes: 2_000,
             bytes: 0,
+            ephemeral: false,
         })
         .unwrap();
     let results: Vec<(usize, usize, usize)> = std::thread::scope(|sc| {

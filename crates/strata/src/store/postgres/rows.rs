@@ -210,5 +210,6 @@ pub(super) fn read_session(r: &Row) -> Result<Session> {
         archived_at: opt_ts(r, 4)?,
         max_bytes: u(r, 5)?,
         bytes: u(r, 6)?,
+        ephemeral: false,
     })
 }

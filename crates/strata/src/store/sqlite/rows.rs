@@ -193,5 +193,6 @@ pub(super) fn read_session(r: &Row<'_>) -> rusqlite::Result<Session> {
         archived_at: opt_ts_at(r, 4)?,
         max_bytes: r.get::<_, i64>(5)? as u64,
         bytes: r.get::<_, i64>(6)? as u64,
+        ephemeral: false,
     })
 }
