@@ -54,6 +54,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/sessions/{id}", get(session))
         .route("/v1/sessions/{id}/archive", post(archive_session))
         .route("/v1/sessions/{id}/turns", get(session_turns))
+        .route("/v1/sessions/{id}/compact", post(compact_session))
         .route("/v1/learned/list", post(learned_list))
         .route("/v1/learned/{id}", get(learned_show))
         .route("/v1/learned/{id}/confirm", post(learned_confirm))
@@ -90,7 +91,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     paths(
         remember, remember_batch, get_memory, update, delete, recall, list, forget, promote,
         restore, complete_task, context, export, import, stats, scopes, sessions, create_session,
-        session, archive_session, session_turns, healthz, metrics, learned_list, learned_show, learned_confirm,
+        session, archive_session, session_turns, compact_session, healthz, metrics, learned_list, learned_show, learned_confirm,
         learned_reject, learned_run, import_from, audit, audit_verify
     ),
     components(schemas(
@@ -964,6 +965,16 @@ async fn session_turns(
     };
     let memories = run(&st, g.0, move |c| c.last_turns(&id, limit)).await?;
     Ok(ok(StatusCode::OK, crate::api::TurnsAnswer { memories }))
+}
+
+/// Compact a session now: its oldest unpinned memories are summarised into
+/// `summary` memories that name them and move to the archive (reason
+/// `compacted`), until it holds at most `compaction.to` of its bound.
+#[utoipa::path(post, path = "/v1/sessions/{id}/compact", params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, description = "What was compacted", body = strata::Compaction), (status = "4XX", body = ErrorBody)))]
+async fn compact_session(State(st): St, g: G, Path(id): Path<String>) -> Result<Response> {
+    let c = run(&st, g.0, move |c| c.compact_session(&id)).await?;
+    Ok(ok(StatusCode::OK, c))
 }
 
 /// Archive a session (no more writes; its memories move to the archive).

@@ -863,6 +863,23 @@ impl Ctx<'_> {
         Ok(turns)
     }
 
+    /// Compacts a session now (a session outside the grant is not found).
+    pub fn compact_session(&self, id: &str) -> Result<strata::Compaction> {
+        self.audited(
+            "session_compact",
+            Vec::new,
+            || {
+                self.need_write()?;
+                match self.engine.get_session(id)? {
+                    Some(s) if self.grant.fence().contains(&s.scope) => {}
+                    _ => return Err(strata::Error::SessionNotFound(id.into()).into()),
+                }
+                Ok(self.engine.compact_session(id)?)
+            },
+            |c| Touched::default().named([c.session.clone()]),
+        )
+    }
+
     /// Archives a session: only the memories inside the grant move.
     pub fn archive_session(&self, id: &str) -> Result<Session> {
         self.audited(

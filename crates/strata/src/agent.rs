@@ -245,7 +245,8 @@ impl<'e> Agent<'e> {
                 }
                 prof.sources.push(ProfileSource {
                     title: "Conversation so far".into(),
-                    kinds: vec![Kind::Conversation],
+                    // Summaries: what compaction made of the oldest turns.
+                    kinds: vec![Kind::Conversation, Kind::Summary],
                     share: Some(c),
                     ..ProfileSource::new(scope)
                 });

@@ -119,6 +119,8 @@ pub struct Config {
     pub cold: ColdConfig,
     /// The hot tier (each session's last turns in this process's memory).
     pub hot: HotConfig,
+    /// Session compaction (upkeep summarises a full session's oldest turns).
+    pub compaction: CompactionConfig,
     /// What happens to secrets and personal data written into each scope
     /// (none: stored as written).
     pub secrets: Vec<SecretRule>,
@@ -149,6 +151,36 @@ impl Default for HotConfig {
         HotConfig {
             turns: 100,
             sessions: 10_000,
+        }
+    }
+}
+
+/// `[compaction]`: upkeep compacts a session that nears its byte bound —
+/// its oldest memories are summarised (extractive; the LLM summariser when
+/// `[summarizer]` is set) into one `summary` memory that names them, and
+/// they move to the archive (reason `compacted`), and from there to the
+/// cold tier when it is on.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompactionConfig {
+    /// Whether upkeep compacts sessions.
+    pub enabled: bool,
+    /// A session whose bytes reach this share of its `max_bytes` is
+    /// compacted (0–1).
+    pub at: f64,
+    /// … down to this share (0–`at`).
+    pub to: f64,
+    /// Token budget of each summary.
+    pub summary_tokens: u32,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> CompactionConfig {
+        CompactionConfig {
+            enabled: true,
+            at: 0.9,
+            to: 0.5,
+            summary_tokens: 300,
         }
     }
 }
@@ -244,6 +276,7 @@ impl Default for Config {
             learning: LearnConfig::default(),
             cold: ColdConfig::default(),
             hot: HotConfig::default(),
+            compaction: CompactionConfig::default(),
             secrets: Vec::new(),
             audit: AuditConfig::default(),
         }
@@ -342,6 +375,8 @@ pub struct FileConfig {
     pub cold: Option<ColdConfig>,
     /// `[hot]`
     pub hot: Option<HotConfig>,
+    /// `[compaction]`
+    pub compaction: Option<CompactionConfig>,
     /// `[[secrets]]`
     pub secrets: Option<Vec<SecretRule>>,
     /// `[audit]`
@@ -617,6 +652,9 @@ impl Config {
         if let Some(h) = file.hot {
             self.hot = h;
         }
+        if let Some(c) = file.compaction {
+            self.compaction = c;
+        }
         if let Some(r) = file.secrets {
             self.secrets = r;
         }
@@ -705,6 +743,25 @@ impl Config {
         if !(0.0..=1.0).contains(&floor) {
             return Err(Error::InvalidConfig(format!(
                 "cold.demote_below_importance: {floor} must be between 0 and 1"
+            )));
+        }
+        let c = &self.compaction;
+        if !(c.at > 0.0 && c.at <= 1.0) {
+            return Err(Error::InvalidConfig(format!(
+                "compaction.at: {} must be above 0 and at most 1",
+                c.at
+            )));
+        }
+        if !(c.to >= 0.0 && c.to < c.at) {
+            return Err(Error::InvalidConfig(format!(
+                "compaction.to: {} must be at least 0 and under compaction.at ({})",
+                c.to, c.at
+            )));
+        }
+        if !(16..=8000).contains(&c.summary_tokens) {
+            return Err(Error::InvalidConfig(format!(
+                "compaction.summary_tokens: {} must be between 16 and 8000",
+                c.summary_tokens
             )));
         }
         if self.hot.turns > 100_000 {

@@ -58,11 +58,13 @@ pub use secrets::{DETECTORS, Screened, Secret, SecretAction, SecretRule, redact,
 
 // The engine and its operations, each with its request and report.
 pub use cold::{ColdDir, ColdRecord, ColdStats, Reads as ColdReads, convert as convert_cold};
-pub use config::{ColdConfig, Config, FileConfig, HotConfig, StoreConfig, default_db_path};
+pub use config::{
+    ColdConfig, CompactionConfig, Config, FileConfig, HotConfig, StoreConfig, default_db_path,
+};
 pub use engine::{
-    ArchiveMark, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions, ForgetReport,
-    List, ListOrder, Manifest, Patch, Promotion, QueryVector, Recall, Recalled, TaskReport,
-    UpkeepReport, open_store,
+    ArchiveMark, Compaction, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions,
+    ForgetReport, List, ListOrder, Manifest, Patch, Promotion, QueryVector, Recall, Recalled,
+    TaskReport, UpkeepReport, open_store,
 };
 pub use error::{Error, ErrorClass};
 

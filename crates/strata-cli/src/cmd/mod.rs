@@ -167,9 +167,11 @@ pub fn run(cli: Cli) -> Result<()> {
                 return output::line("skipped: another process is running upkeep on this store");
             }
             output::line(format!(
-                "expired {} · evicted {} (moved to the archive) · demoted {} ({} by importance) · moved to cold {} · back from cold {}",
+                "expired {} · evicted {} (moved to the archive) · compacted {} of {} sessions · demoted {} ({} by importance) · moved to cold {} · back from cold {}",
                 r.expired,
                 r.evicted,
+                r.compacted,
+                r.sessions_compacted,
                 r.demoted,
                 r.demoted_by_importance,
                 r.moved_to_cold,

@@ -1,4 +1,4 @@
-//! `strata session new|list|show|turns|archive`
+//! `strata session new|list|show|turns|compact|archive`
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -33,6 +33,17 @@ pub enum SessionCmd {
         /// How many (the newest).
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         limit: u64,
+    },
+    /// Compact a session now: its oldest unpinned memories are summarised
+    /// into `summary` memories that name them and move to the archive
+    /// (then the cold tier), until it holds at most `compaction.to` of its
+    /// bound. Upkeep does this by itself to sessions at `compaction.at`.
+    #[command(
+        after_help = "Examples:\n  strata session compact standup-1124\n  strata session compact standup-1124 --json"
+    )]
+    Compact {
+        /// Session id.
+        id: String,
     },
     /// Archive a session: no more writes, its memories move to the archive.
     #[command(after_help = "Examples:\n  strata session archive standup-1124")]
@@ -128,6 +139,28 @@ pub fn run(g: &Global, c: SessionCmd) -> Result<()> {
                 output::line(output::memory_line(m))?;
             }
             Ok(())
+        }
+        SessionCmd::Compact { id } => {
+            let e = app::open(g)?;
+            let c = e.compact_session(&id)?;
+            app::audit(
+                &e,
+                "session_compact",
+                Vec::new(),
+                c.compacted,
+                vec![c.session.clone()],
+            )?;
+            if g.json {
+                return output::json(&c);
+            }
+            output::line(format!(
+                "{}: compacted {} into {} ({} → {} bytes)",
+                c.session,
+                output::plural(c.compacted, "memory", "memories"),
+                output::plural(c.summaries.len(), "summary", "summaries"),
+                c.bytes_before,
+                c.bytes_after
+            ))
         }
         SessionCmd::Archive { id } => {
             let e = app::open(g)?;

@@ -8,6 +8,7 @@ mod audit;
 mod bad_input;
 mod cold;
 mod commands;
+mod compact;
 mod concurrency;
 mod context;
 mod crash;

@@ -31,6 +31,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/sessions/{id}"),
     ("post", "/v1/sessions/{id}/archive"),
     ("get", "/v1/sessions/{id}/turns"),
+    ("post", "/v1/sessions/{id}/compact"),
     ("post", "/v1/learned/list"),
     ("get", "/v1/learned/{id}"),
     ("post", "/v1/learned/{id}/confirm"),

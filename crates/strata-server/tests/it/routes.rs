@@ -715,3 +715,39 @@ fn sessions_ephemeral_and_their_last_turns() {
         Value::Null,
     );
 }
+
+#[test]
+fn a_session_is_compacted_on_request() {
+    let (s, t) = server();
+    let t = Some(t.as_str());
+    s.expect(
+        201,
+        "POST",
+        "/v1/sessions",
+        t,
+        json!({"id": "long", "max_bytes": 2000}),
+    );
+    for i in 0..18 {
+        s.expect(
+            201,
+            "POST",
+            "/v1/memories",
+            t,
+            json!({"content": format!("turn {i}: the nightly export ran late again because the disk was full."), "scope": "session/long", "session": "long"}),
+        );
+    }
+    let c = s.expect(200, "POST", "/v1/sessions/long/compact", t, Value::Null);
+    assert!(c["compacted"].as_u64().unwrap() > 0, "{c}");
+    assert_eq!(c["summaries"].as_array().unwrap().len(), 1, "{c}");
+    assert!(c["bytes_after"].as_u64().unwrap() <= 1000, "{c}");
+    let sum = s.expect(
+        200,
+        "GET",
+        &format!("/v1/memories/{}", c["summaries"][0].as_str().unwrap()),
+        t,
+        Value::Null,
+    );
+    assert_eq!(sum["kind"], "summary");
+    let v = s.expect(404, "POST", "/v1/sessions/nobody/compact", t, Value::Null);
+    assert_error(&v, "not_found", "nobody");
+}

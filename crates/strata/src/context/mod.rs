@@ -25,6 +25,7 @@ pub mod profile;
 pub mod render;
 mod replay;
 mod summary;
+pub(crate) use summary::summarize_memories;
 
 pub use package::{ContextItem, ContextPackage, Cut, SourceUsage, Summary, SummaryPick, Why};
 pub use profile::{

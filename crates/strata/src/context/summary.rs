@@ -184,6 +184,30 @@ pub(crate) fn summarize(
     Ok(s)
 }
 
+/// Summarizes `memories` (best first) within `room` tokens without a
+/// query: the LLM summarizer when `[summarizer]` is set (the extractive one,
+/// with a note saying why, when it fails), else the extractive one.
+pub(crate) fn summarize_memories(
+    engine: &Engine,
+    memories: &[Memory],
+    room: u32,
+) -> Option<Summary> {
+    let mut note = None;
+    if let Some(cfg) = engine.config().summarizer.as_ref() {
+        match llm::summarize(cfg, engine.token_counter(), memories, "", room) {
+            Ok(s) => return Some(s),
+            Err(e) => note = Some(format!("llm summarizer failed: {e}")),
+        }
+    }
+    let counts = Counts {
+        tokens: engine.token_counter(),
+        cache: engine.count_cache(),
+    };
+    let mut s = extractive(&counts, memories, "", room)?;
+    s.note = note;
+    Some(s)
+}
+
 /// The extractive summary of `memories` (best first) within `room` tokens.
 pub fn extractive(
     counter: &Counts<'_>,

@@ -422,6 +422,15 @@ impl Engine {
     /// the cold tier, both under the `cold` lease, so a concurrent
     /// demotion cannot carry a forgotten memory into a segment.
     pub(super) fn forget_everywhere(&self, ids: &[String]) -> Result<usize> {
+        // Summaries that quote a compacted memory lose its lines after it
+        // is gone (`unquote`): found before, while it is still archived.
+        let quoted = self.quoted_in(ids)?;
+        let n = self.forget_everywhere_now(ids)?;
+        self.unquote(ids, &quoted)?;
+        Ok(n)
+    }
+
+    fn forget_everywhere_now(&self, ids: &[String]) -> Result<usize> {
         // The hot tier first: an ephemeral memory is in no other tier, and
         // a write-through ring's copy leaves this process's memory at once.
         let hot = self.hot.remove_ids(ids).len();

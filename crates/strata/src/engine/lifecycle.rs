@@ -61,6 +61,12 @@ pub struct UpkeepReport {
     /// Archived memories moved out of the store into cold segments.
     #[serde(default)]
     pub moved_to_cold: usize,
+    /// Sessions at `compaction.at` of their bound that were compacted.
+    #[serde(default)]
+    pub sessions_compacted: usize,
+    /// Their oldest memories summarised and archived (reason `compacted`).
+    #[serde(default)]
+    pub compacted: usize,
     /// Another process was running upkeep on this store: this one did
     /// nothing.
     #[serde(default)]
@@ -310,6 +316,9 @@ impl Engine {
         } else {
             None
         };
+        // Compaction before the cold tier's pass, which takes what it
+        // archived.
+        let (sessions_compacted, compacted) = self.compact_sessions(now)?;
         // Promotion first: what comes back is read now, so the demotion
         // below leaves it.
         let promoted_from_cold = self.promote_cold(now)?;
@@ -323,6 +332,8 @@ impl Engine {
             demoted_by_importance,
             promoted_from_cold,
             moved_to_cold,
+            sessions_compacted,
+            compacted,
             skipped: false,
             learned,
         })

@@ -44,6 +44,7 @@ const PREFIX_SCAN: usize = 64;
 mod access;
 mod audit;
 mod cold;
+mod compact;
 mod forget;
 mod hot;
 mod lifecycle;
@@ -53,6 +54,7 @@ mod typed;
 mod vectors;
 mod write;
 
+pub use self::compact::Compaction;
 pub use self::forget::{Forget, ForgetOptions, ForgetReport};
 pub use self::lifecycle::{ArchiveMark, Promotion, TaskReport, UpkeepReport};
 pub use self::recall::{List, ListOrder, Recall, Recalled};

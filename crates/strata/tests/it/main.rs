@@ -9,6 +9,7 @@ mod harness;
 mod as_of;
 mod audit;
 mod cold;
+mod compact;
 mod conformance;
 mod context;
 #[cfg(feature = "encryption")]
