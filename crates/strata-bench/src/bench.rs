@@ -65,7 +65,9 @@ pub struct BenchArgs {
     /// mixed 90 % recall / 10 % remember workload; not in the default set),
     /// tiers (the cold tier: demotion rate, bytes, cold search; not in the
     /// default set), hot (a session's last turns from the hot tier against
-    /// the store; not in the default set).
+    /// the store; not in the default set), lifecycle (a simulated year of a
+    /// fleet's turns with daily upkeep, against a store that keeps all
+    /// warm; `--year-turns`; not in the default set).
     #[arg(
         long,
         value_delimiter = ',',
@@ -76,6 +78,10 @@ pub struct BenchArgs {
     /// tier, cold bytes against SQLite bytes, cold search).
     #[arg(long, default_value_t = 100_000)]
     pub tier_memories: usize,
+    /// Turns the `lifecycle` benchmark's fleet writes over its simulated
+    /// year (the figure is 2,000,000).
+    #[arg(long, default_value_t = 200_000)]
+    pub year_turns: usize,
     /// Directory for the benchmark databases (default: a temporary one).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -177,6 +183,8 @@ struct Report {
     tiers: Option<TiersBench>,
     #[serde(skip_serializing_if = "Option::is_none")]
     hot: Option<HotBench>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lifecycle: Option<LifecycleBench>,
     #[cfg(feature = "http")]
     #[serde(skip_serializing_if = "Option::is_none")]
     http: Option<http::HttpBench>,
@@ -220,6 +228,38 @@ struct HotBench {
     store: Latency,
     /// An ephemeral session's last 20 (memory alone).
     ephemeral: Latency,
+}
+
+/// A simulated year: a fleet of agents, one session each, upkeep
+/// runs every day (compaction, demotion by age and importance, the cold
+/// tier), a few memories are forgotten every week.
+#[derive(Debug, Serialize)]
+struct LifecycleBench {
+    agents: usize,
+    days: usize,
+    /// Turns written, memories forgotten, summaries compaction wrote.
+    written: usize,
+    forgotten: usize,
+    summaries: usize,
+    /// Where they are at the end.
+    warm_active: u64,
+    warm_archived: u64,
+    cold: u64,
+    /// written − forgotten + summaries − (warm + cold): must be 0.
+    lost: i64,
+    /// The SQLite file (checkpointed) and the cold segments at the end.
+    warm_bytes: u64,
+    cold_bytes: u64,
+    /// The same turns kept warm (no cold tier): its file.
+    all_warm_bytes: u64,
+    /// Upkeep, all 365 runs together.
+    upkeep_seconds: f64,
+    /// Recall over one project (the tiered store, warm only).
+    recall: Latency,
+    /// The same recalls on the store that kept everything warm.
+    recall_all_warm: Latency,
+    /// Archived recall over one project (warm archive and cold segments).
+    cold_search: Latency,
 }
 
 #[derive(Debug, Serialize)]
@@ -729,6 +769,157 @@ fn hot_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Re
     })
 }
 
+/// A year of a fleet's turns over two stores: one with the tiers on
+/// (cold, demotion, compaction, daily upkeep) and one that keeps every
+/// turn warm; then the same recalls over both.
+fn lifecycle_bench(
+    a: &BenchArgs,
+    dir: &Path,
+    g: &mut Gen,
+    say: &dyn Fn(String),
+) -> Result<LifecycleBench> {
+    const AGENTS: usize = 20;
+    const DAYS: usize = 365;
+    const PROJECTS: usize = 5;
+    let per_day = (a.year_turns / (AGENTS * DAYS)).max(1);
+    let start = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24 * DAYS as i64);
+    let day = |d: usize| start + jiff::SignedDuration::from_hours(24 * d as i64);
+    let mut tiered_cfg = fresh_cold_config(dir, "year");
+    // One session per agent for the year, bounded at 64 KiB: compaction
+    // summarises its oldest turns when it fills (demotion by age alone
+    // would keep about a month of turns in it).
+    tiered_cfg.session_max_bytes = 64 * 1024;
+    tiered_cfg.cold.demote_after_days = 30;
+    tiered_cfg.cold.demote_below_importance = strata::ColdConfig::default().demote_below_importance;
+    let mut tiered = strata::Engine::open(tiered_cfg.clone())?;
+    let mut warm_cfg = fresh_cold_config(dir, "year-warm");
+    warm_cfg.session_max_bytes = 1 << 40;
+    warm_cfg.cold.enabled = false;
+    warm_cfg.cold.dir = None;
+    let mut warm = strata::Engine::open(warm_cfg.clone())?;
+    let (mut written, mut forgotten) = (0usize, 0usize);
+    let mut upkeep = Duration::ZERO;
+    let mut kinds = [
+        "conversation",
+        "conversation",
+        "conversation",
+        "finding",
+        "decision",
+        "note",
+    ]
+    .iter()
+    .cycle();
+    say(format!(
+        "lifecycle: {AGENTS} agents × {DAYS} days × {per_day} turns, upkeep daily…"
+    ));
+    for d in 0..DAYS {
+        let now = day(d);
+        tiered.set_clock(move || now);
+        warm.set_clock(move || now);
+        let mut batch = Vec::with_capacity(AGENTS * per_day);
+        for agent in 0..AGENTS {
+            let scope = strata::Scope::parse(&format!("project/p{}", agent % PROJECTS))?;
+            let session = format!("a{agent}");
+            for _ in 0..per_day {
+                let kind: strata::Kind = kinds.next().expect("cycle").parse()?;
+                batch.push(
+                    strata::NewMemory::new(scope.clone(), g.sentence())
+                        .kind(kind)
+                        .session(session.clone()),
+                );
+            }
+        }
+        written += batch.len();
+        tiered.remember_batch(batch.clone(), strata::Confirm::No)?;
+        warm.remember_batch(batch, strata::Confirm::No)?;
+        // Every week, a few of the week's memories are forgotten (the
+        // newest of one project, both stores).
+        if d % 7 == 6 {
+            let v = strata::View::parse(&[format!("project/p{}", d % PROJECTS)])?;
+            for e in [&tiered, &warm] {
+                let mut l = strata::List::new(v.clone());
+                l.limit = 5;
+                let ids: Vec<String> = e.list(&l)?.into_iter().map(|m| m.id).collect();
+                let r = e.forget(&strata::Forget::Ids(ids), strata::ForgetOptions::default())?;
+                if std::ptr::eq(e, &tiered) {
+                    forgotten += r.deleted;
+                }
+            }
+        }
+        let t = Instant::now();
+        let r = tiered.upkeep()?;
+        upkeep += t.elapsed();
+        anyhow::ensure!(!r.skipped, "lifecycle: upkeep skipped on day {d}");
+        if d % 73 == 72 {
+            say(format!(
+                "lifecycle: day {} — {written} written, upkeep so far {:.1} s",
+                d + 1,
+                upkeep.as_secs_f64()
+            ));
+        }
+    }
+    let st = tiered.stats()?;
+    let summaries = {
+        let f = strata::Filter::parse(&serde_json::json!({"kind": "summary"}))?;
+        let v = strata::View::subtree(strata::Scope::parse("project")?);
+        tiered.count(&v, &f)? as usize + tiered.list_archived(&v, &f, usize::MAX)?.len()
+    };
+    let cold = st.storage_tiers.get("cold").map_or(0, |t| t.memories);
+    let cold_bytes = st.storage_tiers.get("cold").map_or(0, |t| t.bytes);
+    let lost = (written - forgotten + summaries) as i64 - (st.memories + st.archived + cold) as i64;
+    // The same queries over both.
+    let queries: Vec<(String, strata::View)> = (0..a.queries)
+        .map(|i| {
+            let v =
+                strata::View::parse(&[format!("project/p{}", i % PROJECTS)]).expect("valid view");
+            (g.query(), v)
+        })
+        .collect();
+    let time = |e: &strata::Engine, archived: bool| -> Result<Latency> {
+        let mut lat = Vec::with_capacity(queries.len());
+        for (q, v) in &queries {
+            let mut r = strata::Recall::new(q.clone(), v.clone());
+            r.touch = false;
+            r.include_archived = archived;
+            let t = Instant::now();
+            std::hint::black_box(e.recall(&r)?);
+            lat.push(t.elapsed());
+        }
+        Ok(latency(lat))
+    };
+    say("lifecycle: timing recalls…".into());
+    let recall = time(&tiered, false)?;
+    let recall_all_warm = time(&warm, false)?;
+    let cold_search = time(&tiered, true)?;
+    drop(tiered);
+    drop(warm);
+    let size = |cfg: &strata::Config| -> Result<u64> {
+        let strata::StoreConfig::Sqlite { path, .. } = &cfg.store else {
+            anyhow::bail!("lifecycle: a SQLite store");
+        };
+        strata::SqliteStore::open(path, bench_options())?.checkpoint()?;
+        Ok(std::fs::metadata(path)?.len())
+    };
+    Ok(LifecycleBench {
+        agents: AGENTS,
+        days: DAYS,
+        written,
+        forgotten,
+        summaries,
+        warm_active: st.memories,
+        warm_archived: st.archived,
+        cold,
+        lost,
+        warm_bytes: size(&tiered_cfg)?,
+        cold_bytes,
+        all_warm_bytes: size(&warm_cfg)?,
+        upkeep_seconds: upkeep.as_secs_f64(),
+        recall,
+        recall_all_warm,
+        cold_search,
+    })
+}
+
 /// `tier_memories` active memories of mixed kinds (importance 0.5, kind
 /// weights 0.2–1.0), then upkeep 60 days later: those whose decayed
 /// importance fell under the default floor go to cold, the others are
@@ -831,13 +1022,23 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
     }
     for o in &a.only {
         if ![
-            "insert", "remember", "writers", "recall", "cold", "context", "vectors", "http",
-            "postgres", "tiers", "hot",
+            "insert",
+            "remember",
+            "writers",
+            "recall",
+            "cold",
+            "context",
+            "vectors",
+            "http",
+            "postgres",
+            "tiers",
+            "hot",
+            "lifecycle",
         ]
         .contains(&o.as_str())
         {
             return usage(format!(
-                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http, postgres, tiers, hot"
+                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http, postgres, tiers, hot, lifecycle"
             ));
         }
         if o == "http" && !cfg!(feature = "http") {
@@ -1054,6 +1255,10 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
         rep.hot = Some(hot_bench(&a, &dir, &mut datagen, &say)?);
     }
 
+    if a.only.iter().any(|o| o == "lifecycle") {
+        rep.lifecycle = Some(lifecycle_bench(&a, &dir, &mut datagen, &say)?);
+    }
+
     #[cfg(feature = "http")]
     if a.only.iter().any(|o| o == "http") {
         rep.http = Some(http::run(&a, &db, &mut datagen, &say)?);
@@ -1079,6 +1284,9 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
     #[cfg(not(feature = "http"))]
     let http_failures = 0;
     print_report(json, &rep)?;
+    if let Some(y) = rep.lifecycle.as_ref().filter(|y| y.lost != 0) {
+        anyhow::bail!("bench lifecycle: {} memories lost", y.lost);
+    }
     if http_failures > 0 {
         anyhow::bail!("bench http: {http_failures} failed requests or lost writes");
     }
@@ -1145,6 +1353,27 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
             t.faded.demoted as f64 * 100.0 / t.faded.memories.max(1) as f64,
             t.faded.seconds
         ))?;
+    }
+    if let Some(y) = &rep.lifecycle {
+        output::line(format!(
+            "lifecycle          {} agents × {} days: {} written, {} forgotten, {} summaries → warm {} active + {} archived, cold {}; lost {}",
+            y.agents,
+            y.days,
+            y.written,
+            y.forgotten,
+            y.summaries,
+            y.warm_active,
+            y.warm_archived,
+            y.cold,
+            y.lost
+        ))?;
+        output::line(format!(
+            "                   SQLite {} bytes + cold {} bytes (all kept warm: SQLite {} bytes); upkeep {:.1} s over the year",
+            y.warm_bytes, y.cold_bytes, y.all_warm_bytes, y.upkeep_seconds
+        ))?;
+        output::line(lat_line("  recall, tiered", &y.recall))?;
+        output::line(lat_line("  recall, all warm", &y.recall_all_warm))?;
+        output::line(lat_line("  archived + cold", &y.cold_search))?;
     }
     if let Some(h) = &rep.hot {
         output::line(lat_line("hot: last 20 turns", &h.ring))?;

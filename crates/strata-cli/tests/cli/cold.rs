@@ -243,6 +243,70 @@ fn kill_nine_during_demotion_leaves_each_memory_in_one_tier() {
     assert_eq!(lines.into_iter().collect::<HashSet<_>>(), all, "none lost");
 }
 
+#[test]
+fn kill_nine_during_a_merge_of_segments_leaves_each_memory_in_one_segment() {
+    let (e, cfg) = cold_env();
+    let dir = e.db().with_extension("db.cold");
+    let has = |ext: &str| {
+        std::fs::read_dir(&dir).is_ok_and(|d| {
+            d.flatten()
+                .any(|f| f.file_name().to_string_lossy().ends_with(ext))
+        })
+    };
+    let mut all: HashSet<String> = HashSet::new();
+    all.extend(import_archived(&e, &cfg, 0, 1500));
+    ok(&e, &cfg, &["upkeep"]);
+    let mut cut = 0;
+    for round in 1..=12usize {
+        // Each upkeep writes a small segment, then merges it with the
+        // small one before (a journal, the merged segment, the deletes).
+        all.extend(import_archived(&e, &cfg, round * 1500, 1500));
+        let mut child = strata(&e, &cfg)
+            .args(["upkeep"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while !has(".merge")
+            && child.try_wait().unwrap().is_none()
+            && start.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis((round % 4) as u64 * 3));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        rusqlite::Connection::open(e.db())
+            .unwrap()
+            .execute("DELETE FROM leases", [])
+            .unwrap();
+        cut += usize::from(has(".merge"));
+        let (warm, cold) = tiers(&e, &cfg);
+        assert_eq!(
+            warm + cold,
+            all.len() as u64,
+            "round {round}: warm {warm} + cold {cold}"
+        );
+    }
+    assert!(cut > 0, "no round was killed in the middle of a merge");
+    ok(&e, &cfg, &["upkeep"]);
+    assert!(!has(".merge"), "recovery finished or dropped every merge");
+    assert_eq!(tiers(&e, &cfg), (0, all.len() as u64));
+    let export = ok(&e, &cfg, &["export", "--view", "project/crash"]);
+    let ids: Vec<String> = export
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(ids.len(), all.len(), "no duplicates");
+    assert_eq!(ids.into_iter().collect::<HashSet<_>>(), all, "none lost");
+}
+
 /// Over HTTP: `include_cold` recall and restore reach cold memories, inside
 /// the token's scopes only.
 #[cfg(feature = "server")]

@@ -116,6 +116,7 @@ fn kill_nine_during_compaction_leaves_each_memory_in_one_place() {
     let (e, cfg) = env();
     let mut written: HashSet<String> = HashSet::new();
     let mut cut_short = 0;
+    let mut mid_merge = 0;
     for round in 0..20usize {
         let id = format!("r{round:02}");
         written.extend(import_turns(&e, &cfg, &id, 570));
@@ -130,6 +131,11 @@ fn kill_nine_during_compaction_leaves_each_memory_in_one_place() {
         std::thread::sleep(std::time::Duration::from_millis(10 + 15 * round as u64));
         child.kill().unwrap(); // SIGKILL
         let done = child.wait().unwrap().success();
+        let cold_dir = e.db().with_extension("db.cold");
+        mid_merge += usize::from(std::fs::read_dir(&cold_dir).is_ok_and(|d| {
+            d.flatten()
+                .any(|f| f.file_name().to_string_lossy().ends_with(".merge"))
+        }));
         // The killed process's leases would run out in minutes; the test
         // skips the wait.
         rusqlite::Connection::open(e.db())
@@ -195,7 +201,9 @@ fn kill_nine_during_compaction_leaves_each_memory_in_one_place() {
     {
         assert!(s["bytes"].as_u64().unwrap() < 54_000, "{s}");
     }
-    eprintln!("{cut_short} of 20 rounds were cut between a summary and its archiving");
+    eprintln!(
+        "{cut_short} of 20 rounds were cut between a summary and its archiving, {mid_merge} in a merge of cold segments"
+    );
     assert!(
         cut_short > 0,
         "no round was cut in the middle of a compaction"

@@ -16,6 +16,10 @@
 //!   its memories that the store holds, and recovery rewrites it without
 //!   them and renames it `.cold`.
 //! - `*.tmp`: a file being written; never read, deleted by recovery.
+//! - `merge-<uuid>.merge`: a merge under way: the merged segment's name,
+//!   then the names of the segments it replaces. While the merged segment
+//!   is live, readers leave its sources out; recovery deletes them (or,
+//!   when the merged segment never became live, drops the journal).
 //! - `reads.log`: ids of cold memories recalls returned, which promotion
 //!   back to the store counts (`reads.rs`).
 //!
@@ -333,6 +337,27 @@ pub struct Segment {
     pub state: SegState,
 }
 
+/// A merge under way: the merged segment and the segments it replaces.
+#[derive(Debug)]
+struct Merge {
+    target: PathBuf,
+    sources: Vec<PathBuf>,
+}
+
+/// Whether `name` is a segment file's name (`seg-<hex>.cold|pending`), so a
+/// journal never names anything else in (or outside) the directory.
+fn is_segment_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("seg-") else {
+        return false;
+    };
+    let Some((id, ext)) = rest.split_once('.') else {
+        return false;
+    };
+    !id.is_empty()
+        && id.bytes().all(|b| b.is_ascii_hexdigit())
+        && (ext == "cold" || ext == "pending")
+}
+
 fn corrupt(path: &Path, why: impl Into<String>) -> Error {
     Error::Corrupt {
         what: format!("cold segment {}", path.display()),
@@ -647,9 +672,12 @@ impl ColdDir {
         &self.dir
     }
 
-    /// Segment files (live and pending), by name.
+    /// Segment files (live and pending), by name. The sources of a merge
+    /// whose merged segment is live are left out: they hold the same
+    /// records, and are being deleted.
     pub fn segments(&self) -> Result<Vec<Segment>> {
         let mut out = Vec::new();
+        let mut journals = Vec::new();
         for e in fs::read_dir(&self.dir).map_err(io(format!("reading {}", self.dir.display())))? {
             let path = e
                 .map_err(io(format!("reading {}", self.dir.display())))?
@@ -657,11 +685,114 @@ impl ColdDir {
             let state = match path.extension().and_then(|x| x.to_str()) {
                 Some("cold") => SegState::Live,
                 Some("pending") => SegState::Pending,
+                Some("merge") => {
+                    journals.push(path);
+                    continue;
+                }
                 _ => continue,
             };
             out.push(Segment { path, state });
         }
+        for j in journals {
+            let Some(m) = self.read_journal(&j)? else {
+                continue;
+            };
+            if out.iter().any(|s| s.path == m.target) {
+                out.retain(|s| !m.sources.contains(&s.path));
+            }
+        }
         out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// A merge journal: the merged segment and its sources (`None` when the
+    /// journal was removed meanwhile, its merge done).
+    fn read_journal(&self, path: &Path) -> Result<Option<Merge>> {
+        let text = match fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(format!("reading {}", path.display()))(e)),
+        };
+        let mut lines = text.lines();
+        let bad = || {
+            corrupt(
+                path,
+                "a merge journal names its merged segment, then its sources",
+            )
+        };
+        let target = lines
+            .next()
+            .filter(|l| is_segment_name(l))
+            .ok_or_else(bad)?;
+        let mut sources = Vec::new();
+        for l in lines {
+            if !is_segment_name(l) {
+                return Err(bad());
+            }
+            sources.push(self.dir.join(l));
+        }
+        Ok(Some(Merge {
+            target: self.dir.join(target),
+            sources,
+        }))
+    }
+
+    /// Merges live segments into one: their records (checked as every read
+    /// is) in a new segment, then the sources deleted, so each record is in
+    /// one live segment at every step a reader or a crash can see. A
+    /// journal (`merge-<id>.merge`: the new segment's name, then the
+    /// sources') is written durably first; readers leave out the sources of
+    /// a journal whose merged segment is live, and [`ColdDir::leftovers`]
+    /// finishes a merge a crash cut short (deletes the sources when the
+    /// merged segment is live, else drops the journal). Returns the merged
+    /// segment. The caller holds the `cold` lease.
+    pub fn merge(&self, sources: &[PathBuf]) -> Result<PathBuf> {
+        let mut records = Vec::new();
+        for p in sources {
+            records.extend(self.read_all(p)?);
+        }
+        let id = uuid::Uuid::now_v7().simple();
+        let target = self.dir.join(format!("seg-{id}.cold"));
+        let mut journal = format!("seg-{id}.cold\n");
+        for p in sources {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            journal.push_str(name);
+            journal.push('\n');
+        }
+        let jpath = self.dir.join(format!("merge-{id}.merge"));
+        self.write_durably(&jpath, journal.as_bytes())?;
+        self.write_durably(&target, &self.encode(&records)?)?;
+        self.finish_merge(&Merge {
+            target: target.clone(),
+            sources: sources.to_vec(),
+        })?;
+        fs::remove_file(&jpath).map_err(io(format!("removing {}", jpath.display())))?;
+        sync_dir(&self.dir)?;
+        Ok(target)
+    }
+
+    /// Deletes a merge's sources (its merged segment is live).
+    fn finish_merge(&self, m: &Merge) -> Result<()> {
+        for p in &m.sources {
+            match fs::remove_file(p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(format!("removing {}", p.display()))(e)),
+            }
+            self.cache.lock().unwrap().remove(p);
+        }
+        sync_dir(&self.dir)
+    }
+
+    /// Records in a live segment, by segment, for choosing what to merge.
+    pub fn live_sizes(&self) -> Result<Vec<(PathBuf, usize)>> {
+        let mut out = Vec::new();
+        for s in self.segments()? {
+            if s.state == SegState::Live {
+                let n = self.index(&s.path)?.entries.len();
+                out.push((s.path, n));
+            }
+        }
         Ok(out)
     }
 
@@ -1211,9 +1342,11 @@ impl ColdDir {
         Ok(out)
     }
 
-    /// Deletes leftover temp files; returns the pending segments, which
-    /// the caller reconciles with the store.
+    /// Deletes leftover temp files, finishes or drops merges a crash cut
+    /// short; returns the pending segments, which the caller reconciles
+    /// with the store.
     pub fn leftovers(&self) -> Result<Vec<PathBuf>> {
+        let mut journals = Vec::new();
         for e in fs::read_dir(&self.dir).map_err(io(format!("reading {}", self.dir.display())))? {
             let path = e
                 .map_err(io(format!("reading {}", self.dir.display())))?
@@ -1221,6 +1354,18 @@ impl ColdDir {
             if path.extension().is_some_and(|x| x == "tmp") {
                 fs::remove_file(&path).map_err(io(format!("removing {}", path.display())))?;
             }
+            if path.extension().is_some_and(|x| x == "merge") {
+                journals.push(path);
+            }
+        }
+        for j in journals {
+            if let Some(m) = self.read_journal(&j)?
+                && m.target.exists()
+            {
+                self.finish_merge(&m)?;
+            }
+            fs::remove_file(&j).map_err(io(format!("removing {}", j.display())))?;
+            sync_dir(&self.dir)?;
         }
         Ok(self
             .segments()?
@@ -1276,6 +1421,95 @@ mod tests {
         assert_eq!(c.read_all(&p).unwrap(), rs);
         assert_eq!(c.stats().unwrap().memories, 2);
         assert_eq!(c.segments().unwrap()[0].state, SegState::Live);
+    }
+
+    fn live(c: &ColdDir, rs: &[ColdRecord]) -> PathBuf {
+        let p = c.write_pending(rs).unwrap();
+        c.commit(&p).unwrap()
+    }
+
+    fn ids(c: &ColdDir) -> Vec<String> {
+        let mut v: Vec<String> = c
+            .segments()
+            .unwrap()
+            .iter()
+            .flat_map(|s| c.read_all(&s.path).unwrap())
+            .map(|r| r.memory.id)
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn merged_segments_hold_each_record_once() {
+        let d = tempfile::tempdir().unwrap();
+        let c = ColdDir::open(d.path().join("c")).unwrap();
+        let a = live(&c, &[rec("a1", "project/x", "deploys on fridays")]);
+        let b = live(
+            &c,
+            &[
+                rec("b1", "project/y", "the cache is redis"),
+                rec("b2", "project/y", "logs go to s3"),
+            ],
+        );
+        let m = c.merge(&[a.clone(), b.clone()]).unwrap();
+        assert!(!a.exists() && !b.exists());
+        assert_eq!(c.segments().unwrap().len(), 1);
+        assert_eq!(c.read_all(&m).unwrap().len(), 3);
+        assert_eq!(ids(&c), ["a1", "b1", "b2"]);
+        assert_eq!(c.stats().unwrap().memories, 3);
+        let hits = c
+            .search(Some(&view("project")), &Filter::all(), &["redis".into()])
+            .unwrap();
+        assert_eq!(hits.len(), 1);
+    }
+
+    /// A merge a crash cut short: after its merged segment is live, readers
+    /// leave the sources out and recovery deletes them; before, recovery
+    /// drops the journal and the sources stay.
+    #[test]
+    fn a_merge_cut_short_is_finished_or_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let c = ColdDir::open(d.path().join("c")).unwrap();
+        let a = live(&c, &[rec("a1", "project/x", "one")]);
+        let b = live(&c, &[rec("b1", "project/x", "two")]);
+        // The merged segment live, the sources not yet deleted.
+        let both = c
+            .encode(&[rec("a1", "project/x", "one"), rec("b1", "project/x", "two")])
+            .unwrap();
+        let target = c.path().join("seg-00ff.cold");
+        fs::write(&target, both).unwrap();
+        let name = |p: &Path| p.file_name().unwrap().to_str().unwrap().to_string();
+        let journal = c.path().join("merge-00ff.merge");
+        fs::write(
+            &journal,
+            format!("seg-00ff.cold\n{}\n{}\n", name(&a), name(&b)),
+        )
+        .unwrap();
+        assert_eq!(
+            ids(&c),
+            ["a1", "b1"],
+            "no record twice while the sources remain"
+        );
+        assert!(c.leftovers().unwrap().is_empty());
+        assert!(!a.exists() && !b.exists() && !journal.exists() && target.exists());
+        assert_eq!(ids(&c), ["a1", "b1"]);
+        // Cut before the merged segment was live: only its temp file.
+        let e = live(&c, &[rec("e1", "project/x", "three")]);
+        fs::write(c.path().join("seg-0aaa.tmp"), b"partial").unwrap();
+        let j2 = c.path().join("merge-0aaa.merge");
+        fs::write(&j2, format!("seg-0aaa.cold\n{}\n", name(&e))).unwrap();
+        assert_eq!(ids(&c), ["a1", "b1", "e1"]);
+        c.leftovers().unwrap();
+        assert!(e.exists() && !j2.exists() && !c.path().join("seg-0aaa.tmp").exists());
+        assert_eq!(ids(&c), ["a1", "b1", "e1"]);
+        // A journal naming anything but a segment is reported by name.
+        let bad = c.path().join("merge-0bad.merge");
+        fs::write(&bad, "seg-0bad.cold\n../../etc/passwd\n").unwrap();
+        let err = c.segments().unwrap_err().to_string();
+        assert!(err.contains("merge-0bad.merge"), "{err}");
+        assert!(c.leftovers().is_err());
+        assert!(e.exists(), "nothing deleted on a bad journal");
     }
 
     /// A checksum that is the content's is left out of the segment and

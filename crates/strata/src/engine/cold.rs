@@ -187,9 +187,9 @@ impl Engine {
     /// the archive (reason `demoted`), then moves every unpinned archived
     /// memory to the cold tier. Returns (demoted, of which by importance,
     /// moved to cold).
-    pub(super) fn demote(&self, now: Timestamp) -> Result<(usize, usize, usize)> {
+    pub(super) fn demote(&self, now: Timestamp) -> Result<(usize, usize, usize, usize)> {
         let Some(c) = &self.cold else {
-            return Ok((0, 0, 0));
+            return Ok((0, 0, 0, 0));
         };
         let days = self.cfg.cold.demote_after_days;
         let floor = self.cfg.cold.demote_below_importance;
@@ -259,9 +259,9 @@ impl Engine {
                 c.commit(&pending)?;
                 moved += ids.len();
             }
-            Ok(moved)
+            Ok((moved, merge_small(c)?))
         })?;
-        Ok((by_age + by_importance, by_importance, moved))
+        Ok((by_age + by_importance, by_importance, moved.0, moved.1))
     }
 
     /// Notes the reads of the cold memories among `out` (those in
@@ -453,6 +453,44 @@ impl Engine {
         })
         .map(hot_and)
     }
+}
+
+/// Live segments holding fewer records than this are merged (a quarter of
+/// a full one): a tier that upkeep feeds a little every day would
+/// otherwise be hundreds of small segments, each with its own index to
+/// read and its own compression to restart.
+const MERGE_BELOW: usize = SEGMENT_RECORDS / 4;
+
+/// Merges the small live segments into segments of at most
+/// `SEGMENT_RECORDS`, oldest first; answers how many segments merged away.
+/// The caller holds the `cold` lease.
+fn merge_small(c: &crate::cold::ColdDir) -> Result<usize> {
+    let small: Vec<(std::path::PathBuf, usize)> = c
+        .live_sizes()?
+        .into_iter()
+        .filter(|(_, n)| *n < MERGE_BELOW)
+        .collect();
+    let mut merged = 0;
+    let mut batch: Vec<std::path::PathBuf> = Vec::new();
+    let mut total = 0;
+    let mut flush = |batch: &mut Vec<std::path::PathBuf>| -> Result<()> {
+        if batch.len() >= 2 {
+            c.merge(batch)?;
+            merged += batch.len();
+        }
+        batch.clear();
+        Ok(())
+    };
+    for (p, n) in small {
+        if total + n > SEGMENT_RECORDS {
+            flush(&mut batch)?;
+            total = 0;
+        }
+        batch.push(p);
+        total += n;
+    }
+    flush(&mut batch)?;
+    Ok(merged)
 }
 
 /// Active memories, expired ones too, unpinned and last updated before

@@ -61,6 +61,9 @@ pub struct UpkeepReport {
     /// Archived memories moved out of the store into cold segments.
     #[serde(default)]
     pub moved_to_cold: usize,
+    /// Small cold segments merged into larger ones (how many went).
+    #[serde(default)]
+    pub segments_merged: usize,
     /// Sessions at `compaction.at` of their bound that were compacted.
     #[serde(default)]
     pub sessions_compacted: usize,
@@ -322,7 +325,7 @@ impl Engine {
         // Promotion first: what comes back is read now, so the demotion
         // below leaves it.
         let promoted_from_cold = self.promote_cold(now)?;
-        let (demoted, demoted_by_importance, moved_to_cold) = self.demote(now)?;
+        let (demoted, demoted_by_importance, moved_to_cold, segments_merged) = self.demote(now)?;
         let audit_pruned = self.audit_prune("upkeep")?.removed;
         Ok(UpkeepReport {
             audit_pruned,
@@ -332,6 +335,7 @@ impl Engine {
             demoted_by_importance,
             promoted_from_cold,
             moved_to_cold,
+            segments_merged,
             sessions_compacted,
             compacted,
             skipped: false,

@@ -16,7 +16,55 @@ backends!(engine:
     demoted_memories_recalled_often_come_back_to_the_store,
     forget_reaches_cold_segments,
     importing_a_cold_id_keeps_one_copy,
+    small_segments_are_merged_by_upkeep,
 );
+
+fn small_segments_are_merged_by_upkeep(make: MakeEngine) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut e = make(&cold_on(dir.path()));
+    let start = Timestamp::now();
+    let mut written = Vec::new();
+    for day in 0..4i64 {
+        let at = start + SignedDuration::from_hours(24 * 40 * day);
+        e.set_clock(move || at);
+        for i in 0..3 {
+            written.push(
+                e.remember(NewMemory::new(
+                    scope("project/a"),
+                    format!("day {day} note {i} about the deploy"),
+                ))
+                .unwrap()
+                .id,
+            );
+        }
+        let later = at + SignedDuration::from_hours(24 * 35);
+        e.set_clock(move || later);
+        let r = e.upkeep().unwrap();
+        assert_eq!(r.moved_to_cold, 3, "day {day}: {r:?}");
+        // Each upkeep's new segment joins the one before.
+        assert_eq!(
+            r.segments_merged,
+            if day == 0 { 0 } else { 2 },
+            "day {day}: {r:?}"
+        );
+    }
+    let segs: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|f| f.file_name().to_string_lossy().ends_with(".cold"))
+        .collect();
+    assert_eq!(segs.len(), 1);
+    assert_eq!(e.stats().unwrap().storage_tiers["cold"].memories, 12);
+    let found = archived_recall(&e, "deploy", &["project/a"]);
+    assert_eq!(
+        found.len(),
+        10,
+        "recall's default limit, from the one segment"
+    );
+    for id in &written {
+        assert!(e.get_archived(id).unwrap().is_some(), "{id}");
+    }
+}
 
 fn importing_a_cold_id_keeps_one_copy(make: MakeEngine) {
     let dir = tempfile::tempdir().unwrap();
