@@ -230,7 +230,8 @@ struct HotBench {
     ephemeral: Latency,
 }
 
-/// A simulated year: a fleet of agents, one session each, upkeep
+/// A simulated year: a fleet of agents, one session each (bounded at
+/// about two weeks of turns), upkeep
 /// runs every day (compaction, demotion by age and importance, the cold
 /// tier), a few memories are forgotten every week.
 #[derive(Debug, Serialize)]
@@ -785,10 +786,10 @@ fn lifecycle_bench(
     let start = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(24 * DAYS as i64);
     let day = |d: usize| start + jiff::SignedDuration::from_hours(24 * d as i64);
     let mut tiered_cfg = fresh_cold_config(dir, "year");
-    // One session per agent for the year, bounded at 64 KiB: compaction
-    // summarises its oldest turns when it fills (demotion by age alone
-    // would keep about a month of turns in it).
-    tiered_cfg.session_max_bytes = 64 * 1024;
+    // One session per agent for the year, bounded at about two weeks of
+    // its turns (at least 64 KiB): compaction summarises its oldest turns
+    // when it fills (demotion by age alone would keep a month in it).
+    tiered_cfg.session_max_bytes = (per_day as u64 * 150 * 16).max(64 * 1024);
     tiered_cfg.cold.demote_after_days = 30;
     tiered_cfg.cold.demote_below_importance = strata::ColdConfig::default().demote_below_importance;
     let mut tiered = strata::Engine::open(tiered_cfg.clone())?;

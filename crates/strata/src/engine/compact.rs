@@ -201,14 +201,26 @@ impl Engine {
         if ids.is_empty() {
             return Ok(out);
         }
+        // The store's archive by id (its index), the cold tier's by the
+        // segment indexes: never a scan of every segment's records.
+        let now = self.now();
         for chunk in ids.chunks(Filter::MAX_VALUES) {
-            let f = Filter::parse(&json!({"id": {"$in": chunk}, "kind": {"$ne": "summary"}}))?;
-            let q = Query::everything(self.now())
-                .filter(f)
-                .include_expired(true);
-            for a in self.archived_everywhere(&q)? {
+            let f = Filter::parse(&json!({"id": {"$in": chunk}}))?;
+            let q = Query::everything(now).filter(f).include_expired(true);
+            for a in self.store.query_archived(&q)? {
                 if a.reason == COMPACTED
                     && let Some(s) = a.memory.session
+                {
+                    out.insert(s);
+                }
+            }
+        }
+        if let Some(c) = &self.cold {
+            let set: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+            for id in c.holding(&set)? {
+                if let Some(r) = self.cold_get(&id)?
+                    && r.reason == COMPACTED
+                    && let Some(s) = r.memory.session
                 {
                     out.insert(s);
                 }

@@ -273,6 +273,26 @@ impl Engine {
             let (_, covers) = self.ensure_session(&s, &m.scope, now)?;
             put = joins(&covers).and_then(|()| self.store.put(&m));
         }
+        if let Err(Error::SessionFull {
+            session,
+            adding,
+            bound,
+            ..
+        }) = &put
+            && self.compaction_makes_room(*adding, *bound)
+        {
+            // A full session is compacted, then written to: an agent that
+            // runs longer than upkeep's period never meets its bound.
+            let s = session.clone();
+            // The failed write wrote nothing: on a thread that must not
+            // wait, it is refused for a thread that may.
+            if self.store.writes_can_hurry() && hurry::hurried() {
+                return Err(hurry::refused(hurry::Refusal::Bound));
+            }
+            if self.compact_session(&s)?.compacted > 0 {
+                put = self.store.put(&m);
+            }
+        }
         let stored = match put {
             Ok(p) => p.into_memory(),
             Err(e) => {
@@ -290,6 +310,14 @@ impl Engine {
         }
         self.wake_embedder();
         Ok(stored)
+    }
+
+    /// Whether compacting a session down to `compaction.to` of its `bound`
+    /// leaves room for `adding` more bytes (else a write that cannot fit is
+    /// refused without compacting anything).
+    fn compaction_makes_room(&self, adding: u64, bound: u64) -> bool {
+        let c = &self.cfg.compaction;
+        c.enabled && adding.saturating_add((c.to * bound as f64) as u64) <= bound
     }
 
     /// Stores many memories in one transaction: all or none. Token counting
@@ -342,7 +370,27 @@ impl Engine {
                 }
             }
         }
-        let stored = match self.pipelined_put(items, now) {
+        // A full session is compacted, then the batch written again (its
+        // items are kept for that only when a session could fill).
+        let again = (self.cfg.compaction.enabled && !sessions.is_empty()).then(|| items.clone());
+        let mut put = self.pipelined_put(items, now);
+        if let (
+            Err(Error::SessionFull {
+                session,
+                adding,
+                bound,
+                ..
+            }),
+            Some(items),
+        ) = (&put, again)
+            && self.compaction_makes_room(*adding, *bound)
+        {
+            let s = session.clone();
+            if self.compact_session(&s)?.compacted > 0 {
+                put = self.pipelined_put(items, now);
+            }
+        }
+        let stored = match put {
             Ok(v) => v,
             Err(e) => {
                 for s in &created {

@@ -164,7 +164,8 @@ pub enum Refusal {
     Writer = 0,
     /// Another connection or process held SQLite's write lock.
     Locked = 1,
-    /// The project is at its bound: an eviction would follow the write.
+    /// The project is at its bound (an eviction would follow the write),
+    /// or the session is (a compaction would come first).
     Bound = 2,
 }
 
@@ -208,6 +209,12 @@ pub(crate) fn refused_since(why: Refusal, turns: &Arc<Turns>, after: u64) -> Err
         after,
     }));
     refused(why)
+}
+
+/// Whether this thread is inside [`without_waiting`] (before or after its
+/// first write): work that would wait (a compaction) is refused there.
+pub(crate) fn hurried() -> bool {
+    HURRY.get() != Hurry::No
 }
 
 /// Whether this thread is inside [`without_waiting`] before its first

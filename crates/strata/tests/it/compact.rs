@@ -12,7 +12,59 @@ backends!(engine:
     a_compaction_cut_short_is_finished_not_repeated,
     forgetting_a_compacted_memory_takes_its_lines_out_of_the_summary,
     compacting_what_cannot_be_is_refused,
+    a_write_to_a_full_session_compacts_it_first,
 );
+
+fn a_write_to_a_full_session_compacts_it_first(make: MakeEngine) {
+    let e = make(&small_sessions);
+    // 50 turns of ~100 bytes into a 4,000-byte session: no upkeep ran,
+    // and no write fails.
+    let ids = turns(&e, "chat", 50);
+    assert_eq!(ids.len(), 50);
+    let s = e.session_manifest("chat").unwrap().session;
+    assert!(s.bytes <= 4000, "{s:?}");
+    assert!(!summaries(&e, "chat").is_empty());
+    // A batch that would overflow it compacts it too.
+    let batch: Vec<NewMemory> = (0..10)
+        .map(|i| {
+            NewMemory::new(
+                scope("session/chat"),
+                format!("batch turn {i}: {}", "x".repeat(120)),
+            )
+            .session("chat")
+        })
+        .collect();
+    e.remember_batch(batch, strata::Confirm::No).unwrap();
+    // A memory larger than the room compaction can make fails at once,
+    // and nothing is compacted.
+    let before = summaries(&e, "chat").len();
+    let err = e
+        .remember(NewMemory::new(scope("session/chat"), "w".repeat(2500)).session("chat"))
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionFull { .. }), "{err}");
+    assert_eq!(summaries(&e, "chat").len(), before);
+    // Off: the write past the bound fails, naming the session.
+    let off = make(&|c: &mut Config| {
+        small_sessions(c);
+        c.compaction.enabled = false;
+    });
+    let mut err = None;
+    for i in 0..60 {
+        if let Err(e) = off.remember(
+            NewMemory::new(
+                scope("session/full"),
+                format!("turn {i} {}", "y".repeat(90)),
+            )
+            .session("full"),
+        ) {
+            err = Some(e);
+            break;
+        }
+    }
+    let err = err.expect("the bound is met");
+    assert!(matches!(err, Error::SessionFull { .. }), "{err}");
+    assert!(err.to_string().contains("full"), "{err}");
+}
 
 /// A session bound of 4,000 bytes, compaction at 90 % down to 50 %.
 fn small_sessions(c: &mut Config) {
@@ -220,4 +272,28 @@ fn compacting_what_cannot_be_is_refused(make: MakeEngine) {
             .to_string();
         assert!(err.contains(want), "{toml}: {err}");
     }
+}
+
+/// On a thread that must not wait (a server's event loop), a write to a
+/// full session is refused, nothing written, for a thread that may: there
+/// it compacts the session and is written.
+#[test]
+fn a_hurried_write_to_a_full_session_is_refused_for_a_thread_that_may_wait() {
+    let e = TestEngine::sqlite(small_sessions);
+    let bytes = |e: &TestEngine| e.session_manifest("chat").unwrap().session.bytes;
+    turns(&e, "chat", 1);
+    let mut n = 1;
+    while bytes(&e) + 110 <= 4000 {
+        turns(&e, "chat", 1);
+        n += 1;
+    }
+    let before = bytes(&e);
+    let big = || NewMemory::new(scope("session/chat"), "z".repeat(200)).session("chat");
+    let refused = strata::without_waiting(|| e.remember(big())).unwrap_err();
+    assert_eq!(refused.why, strata::Refusal::Bound);
+    assert_eq!(bytes(&e), before, "nothing written");
+    assert!(summaries(&e, "chat").is_empty(), "nothing compacted");
+    e.remember(big()).unwrap();
+    assert!(bytes(&e) < before, "compacted, then written");
+    assert!(n > 30);
 }
