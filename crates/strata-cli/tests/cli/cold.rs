@@ -71,6 +71,22 @@ fn tiers(e: &Env, cfg: &std::path::Path) -> (u64, u64) {
     )
 }
 
+/// A full export of `project/crash` holds each of `all` once.
+fn each_once(e: &Env, cfg: &std::path::Path, all: &HashSet<String>) {
+    let export = ok(e, cfg, &["export", "--view", "project/crash"]);
+    let ids: Vec<String> = export
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(ids.len(), all.len(), "no duplicates");
+    assert_eq!(&ids.into_iter().collect::<HashSet<_>>(), all, "none lost");
+}
+
 /// Reads of a cold memory counted across processes (each recall its own
 /// `strata` run) bring a demoted memory back; an evicted one stays.
 #[test]
@@ -229,18 +245,7 @@ fn kill_nine_during_demotion_leaves_each_memory_in_one_tier() {
     let r = json(&e, &cfg, &["upkeep"]);
     assert_eq!(r["skipped"], false, "{r}");
     assert_eq!(tiers(&e, &cfg), (0, all.len() as u64));
-    let export = ok(&e, &cfg, &["export", "--view", "project/crash"]);
-    let lines: Vec<String> = export
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(lines.len(), all.len(), "no duplicates");
-    assert_eq!(lines.into_iter().collect::<HashSet<_>>(), all, "none lost");
+    each_once(&e, &cfg, &all);
 }
 
 #[test]
@@ -293,18 +298,7 @@ fn kill_nine_during_a_merge_of_segments_leaves_each_memory_in_one_segment() {
     ok(&e, &cfg, &["upkeep"]);
     assert!(!has(".merge"), "recovery finished or dropped every merge");
     assert_eq!(tiers(&e, &cfg), (0, all.len() as u64));
-    let export = ok(&e, &cfg, &["export", "--view", "project/crash"]);
-    let ids: Vec<String> = export
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(ids.len(), all.len(), "no duplicates");
-    assert_eq!(ids.into_iter().collect::<HashSet<_>>(), all, "none lost");
+    each_once(&e, &cfg, &all);
 }
 
 /// Over HTTP: `include_cold` recall and restore reach cold memories, inside

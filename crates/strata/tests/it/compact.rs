@@ -5,7 +5,7 @@
 
 use strata::{ColdConfig, Config, Error, Filter, Forget, ForgetOptions, Kind, List, NewMemory};
 
-use crate::harness::{MakeEngine, TestEngine, scope, view};
+use crate::harness::{MakeEngine, TestEngine, config_error, scope, view};
 
 backends!(engine:
     a_full_session_is_compacted_into_a_summary_that_names_its_sources,
@@ -264,12 +264,7 @@ fn compacting_what_cannot_be_is_refused(make: MakeEngine) {
         ),
         ("[compaction]\nevery = 3\n", "every"),
     ] {
-        let mut c = Config::in_memory();
-        let err = c
-            .apply_toml(toml, None)
-            .and_then(|()| c.validate())
-            .unwrap_err()
-            .to_string();
+        let err = config_error(toml);
         assert!(err.contains(want), "{toml}: {err}");
     }
 }

@@ -207,6 +207,15 @@ macro_rules! backends {
 pub type MakeEngine<'a> = &'a dyn Fn(&dyn Fn(&mut Config)) -> TestEngine;
 pub type MakeStore<'a> = &'a dyn Fn() -> Backend;
 
+/// The error a configuration file's text gets (read, then validated).
+pub fn config_error(toml: &str) -> String {
+    let mut c = Config::in_memory();
+    c.apply_toml(toml, None)
+        .and_then(|()| c.validate())
+        .expect_err(toml)
+        .to_string()
+}
+
 pub fn scope(s: &str) -> Scope {
     Scope::parse(s).unwrap()
 }

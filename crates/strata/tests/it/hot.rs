@@ -7,7 +7,7 @@ use strata::{
     Recall,
 };
 
-use crate::harness::{MakeEngine, TestEngine, mem, scope, view};
+use crate::harness::{MakeEngine, TestEngine, config_error, mem, scope, view};
 
 backends!(engine:
     the_ring_serves_a_sessions_last_turns_and_follows_every_change,
@@ -264,12 +264,7 @@ fn bad_hot_tier_requests_are_refused_and_change_nothing(make: MakeEngine) {
         ("[hot]\nsessions = 0\n", "hot.sessions"),
         ("[hot]\nring = 3\n", "ring"),
     ] {
-        let mut c = Config::in_memory();
-        let err = c
-            .apply_toml(toml, None)
-            .and_then(|()| c.validate())
-            .unwrap_err()
-            .to_string();
+        let err = config_error(toml);
         assert!(err.contains(want), "{toml}: {err}");
     }
     let c = HotConfig::default();
