@@ -259,13 +259,18 @@ fn kill_nine_during_a_merge_of_segments_leaves_each_memory_in_one_segment() {
         })
     };
     let mut all: HashSet<String> = HashSet::new();
-    all.extend(import_archived(&e, &cfg, 0, 1500));
-    ok(&e, &cfg, &["upkeep"]);
+    let mut next = 0;
     let mut cut = 0;
     for round in 1..=12usize {
-        // Each upkeep writes a small segment, then merges it with the
-        // small one before (a journal, the merged segment, the deletes).
-        all.extend(import_archived(&e, &cfg, round * 1500, 1500));
+        // Seven small segments, then an upkeep that writes the eighth and
+        // merges the eight (a journal, the merged segment, the deletes).
+        for _ in 0..7 {
+            all.extend(import_archived(&e, &cfg, next, 300));
+            next += 300;
+            ok(&e, &cfg, &["upkeep"]);
+        }
+        all.extend(import_archived(&e, &cfg, next, 300));
+        next += 300;
         let mut child = strata(&e, &cfg)
             .args(["upkeep"])
             .stdout(Stdio::null())

@@ -461,8 +461,14 @@ impl Engine {
 /// read and its own compression to restart.
 const MERGE_BELOW: usize = SEGMENT_RECORDS / 4;
 
-/// Merges the small live segments into segments of at most
-/// `SEGMENT_RECORDS`, oldest first; answers how many segments merged away.
+/// Small segments wait until there are this many: a merge rewrites them
+/// all, and a tier fed a little every day would otherwise rewrite its
+/// growing small segment every day.
+const MERGE_AT: usize = 8;
+
+/// Merges the small live segments, once there are `MERGE_AT` of them, into
+/// segments of at most `SEGMENT_RECORDS`, oldest first; answers how many
+/// segments merged away.
 /// The caller holds the `cold` lease.
 fn merge_small(c: &crate::cold::ColdDir) -> Result<usize> {
     let small: Vec<(std::path::PathBuf, usize)> = c
@@ -470,6 +476,9 @@ fn merge_small(c: &crate::cold::ColdDir) -> Result<usize> {
         .into_iter()
         .filter(|(_, n)| *n < MERGE_BELOW)
         .collect();
+    if small.len() < MERGE_AT {
+        return Ok(0);
+    }
     let mut merged = 0;
     let mut batch: Vec<std::path::PathBuf> = Vec::new();
     let mut total = 0;

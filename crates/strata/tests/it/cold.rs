@@ -24,7 +24,7 @@ fn small_segments_are_merged_by_upkeep(make: MakeEngine) {
     let mut e = make(&cold_on(dir.path()));
     let start = Timestamp::now();
     let mut written = Vec::new();
-    for day in 0..4i64 {
+    for day in 0..9i64 {
         let at = start + SignedDuration::from_hours(24 * 40 * day);
         e.set_clock(move || at);
         for i in 0..3 {
@@ -41,10 +41,10 @@ fn small_segments_are_merged_by_upkeep(make: MakeEngine) {
         e.set_clock(move || later);
         let r = e.upkeep().unwrap();
         assert_eq!(r.moved_to_cold, 3, "day {day}: {r:?}");
-        // Each upkeep's new segment joins the one before.
+        // The eighth small segment sets off a merge of the eight.
         assert_eq!(
             r.segments_merged,
-            if day == 0 { 0 } else { 2 },
+            if day == 7 { 8 } else { 0 },
             "day {day}: {r:?}"
         );
     }
@@ -53,14 +53,10 @@ fn small_segments_are_merged_by_upkeep(make: MakeEngine) {
         .flatten()
         .filter(|f| f.file_name().to_string_lossy().ends_with(".cold"))
         .collect();
-    assert_eq!(segs.len(), 1);
-    assert_eq!(e.stats().unwrap().storage_tiers["cold"].memories, 12);
+    assert_eq!(segs.len(), 2, "the merged one and the last day's");
+    assert_eq!(e.stats().unwrap().storage_tiers["cold"].memories, 27);
     let found = archived_recall(&e, "deploy", &["project/a"]);
-    assert_eq!(
-        found.len(),
-        10,
-        "recall's default limit, from the one segment"
-    );
+    assert_eq!(found.len(), 10, "recall's default limit");
     for id in &written {
         assert!(e.get_archived(id).unwrap().is_some(), "{id}");
     }
