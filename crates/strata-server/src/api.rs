@@ -448,6 +448,24 @@ impl UpdateArgs {
     }
 }
 
+/// The `session` tool: a session's last memories, or compacting it.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionArgs {
+    /// `turns` (the default) or `compact`.
+    #[serde(default)]
+    pub action: Option<String>,
+    /// The session (default: the configured one).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// With `turns`: how many, the newest (default 20).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Full JSON records instead of the compact text.
+    #[serde(default)]
+    pub verbose: bool,
+}
+
 /// The `list` tool: recent activity (or any order) in a view, no query.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

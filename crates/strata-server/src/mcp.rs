@@ -23,8 +23,8 @@ use serde::Serialize;
 
 use crate::Shared;
 use crate::api::{
-    ContextBody, ForgetBody, GetArgs, ListArgs, NoArgs, PromoteBody, RecallBody, RememberBody,
-    UpdateArgs, Verbose,
+    ContextBody, ForgetBody, GetArgs, ListAnswer, ListArgs, MemoryAnswer, NoArgs, PromoteBody,
+    RecallBody, RememberBody, SessionArgs, UpdateArgs, Verbose,
 };
 use crate::audit::AuditArgs;
 use crate::auth::Grant;
@@ -262,6 +262,69 @@ impl StrataMcp {
                 json(listed)
             } else {
                 compact::list(&c, &listed, &a.view).map(Answer::Text)
+            }
+        })
+        .await
+    }
+
+    #[tool(
+        description = "A session's last memories, oldest first, from the server's hot tier (`action` `turns`, the default; `limit`, 20 by default), or `action` `compact`: its oldest memories summarised into a summary memory that names them and archived, until it holds half its bound. `id` defaults to the configured session. Turns are the lines `list` gives; `verbose` gives the full JSON records."
+    )]
+    async fn session(
+        &self,
+        Parameters(a): Parameters<SessionArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let grant = self.grant(&ctx)?;
+        let id = a.id.clone().or_else(|| self.shared.mcp.session.clone());
+        self.answer(grant, move |c| {
+            let id = id.ok_or_else(|| {
+                ApiError::invalid(
+                    "id",
+                    "no session named, and none configured (`strata mcp --session S`)",
+                )
+            })?;
+            match a.action.as_deref().unwrap_or("turns") {
+                "turns" => {
+                    let turns = c.last_turns(&id, a.limit.unwrap_or(20))?;
+                    if a.verbose {
+                        return json(turns);
+                    }
+                    let scope = c
+                        .engine
+                        .get_session(&id)?
+                        .map(|s| s.scope.to_string())
+                        .unwrap_or_default();
+                    let listed = ListAnswer {
+                        memories: turns
+                            .into_iter()
+                            .map(|memory| MemoryAnswer {
+                                memory,
+                                archived: None,
+                                history: None,
+                            })
+                            .collect(),
+                    };
+                    compact::list(&c, &listed, &[scope]).map(Answer::Text)
+                }
+                "compact" => {
+                    let r = c.compact_session(&id)?;
+                    if a.verbose {
+                        return json(r);
+                    }
+                    Ok(Answer::Text(format!(
+                        "compacted {} memories of session {} into {} summaries ({} → {} bytes)",
+                        r.compacted,
+                        r.session,
+                        r.summaries.len(),
+                        r.bytes_before,
+                        r.bytes_after
+                    )))
+                }
+                other => Err(ApiError::invalid(
+                    "action",
+                    format!("`{other}` is not one of turns, compact"),
+                )),
             }
         })
         .await

@@ -357,7 +357,7 @@ fn mcp_over_stdio_remembers_in_one_session_and_recalls_in_the_next() {
     let tools = m.request("tools/list", json!({}));
     assert_eq!(
         tools["result"]["tools"].as_array().unwrap().len(),
-        12,
+        13,
         "{tools}"
     );
     let (err, mem) = m.tool("remember", json!({"content": "Use SQS with a dead-letter queue for billing retries", "kind": "decision", "tags": ["billing"], "verbose": true}));
@@ -449,6 +449,22 @@ fn mcp_with_an_ephemeral_session_keeps_its_memories_in_the_process() {
     assert!(!err && r.contains("bed 7") && r.contains("fridays"), "{r}");
     let (err, c) = m.text("context", json!({"query": "latex"}));
     assert!(!err && c.contains("bed 7"), "{c}");
+    // The session tool: its last turns, from the ring; compacting an
+    // ephemeral session and an unknown action are errors naming them.
+    let (err, t) = m.text("session", json!({}));
+    assert!(!err && t.contains("bed 7"), "{t}");
+    let (err, t) = m.tool("session", json!({"verbose": true, "limit": 5}));
+    assert!(!err && t.as_array().unwrap().len() == 1, "{t}");
+    let (err, bad) = m.tool("session", json!({"action": "compact"}));
+    assert!(
+        err && bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ephemeral"),
+        "{bad}"
+    );
+    let (err, bad) = m.tool("session", json!({"action": "shrink"}));
+    assert!(err && bad["error"]["field"] == "action", "{bad}");
     // Another process sees only the store: nothing of the session.
     let other = e.ok(&["list", "--view", "project/acme/**"]);
     assert!(

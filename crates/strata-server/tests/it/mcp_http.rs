@@ -109,6 +109,7 @@ fn initialize_list_and_call_every_tool() {
             "promote",
             "recall",
             "remember",
+            "session",
             "update"
         ]
     );
