@@ -911,17 +911,18 @@ impl ColdDir {
     /// Rewrites a segment in place without the records `drop` selects (the
     /// new file replaces the old by rename, so the dropped records' bytes
     /// are in no file afterwards); deletes it when nothing is left. Returns
-    /// how many were dropped.
-    pub fn rewrite_without(&self, path: &Path, drop: &dyn Fn(&str) -> bool) -> Result<usize> {
-        let all = self.read_all(path)?;
-        let keep: Vec<ColdRecord> = all
-            .iter()
-            .filter(|r| !drop(&r.memory.id))
-            .cloned()
-            .collect();
-        let dropped = all.len() - keep.len();
-        if dropped == 0 {
-            return Ok(0);
+    /// the records dropped.
+    pub fn rewrite_without(
+        &self,
+        path: &Path,
+        drop: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<ColdRecord>> {
+        let (dropped, keep): (Vec<ColdRecord>, Vec<ColdRecord>) = self
+            .read_all(path)?
+            .into_iter()
+            .partition(|r| drop(&r.memory.id));
+        if dropped.is_empty() {
+            return Ok(dropped);
         }
         if keep.is_empty() {
             fs::remove_file(path).map_err(io(format!("removing {}", path.display())))?;
@@ -1637,7 +1638,7 @@ mod tests {
                 rec("a2", "project/x", "kept"),
             ])
             .unwrap();
-        assert_eq!(c.rewrite_without(&p, &|id| id == "a1").unwrap(), 1);
+        assert_eq!(c.rewrite_without(&p, &|id| id == "a1").unwrap().len(), 1);
         let ids: Vec<String> = c
             .read_all(&p)
             .unwrap()
@@ -1649,7 +1650,7 @@ mod tests {
             let bytes = c.plain_bytes(&e.unwrap().path()).unwrap();
             assert!(!String::from_utf8_lossy(&bytes).contains("zebra"));
         }
-        assert_eq!(c.rewrite_without(&p, &|id| id == "a2").unwrap(), 1);
+        assert_eq!(c.rewrite_without(&p, &|id| id == "a2").unwrap().len(), 1);
         assert!(
             c.segments().unwrap().is_empty(),
             "an emptied segment is deleted"

@@ -399,59 +399,65 @@ impl Engine {
     }
 
     /// Deletes memories from their segments (each rewritten without them,
-    /// the old file replaced, so their text is in no file afterwards).
-    pub(super) fn forget_cold(&self, ids: &[String]) -> Result<usize> {
+    /// the old file replaced, so their text is in no file afterwards);
+    /// answers the records dropped.
+    pub(super) fn forget_cold(&self, ids: &[String]) -> Result<Vec<ColdRecord>> {
         let Some(c) = &self.cold else {
-            return Ok(0);
+            return Ok(Vec::new());
         };
         let doomed: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
-        let mut n = 0;
+        let mut gone = Vec::new();
         for seg in c.segments()? {
             if c.index(&seg.path)?
                 .entries
                 .iter()
                 .any(|e| doomed.contains(e.id.as_str()))
             {
-                n += c.rewrite_without(&seg.path, &|id| doomed.contains(id))?;
+                gone.extend(c.rewrite_without(&seg.path, &|id| doomed.contains(id))?);
             }
         }
-        Ok(n)
+        Ok(gone)
     }
 
-    /// Runs `f` (which deletes from the store) after forgetting `ids` in
-    /// the cold tier, both under the `cold` lease, so a concurrent
-    /// demotion cannot carry a forgotten memory into a segment.
+    /// Deletes `ids` from every tier (the cold tier's segments and the
+    /// store under the `cold` lease, so a concurrent demotion cannot carry
+    /// a forgotten memory into a segment), and from the compaction
+    /// summaries that quote them.
     pub(super) fn forget_everywhere(&self, ids: &[String]) -> Result<usize> {
-        // Summaries that quote a compacted memory lose its lines after it
-        // is gone (`unquote`): found before, while it is still archived.
-        let quoted = self.quoted_in(ids)?;
-        let n = self.forget_everywhere_now(ids)?;
+        // Summaries that quote a compacted memory lose its lines once it
+        // is gone (`unquote`): the store's are found before the delete, the
+        // cold tier's among the records its segments are rewritten without.
+        let mut quoted = self.quoted_in_store(ids)?;
+        let (n, cold) = self.forget_everywhere_now(ids)?;
+        quoted.extend(super::compact::compacted_sessions(
+            cold.into_iter().map(|r| (r.reason, r.memory)),
+        ));
         self.unquote(ids, &quoted)?;
         Ok(n)
     }
 
-    fn forget_everywhere_now(&self, ids: &[String]) -> Result<usize> {
+    /// Deletes `ids` from every tier; answers how many, and the records
+    /// the cold tier held.
+    fn forget_everywhere_now(&self, ids: &[String]) -> Result<(usize, Vec<ColdRecord>)> {
         // The hot tier first: an ephemeral memory is in no other tier, and
         // a write-through ring's copy leaves this process's memory at once.
-        let hot = self.hot.remove_ids(ids).len();
+        let hot = self.hot.remove_ids(ids);
         if self.cold.is_none() {
-            return Ok(hot + self.store.delete(ids)?);
+            return Ok((hot + self.store.delete(ids)?, Vec::new()));
         }
-        let hot_and = |n: usize| n + hot;
         self.with_cold_lease(|| {
             if let Some(c) = &self.cold {
                 self.recover_cold_held(c)?;
             }
             let cold = self.forget_cold(ids)?;
             let warm = self.store.delete(ids)?;
-            if cold > 0 && warm == 0 {
+            if !cold.is_empty() && warm == 0 {
                 // The rows left the store when they were demoted, without
                 // the rewrite a forget does: do it now.
                 self.store.scrub()?;
             }
-            Ok(cold + warm)
+            Ok((hot + cold.len() + warm, cold))
         })
-        .map(hot_and)
     }
 }
 

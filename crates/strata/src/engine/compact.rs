@@ -195,36 +195,20 @@ impl Engine {
 
 impl Engine {
     /// The sessions whose compaction summaries may quote any of `ids`
-    /// (those archived as compacted, in the store or the cold tier).
-    pub(super) fn quoted_in(&self, ids: &[String]) -> Result<BTreeSet<String>> {
-        let mut out = BTreeSet::new();
-        if ids.is_empty() {
-            return Ok(out);
-        }
-        // The store's archive by id (its index), the cold tier's by the
-        // segment indexes: never a scan of every segment's records.
+    /// archived in the store (by id, its index); the cold tier's are found
+    /// as forget rewrites their segments.
+    pub(super) fn quoted_in_store(&self, ids: &[String]) -> Result<BTreeSet<String>> {
         let now = self.now();
+        let mut out = BTreeSet::new();
         for chunk in ids.chunks(Filter::MAX_VALUES) {
             let f = Filter::parse(&json!({"id": {"$in": chunk}}))?;
             let q = Query::everything(now).filter(f).include_expired(true);
-            for a in self.store.query_archived(&q)? {
-                if a.reason == COMPACTED
-                    && let Some(s) = a.memory.session
-                {
-                    out.insert(s);
-                }
-            }
-        }
-        if let Some(c) = &self.cold {
-            let set: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
-            for id in c.holding(&set)? {
-                if let Some(r) = self.cold_get(&id)?
-                    && r.reason == COMPACTED
-                    && let Some(s) = r.memory.session
-                {
-                    out.insert(s);
-                }
-            }
+            out.extend(compacted_sessions(
+                self.store
+                    .query_archived(&q)?
+                    .into_iter()
+                    .map(|a| (a.reason, a.memory)),
+            ));
         }
         Ok(out)
     }
@@ -279,4 +263,16 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// The sessions of the memories archived as compacted among `archived`
+/// (reason, memory).
+pub(super) fn compacted_sessions(
+    archived: impl IntoIterator<Item = (String, Memory)>,
+) -> BTreeSet<String> {
+    archived
+        .into_iter()
+        .filter(|(reason, _)| reason == COMPACTED)
+        .filter_map(|(_, m)| m.session)
+        .collect()
 }

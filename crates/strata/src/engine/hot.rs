@@ -111,10 +111,10 @@ pub(crate) struct Hot {
     any_ephemeral: AtomicBool,
 }
 
-/// The hot tier's figures.
+/// The hot tier's figures: memories held, and their content and payload
+/// bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct HotFigures {
-    pub sessions: u64,
     pub memories: u64,
     pub bytes: u64,
 }
@@ -200,19 +200,21 @@ impl Hot {
         v
     }
 
-    /// Whether any ephemeral session is open or ended here (most calls
-    /// need not look further).
+    /// Whether an ephemeral session is open here (most calls need not
+    /// look further).
     pub(crate) fn has_ephemeral(&self) -> bool {
+        self.any_ephemeral.load(Ordering::Acquire)
+            && self.lock().rings.values().any(Ring::ephemeral)
+    }
+
+    /// Whether session `id` is ephemeral here, open or ended (a write to
+    /// an ended one is refused, never sent to the store).
+    pub(crate) fn is_ephemeral(&self, id: &str) -> bool {
         if !self.any_ephemeral.load(Ordering::Acquire) {
             return false;
         }
         let g = self.lock();
-        !g.ended.is_empty() || g.rings.values().any(Ring::ephemeral)
-    }
-
-    /// Whether ephemeral session `id` ended in this process.
-    pub(crate) fn ended(&self, id: &str) -> bool {
-        self.lock().ended.contains(id)
+        g.ended.contains(id) || g.rings.get(id).is_some_and(Ring::ephemeral)
     }
 
     /// Adds memories of ephemeral sessions (each names an open one, its
@@ -392,32 +394,24 @@ impl Hot {
             .collect()
     }
 
-    /// Removes the memories `gone` picks from every ring (ephemeral and
+    /// Removes the memories with these ids from every ring (ephemeral and
     /// write-through, so their text leaves this process's memory at once),
-    /// and answers the ids removed from ephemeral rings.
-    pub(crate) fn remove(&self, gone: impl Fn(&Memory) -> bool) -> Vec<String> {
-        let mut g = self.lock();
-        let mut out = Vec::new();
-        for r in g.rings.values_mut() {
-            let eph = r.ephemeral();
-            r.items.retain(|m| {
-                let go = gone(m);
-                if go && eph {
-                    out.push(m.id.clone());
-                }
-                !go
-            });
-        }
-        out
-    }
-
-    /// Removes the memories with these ids from every ring.
-    pub(crate) fn remove_ids(&self, ids: &[String]) -> Vec<String> {
+    /// and answers how many left ephemeral rings.
+    pub(crate) fn remove_ids(&self, ids: &[String]) -> usize {
         if ids.is_empty() {
-            return Vec::new();
+            return 0;
         }
-        let set: HashSet<&str> = ids.iter().map(String::as_str).collect();
-        self.remove(|m| set.contains(m.id.as_str()))
+        let gone: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let mut g = self.lock();
+        let mut ephemeral = 0;
+        for r in g.rings.values_mut() {
+            let before = r.items.len();
+            r.items.retain(|m| !gone.contains(m.id.as_str()));
+            if r.ephemeral() {
+                ephemeral += before - r.items.len();
+            }
+        }
+        ephemeral
     }
 
     /// Ends ephemeral session `id`: its memories are gone. The record, as
@@ -435,13 +429,10 @@ impl Hot {
         Some(s)
     }
 
-    /// Sessions, memories and bytes held (both kinds).
+    /// Memories and bytes held (both kinds).
     pub(crate) fn figures(&self) -> HotFigures {
         let g = self.lock();
-        let mut f = HotFigures {
-            sessions: g.rings.len() as u64,
-            ..HotFigures::default()
-        };
+        let mut f = HotFigures::default();
         for r in g.rings.values() {
             f.memories += r.items.len() as u64;
             f.bytes += r.bytes();
@@ -463,30 +454,10 @@ impl super::Engine {
         id: Option<&str>,
         scope: Option<crate::scope::Scope>,
     ) -> Result<Session> {
-        let id = match id {
-            Some(i) => {
-                crate::model::validate_session_id(i)?;
-                i.to_string()
-            }
-            None => uuid::Uuid::now_v7().simple().to_string(),
-        };
-        if self.store.get_session(&id)?.is_some() {
-            return Err(Error::DuplicateSession(id));
+        let s = self.new_session(id, scope, None, true)?;
+        if self.store.get_session(&s.id)?.is_some() {
+            return Err(Error::DuplicateSession(s.id));
         }
-        let now = self.now();
-        let s = Session {
-            scope: match scope {
-                Some(s) => s,
-                None => crate::scope::Scope::parse(&format!("session/{id}"))?,
-            },
-            id,
-            created_at: now,
-            last_activity_at: now,
-            archived_at: None,
-            max_bytes: self.cfg.session_max_bytes,
-            bytes: 0,
-            ephemeral: true,
-        };
         self.hot.open_ephemeral(s.clone())?;
         Ok(s)
     }
@@ -584,9 +555,8 @@ impl super::Engine {
         ids.iter().filter_map(|id| self.hot.get(id)).collect()
     }
 
-    /// Whether session `id` is ephemeral here, open or ended (a write to
-    /// an ended one is refused by the hot tier, never sent to the store).
+    /// Whether session `id` is ephemeral here, open or ended.
     pub(crate) fn is_ephemeral(&self, id: &str) -> bool {
-        self.hot.has_ephemeral() && (self.hot.ephemeral(id).is_some() || self.hot.ended(id))
+        self.hot.is_ephemeral(id)
     }
 }

@@ -33,15 +33,9 @@ impl Engine {
         scope: Option<Scope>,
         max_bytes: Option<u64>,
     ) -> Result<Session> {
-        let id = match id {
-            Some(i) => {
-                model::validate_session_id(i)?;
-                i.to_string()
-            }
-            None => uuid::Uuid::now_v7().simple().to_string(),
-        };
-        if self.is_ephemeral(&id) {
-            return Err(Error::DuplicateSession(id));
+        let s = self.new_session(id, scope, max_bytes, false)?;
+        if self.is_ephemeral(&s.id) {
+            return Err(Error::DuplicateSession(s.id));
         }
         if let Some(m) = max_bytes
             && (m == 0 || m > i64::MAX as u64)
@@ -51,8 +45,29 @@ impl Engine {
                 format!("{m} must be between 1 and {}", i64::MAX),
             ));
         }
+        self.store.create_session(&s)?;
+        Ok(s)
+    }
+
+    /// A new session's record: `id` checked (a fresh UUIDv7 when `None`),
+    /// `scope` defaulting to `session/<id>`, `max_bytes` to the configured
+    /// bound.
+    pub(super) fn new_session(
+        &self,
+        id: Option<&str>,
+        scope: Option<Scope>,
+        max_bytes: Option<u64>,
+        ephemeral: bool,
+    ) -> Result<Session> {
+        let id = match id {
+            Some(i) => {
+                model::validate_session_id(i)?;
+                i.to_string()
+            }
+            None => uuid::Uuid::now_v7().simple().to_string(),
+        };
         let now = self.now();
-        let s = Session {
+        Ok(Session {
             scope: match scope {
                 Some(s) => s,
                 None => Scope::parse(&format!("session/{id}"))?,
@@ -63,10 +78,8 @@ impl Engine {
             archived_at: None,
             max_bytes: max_bytes.unwrap_or(self.cfg.session_max_bytes),
             bytes: 0,
-            ephemeral: false,
-        };
-        self.store.create_session(&s)?;
-        Ok(s)
+            ephemeral,
+        })
     }
 
     /// Every session, oldest first: the store's, then this process's

@@ -333,8 +333,14 @@ impl Engine {
             .iter()
             .any(|n| n.session.as_deref().is_some_and(|s| self.is_ephemeral(s)))
         {
-            return self.remember_batch_split(items, confirm, now);
+            return self.remember_batch_split(items, now);
         }
+        self.remember_batch_checked(items, now)
+    }
+
+    /// [`Engine::remember_batch`] for items already checked, none of them
+    /// for an ephemeral session.
+    fn remember_batch_checked(&self, items: Vec<NewMemory>, now: Timestamp) -> Result<Vec<Memory>> {
         // Each session a batch creates takes the scope of its first item.
         let mut sessions = BTreeMap::new();
         for n in &items {
@@ -342,19 +348,33 @@ impl Engine {
                 sessions.entry(s.clone()).or_insert_with(|| scope.clone());
             }
         }
-        let held: BTreeMap<String, Scope> = sessions
+        let held: BTreeMap<String, Session> = sessions
             .keys()
             .map(|s| Ok((s.clone(), self.store.get_session(s)?)))
             .collect::<Result<Vec<_>>>()?
             .into_iter()
-            .filter_map(|(id, s)| s.map(|s| (id, s.scope)))
+            .filter_map(|(id, s)| s.map(|s| (id, s)))
             .collect();
+        let mut adding: BTreeMap<&str, u64> = BTreeMap::new();
         for (i, n) in items.iter().enumerate() {
             if let (Some(s), Some(scope)) = (&n.session, &n.scope) {
-                let covers = held.get(s).unwrap_or(&sessions[s]);
+                let covers = held.get(s).map_or(&sessions[s], |h| &h.scope);
                 if !scope.is_within(covers) {
                     return Err(prefix_item(i, beside_session(s, covers, scope)));
                 }
+                let size = n.content.len() + n.payload.as_ref().map_or(0, |p| p.to_string().len());
+                *adding.entry(s.as_str()).or_default() += size as u64;
+            }
+        }
+        // A session the batch would overflow is compacted first, when that
+        // makes room for it (the store still checks the bound).
+        for (id, s) in &held {
+            let add = adding.get(id.as_str()).copied().unwrap_or(0);
+            if s.archived_at.is_none()
+                && s.bytes + add > s.max_bytes
+                && self.compaction_makes_room(add, s.max_bytes)
+            {
+                self.compact_session(id)?;
             }
         }
         let mut created = Vec::new();
@@ -370,27 +390,7 @@ impl Engine {
                 }
             }
         }
-        // A full session is compacted, then the batch written again (its
-        // items are kept for that only when a session could fill).
-        let again = (self.cfg.compaction.enabled && !sessions.is_empty()).then(|| items.clone());
-        let mut put = self.pipelined_put(items, now);
-        if let (
-            Err(Error::SessionFull {
-                session,
-                adding,
-                bound,
-                ..
-            }),
-            Some(items),
-        ) = (&put, again)
-            && self.compaction_makes_room(*adding, *bound)
-        {
-            let s = session.clone();
-            if self.compact_session(&s)?.compacted > 0 {
-                put = self.pipelined_put(items, now);
-            }
-        }
-        let stored = match put {
+        let stored = match self.pipelined_put(items, now) {
             Ok(v) => v,
             Err(e) => {
                 for s in &created {
@@ -416,12 +416,7 @@ impl Engine {
     /// in one transaction, then the ephemeral ones kept; the answer is in
     /// the items' order. A failure anywhere before the store's commit
     /// changes nothing.
-    fn remember_batch_split(
-        &self,
-        items: Vec<NewMemory>,
-        confirm: Confirm,
-        now: Timestamp,
-    ) -> Result<Vec<Memory>> {
+    fn remember_batch_split(&self, items: Vec<NewMemory>, now: Timestamp) -> Result<Vec<Memory>> {
         let mut hot = Vec::new();
         let mut warm = Vec::new();
         let mut order = Vec::with_capacity(items.len());
@@ -445,7 +440,7 @@ impl Engine {
         let stored = if warm.is_empty() {
             Vec::new()
         } else {
-            self.remember_batch(warm, confirm)?
+            self.remember_batch_checked(warm, now)?
         };
         let held = self.hot.put_ephemeral(hot)?;
         let (mut w, mut h) = (stored.into_iter(), held.into_iter());
