@@ -78,6 +78,15 @@ pub struct BenchArgs {
     /// tier, cold bytes against SQLite bytes, cold search).
     #[arg(long, default_value_t = 100_000)]
     pub tier_memories: usize,
+    /// Run the `tiers` benchmark's cold tier in this bucket of an
+    /// S3-compatible store (which must exist; credentials from
+    /// `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`), under a fresh
+    /// prefix, instead of a directory.
+    #[arg(long)]
+    pub cold_s3_bucket: Option<String>,
+    /// The endpoint of `--cold-s3-bucket` (default AWS's).
+    #[arg(long, requires = "cold_s3_bucket")]
+    pub cold_s3_endpoint: Option<String>,
     /// Turns the `lifecycle` benchmark's fleet writes over its simulated
     /// year (the figure is 2,000,000).
     #[arg(long, default_value_t = 200_000)]
@@ -196,6 +205,8 @@ struct Report {
 /// The cold tier: archived memories demoted out of SQLite into segments.
 #[derive(Debug, Serialize)]
 struct TiersBench {
+    /// Where the cold tier was: its directory or `s3://bucket/prefix`.
+    at: String,
     /// Archived memories demoted.
     memories: usize,
     /// Memories moved to cold segments per second (upkeep's demotion).
@@ -626,6 +637,16 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
     let mut cfg = fresh_cold_config(dir, "tiers");
     // Moves of archived memories alone: nothing demoted by importance.
     cfg.cold.demote_below_importance = 0.0;
+    if let Some(bucket) = &a.cold_s3_bucket {
+        cfg.cold.dir = None;
+        cfg.cold.s3 = Some(strata::S3Config {
+            bucket: bucket.clone(),
+            prefix: format!("strata-bench-{}", std::process::id()),
+            endpoint: a.cold_s3_endpoint.clone(),
+            ..Default::default()
+        });
+    }
+    let at = cfg.cold.location_for(&cfg.store)?.to_string();
     let engine = strata::Engine::open(cfg)?;
     let n = a.tier_memories;
     say(format!("tiers: writing and archiving {n} memories…"));
@@ -664,6 +685,7 @@ fn tiers_bench(a: &BenchArgs, dir: &Path, g: &mut Gen, say: &dyn Fn(String)) -> 
     drop(engine);
     let faded = faded_bench(a, dir, g, say)?;
     Ok(TiersBench {
+        at,
         memories: n,
         demote_per_sec: n as f64 / secs,
         sqlite_bytes,
@@ -1339,8 +1361,9 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
     }
     if let Some(t) = &rep.tiers {
         output::line(format!(
-            "cold tier          {} memories: demotion {:>9.0}/s   cold {} bytes / SQLite {} bytes = {:.1} %",
+            "cold tier          {} memories in {}: demotion {:>9.0}/s   cold {} bytes / SQLite {} bytes = {:.1} %",
             t.memories,
+            t.at,
             t.demote_per_sec,
             t.cold_bytes,
             t.sqlite_bytes,

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::audit::AuditConfig;
+use crate::cold::ColdLocation;
 use crate::context::{FileProfile, FileProfiles, Profile, SummarizerConfig};
 use crate::embed::EmbedderConfig;
 use crate::error::Error;
@@ -192,7 +193,8 @@ impl Default for CompactionConfig {
 /// not touched for `demote_after_days`, or whose decayed importance fell
 /// under `demote_below_importance`, out of the store into compressed
 /// segment files in `dir` (default: beside a SQLite file, `<db>.cold/`;
-/// required for PostgreSQL and in-memory stores).
+/// required for PostgreSQL and in-memory stores) or in a bucket of an
+/// S3-compatible object store (`[cold.s3]`).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ColdConfig {
@@ -200,6 +202,9 @@ pub struct ColdConfig {
     pub enabled: bool,
     /// The segment directory.
     pub dir: Option<PathBuf>,
+    /// A bucket of an S3-compatible object store instead of a directory
+    /// (`[cold.s3]`; the `s3` feature).
+    pub s3: Option<S3Config>,
     /// Active, unpinned memories whose last update or read is older than
     /// this many days are demoted (0: never by age).
     pub demote_after_days: u64,
@@ -221,6 +226,7 @@ impl Default for ColdConfig {
         ColdConfig {
             enabled: false,
             dir: None,
+            s3: None,
             demote_after_days: 30,
             demote_below_importance: 0.1,
             promote_after_reads: 3,
@@ -229,31 +235,179 @@ impl Default for ColdConfig {
 }
 
 impl ColdConfig {
-    /// The segment directory for `store`, when the tier is on.
-    pub fn resolve_dir(&self, store: &StoreConfig) -> Result<Option<PathBuf>, Error> {
+    /// Where the segments of `store` go, when the tier is on.
+    pub fn resolve(&self, store: &StoreConfig) -> Result<Option<ColdLocation>, Error> {
         if !self.enabled {
             return Ok(None);
         }
-        self.dir_for(store).map(Some)
+        self.location_for(store).map(Some)
     }
 
     /// Where the segments of `store` are (or would be), whether or not
-    /// the tier is on.
-    pub fn dir_for(&self, store: &StoreConfig) -> Result<PathBuf, Error> {
-        if let Some(d) = &self.dir {
-            return Ok(d.clone());
-        }
-        match store {
-            StoreConfig::Sqlite { path, .. } => {
-                let mut p = path.clone().into_os_string();
-                p.push(".cold");
-                Ok(PathBuf::from(p))
+    /// the tier is on: `s3`, else `dir`, else beside a SQLite file.
+    pub fn location_for(&self, store: &StoreConfig) -> Result<ColdLocation, Error> {
+        match (&self.dir, &self.s3) {
+            (Some(_), Some(_)) => Err(Error::InvalidConfig(
+                "cold: give `dir` or `[cold.s3]`, not both".into(),
+            )),
+            (None, Some(s3)) => {
+                s3.validate()?;
+                Ok(ColdLocation::S3(s3.clone()))
             }
-            _ => Err(Error::InvalidConfig(format!(
-                "cold.dir: required with the store `{}` (only a SQLite file has a default)",
-                store.describe()
-            ))),
+            (Some(d), None) => Ok(ColdLocation::Dir(d.clone())),
+            (None, None) => match store {
+                StoreConfig::Sqlite { path, .. } => {
+                    let mut p = path.clone().into_os_string();
+                    p.push(".cold");
+                    Ok(ColdLocation::Dir(PathBuf::from(p)))
+                }
+                _ => Err(Error::InvalidConfig(format!(
+                    "cold.dir: required with the store `{}` (only a SQLite file has a default), \
+                     or `[cold.s3]`",
+                    store.describe()
+                ))),
+            },
         }
+    }
+}
+
+/// `[cold.s3]`: a bucket of an S3-compatible object store (AWS S3, MinIO,
+/// Ceph, R2, ...) for the cold tier's segments, reached with path-style
+/// URLs and AWS Signature Version 4. The credentials come from the
+/// environment, never from the file.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct S3Config {
+    /// The bucket (it must exist).
+    pub bucket: String,
+    /// A key prefix the tier's objects go under (`strata/cold/`; empty:
+    /// the bucket's top).
+    pub prefix: String,
+    /// The endpoint URL (`http://127.0.0.1:9000`); default
+    /// `https://s3.<region>.amazonaws.com`.
+    pub endpoint: Option<String>,
+    /// The signing region.
+    pub region: String,
+    /// The environment variable holding the access key id.
+    pub access_key_env: String,
+    /// The environment variable holding the secret access key.
+    pub secret_key_env: String,
+    /// The environment variable holding a session token, if set.
+    pub session_token_env: String,
+    /// How long one request may take, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+impl Default for S3Config {
+    fn default() -> S3Config {
+        S3Config {
+            bucket: String::new(),
+            prefix: String::new(),
+            endpoint: None,
+            region: "us-east-1".into(),
+            access_key_env: "AWS_ACCESS_KEY_ID".into(),
+            secret_key_env: "AWS_SECRET_ACCESS_KEY".into(),
+            session_token_env: "AWS_SESSION_TOKEN".into(),
+            timeout_ms: 30_000,
+        }
+    }
+}
+
+impl S3Config {
+    /// `s3://bucket/prefix`, how errors and stats name the tier.
+    pub fn url(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.prefix.trim_matches('/'))
+            .trim_end_matches('/')
+            .to_string()
+    }
+
+    /// The endpoint, no trailing slash.
+    pub fn endpoint_url(&self) -> String {
+        match &self.endpoint {
+            Some(e) => e.trim_end_matches('/').to_string(),
+            None => format!("https://s3.{}.amazonaws.com", self.region),
+        }
+    }
+
+    /// Checks each field, naming the first that is wrong.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad =
+            |field: &str, why: String| Err(Error::InvalidConfig(format!("cold.s3.{field}: {why}")));
+        let b = &self.bucket;
+        if b.len() < 3
+            || b.len() > 63
+            || !b
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'.' || c == b'-')
+            || !b.starts_with(|c: char| c.is_ascii_alphanumeric())
+            || !b.ends_with(|c: char| c.is_ascii_alphanumeric())
+        {
+            return bad(
+                "bucket",
+                format!(
+                    "`{b}` is not a bucket name (3 to 63 lower-case letters, digits, `.` and \
+                     `-`, starting and ending with a letter or digit)"
+                ),
+            );
+        }
+        if self.prefix.starts_with('/') || self.prefix.contains("//") {
+            return bad(
+                "prefix",
+                format!("`{}` starts with `/` or has an empty part", self.prefix),
+            );
+        }
+        if self.prefix.len() > 512 || self.prefix.chars().any(char::is_control) {
+            return bad(
+                "prefix",
+                "over 512 bytes or holds a control character".into(),
+            );
+        }
+        if let Some(e) = &self.endpoint {
+            let rest = e
+                .strip_prefix("http://")
+                .or_else(|| e.strip_prefix("https://"));
+            match rest {
+                Some(r)
+                    if !r.trim_end_matches('/').is_empty()
+                        && !r.trim_end_matches('/').contains(['/', '?', '#', ' ']) => {}
+                _ => {
+                    return bad(
+                        "endpoint",
+                        format!("`{e}` is not an http:// or https:// URL of a host (and port)"),
+                    );
+                }
+            }
+        }
+        if self.region.is_empty()
+            || !self
+                .region
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        {
+            return bad(
+                "region",
+                format!("`{}` is not a region name (`us-east-1`)", self.region),
+            );
+        }
+        for (field, v) in [
+            ("access_key_env", &self.access_key_env),
+            ("secret_key_env", &self.secret_key_env),
+            ("session_token_env", &self.session_token_env),
+        ] {
+            if v.is_empty() || v.contains(['=', '\0']) {
+                return bad(
+                    field,
+                    format!("`{v}` is not an environment variable's name"),
+                );
+            }
+        }
+        if self.timeout_ms == 0 || self.timeout_ms > 3_600_000 {
+            return bad(
+                "timeout_ms",
+                format!("{} must be between 1 and 3600000", self.timeout_ms),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -775,7 +929,7 @@ impl Config {
                 "hot.sessions: must be at least 1 while hot.turns is above 0".into(),
             ));
         }
-        self.cold.resolve_dir(&self.store)?;
+        self.cold.resolve(&self.store)?;
         crate::secrets::validate_rules(&self.secrets)?;
         self.audit.validate()?;
         self.ranking.validate()

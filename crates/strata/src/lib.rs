@@ -57,9 +57,12 @@ pub use scope::{Fence, Scope, Tier, View, ViewEntry};
 pub use secrets::{DETECTORS, Screened, Secret, SecretAction, SecretRule, redact, scan};
 
 // The engine and its operations, each with its request and report.
-pub use cold::{ColdDir, ColdRecord, ColdStats, Reads as ColdReads, convert as convert_cold};
+pub use cold::{
+    ColdDir, ColdLocation, ColdRecord, ColdStats, Reads as ColdReads, convert as convert_cold,
+};
 pub use config::{
-    ColdConfig, CompactionConfig, Config, FileConfig, HotConfig, StoreConfig, default_db_path,
+    ColdConfig, CompactionConfig, Config, FileConfig, HotConfig, S3Config, StoreConfig,
+    default_db_path,
 };
 pub use engine::{
     ArchiveMark, Compaction, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions,

@@ -59,7 +59,7 @@ pub fn run(g: &Global, op: Op, rekey: Option<RekeyArgs>) -> Result<()> {
     let started = std::time::Instant::now();
     // The cold tier's segments go with the file, whether or not the tier
     // is on now (segments left from when it was are memories too).
-    let cold = cfg.cold.dir_for(&cfg.store)?;
+    let cold = cfg.cold.location_for(&cfg.store)?;
     let done = strata::convert_store(path, Some(&cold), from.as_ref(), to.as_ref())?;
     if g.json {
         return output::json(&serde_json::json!({

@@ -140,8 +140,12 @@ pub fn run(cli: Cli) -> Result<()> {
             ))?;
             output::line(output::counts("by tier", &s.by_tier))?;
             for (tier, f) in &s.storage_tiers {
+                let at =
+                    f.at.as_ref()
+                        .map(|a| format!(" in {a}"))
+                        .unwrap_or_default();
                 output::line(format!(
-                    "{tier}: {} memories, {} bytes",
+                    "{tier}: {} memories, {} bytes{at}",
                     f.memories, f.bytes
                 ))?;
             }

@@ -395,3 +395,133 @@ fn http_recall_and_restore_reach_cold_within_the_token_scopes() {
     drop(s);
     assert_eq!(tiers(&e, &cfg), (1, 20));
 }
+
+/// The S3 server of the tests (`STRATA_TEST_S3_URL`; `.ci/run` starts
+/// moto's): `None` outside CI without it.
+#[cfg(feature = "s3")]
+fn s3_endpoint() -> Option<String> {
+    match std::env::var("STRATA_TEST_S3_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but STRATA_TEST_S3_URL is not: the S3 tests must run in CI")
+        }
+        _ => None,
+    }
+}
+
+/// Names of the objects under `prefix/` in the test bucket, through a side
+/// door (moto does not check the signature of the tests' own requests).
+#[cfg(feature = "s3")]
+fn s3_names(endpoint: &str, prefix: &str) -> Vec<String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut resp = agent
+        .get(format!(
+            "{endpoint}/strata-test?list-type=2&prefix={prefix}/"
+        ))
+        .header(
+            "authorization",
+            "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, \
+             SignedHeaders=host, Signature=0",
+        )
+        .call()
+        .unwrap();
+    let xml = resp.body_mut().read_to_string().unwrap();
+    xml.split("<Key>")
+        .skip(1)
+        .map(|p| p[..p.find("</Key>").unwrap()].to_string())
+        .collect()
+}
+
+/// kill -9 of `strata upkeep` while it moves memories into a bucket: a
+/// rename there is a copy then a delete, so a crash can leave a segment
+/// under both names; every memory is in exactly one tier after recovery.
+#[cfg(feature = "s3")]
+#[test]
+fn kill_nine_during_demotion_to_s3_leaves_each_memory_in_one_tier() {
+    let Some(url) = s3_endpoint() else { return };
+    let e = Env::new();
+    let cfg = e.path("strata.toml");
+    let prefix = format!("crash-{}", std::process::id());
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    agent
+        .put(format!("{url}/strata-test"))
+        .header(
+            "authorization",
+            "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/s3/aws4_request, \
+             SignedHeaders=host, Signature=0",
+        )
+        .send_empty()
+        .unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "[cold]\nenabled = true\n\n[cold.s3]\nbucket = \"strata-test\"\nprefix = \
+             \"{prefix}\"\nendpoint = \"{url}\"\naccess_key_env = \
+             \"STRATA_TEST_S3_ACCESS_KEY\"\nsecret_key_env = \"STRATA_TEST_S3_SECRET_KEY\"\n\n\
+             [learning]\nenabled = false\n"
+        ),
+    )
+    .unwrap();
+    let mut all: HashSet<String> = HashSet::new();
+    let mut interrupted = 0;
+    for round in 0..20usize {
+        all.extend(import_archived(&e, &cfg, round * 500, 500));
+        let mut child = strata(&e, &cfg)
+            .args(["upkeep"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill once the segment is in the bucket as `.pending` (before or
+        // during the delete from the store, or during the rename), or a
+        // little later.
+        let after = [0, 2, 5, 10][round % 4];
+        let start = std::time::Instant::now();
+        while !s3_names(&url, &prefix)
+            .iter()
+            .any(|n| n.ends_with(".pending"))
+            && child.try_wait().unwrap().is_none()
+            && start.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(3));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(after));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        rusqlite::Connection::open(e.db())
+            .unwrap()
+            .execute("DELETE FROM leases", [])
+            .unwrap();
+        interrupted += usize::from(
+            s3_names(&url, &prefix)
+                .iter()
+                .any(|n| n.ends_with(".pending")),
+        );
+        let (warm, cold) = tiers(&e, &cfg);
+        assert_eq!(
+            warm + cold,
+            all.len() as u64,
+            "round {round}: warm {warm} + cold {cold}"
+        );
+    }
+    assert!(
+        interrupted > 0,
+        "no round was killed in the middle of a move"
+    );
+    let r = json(&e, &cfg, &["upkeep"]);
+    assert_eq!(r["skipped"], false, "{r}");
+    assert_eq!(tiers(&e, &cfg), (0, all.len() as u64));
+    each_once(&e, &cfg, &all);
+    assert!(
+        !s3_names(&url, &prefix)
+            .iter()
+            .any(|n| n.ends_with(".pending")),
+        "recovered"
+    );
+}

@@ -1,5 +1,6 @@
 //! The cold tier: archived memories moved out of the store into
-//! append-only, compressed segment files in a directory.
+//! append-only, compressed segment files in a directory or a bucket of an
+//! S3-compatible object store (`blobs.rs`: the same names either way).
 //!
 //! This module owns the segment format, the per-segment index, and the
 //! file-level steps of a move (write durably, rewrite without some
@@ -44,15 +45,18 @@
 //! are sealed (see [`seal`]: `key.check` and `key.next` are its files; the
 //! crcs are of the sealed bytes).
 
+mod blobs;
 mod reads;
 
+pub use blobs::ColdLocation;
 pub use reads::Reads;
 
+use blobs::Blobs;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -311,9 +315,15 @@ pub struct ColdStats {
 /// A directory of cold segments.
 #[derive(Debug)]
 pub struct ColdDir {
+    /// Where the files are.
+    blobs: Blobs,
+    /// How errors name them: the directory, or `s3://bucket/prefix`.
     dir: PathBuf,
-    /// The segment key, beside an encrypted store.
-    seal: Option<SegKey>,
+    /// The store's key, which opens the tier's key file.
+    key: Option<StoreKey>,
+    /// The segment key, beside an encrypted store (`None` inside: a plain
+    /// tier), read on first use.
+    seal: OnceLock<Option<SegKey>>,
     /// Indexes already read, by file path, with the file length they were
     /// read at (a rewritten segment has a new length or is re-read).
     cache: Mutex<HashMap<PathBuf, (u64, Arc<SegmentIndex>)>>,
@@ -370,17 +380,14 @@ fn io(ctx: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     move |e| Error::io(ctx, e)
 }
 
-/// Makes a directory entry (a rename, a new or deleted file) durable.
-fn sync_dir(dir: &Path) -> Result<()> {
-    #[cfg(unix)]
-    {
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(format!("syncing {}", dir.display())))?;
-    }
-    #[cfg(not(unix))]
-    let _ = dir;
-    Ok(())
+/// A file's name in its tier.
+fn name_of(path: &Path) -> Result<&str> {
+    path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        Error::io(
+            format!("{} is not a cold tier file", path.display()),
+            std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        )
+    })
 }
 
 /// Runs `search` again (up to three more times) when a segment it listed
@@ -428,17 +435,16 @@ fn read_header(path: &Path, f: &mut impl Read) -> Result<Header> {
     })
 }
 
-/// Rewrites every segment in `dir` (if it exists) as `to` keys it
-/// (`None`: plain), reading those not yet converted with `from`; returns
-/// how many it rewrote. Resumable: `key.next` names the target first, each
-/// segment is replaced whole by rename, and a run after a crash skips the
-/// segments already converted. Nothing else may use the tier meanwhile
-/// (`strata encrypt`, `decrypt` and `rekey` run this while holding the
-/// store's exclusive lock).
-pub fn convert(dir: &Path, from: Option<&StoreKey>, to: Option<&StoreKey>) -> Result<usize> {
-    convert_until(dir, from, to, usize::MAX)
+/// Rewrites every segment at `at` (if there is a tier there) as `to`
+/// keys it (`None`: plain), reading those not yet converted with `from`;
+/// returns how many it rewrote. Resumable: `key.next` names the target
+/// first, each segment is replaced whole, and a run after a crash skips
+/// the segments already converted. Nothing else may use the tier
+/// meanwhile (`strata encrypt`, `decrypt` and `rekey` run this while
+/// holding the store's exclusive lock).
+pub fn convert(at: &ColdLocation, from: Option<&StoreKey>, to: Option<&StoreKey>) -> Result<usize> {
+    convert_until(at, from, to, usize::MAX)
 }
-
 /// What [`convert_store`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Converted {
@@ -458,28 +464,31 @@ pub struct Converted {
 /// running the same conversion again finishes it.
 pub fn convert_store(
     db: &Path,
-    cold: Option<&Path>,
+    cold: Option<&ColdLocation>,
     from: Option<&StoreKey>,
     to: Option<&StoreKey>,
 ) -> Result<Converted> {
     // The file encrypted already (by a strata that left the tier out): the
     // tier alone is encrypted now.
-    if let (None, Some(k), Some(dir)) = (from, to, cold)
+    if let (None, Some(k), Some(at)) = (from, to, cold)
         && crate::store::sqlite::cipher::opens_with(db, k)
-        && KeyFile::read(&dir.join(KEY_CHECK))?.is_none()
-        && dir.is_dir()
-        && !ColdDir::open_raw(dir, None).segments()?.is_empty()
     {
-        let segments = convert(dir, None, to)?;
-        return Ok(Converted {
-            what: crate::Conversion::Encrypt,
-            segments,
-        });
+        let raw = ColdDir::open_raw(at, None)?;
+        if raw.blobs.exists_at_all()
+            && KeyFile::parse(raw.blobs.read_opt(KEY_CHECK)?, &raw.dir.join(KEY_CHECK))?.is_none()
+            && !raw.segments()?.is_empty()
+        {
+            let segments = convert(at, None, to)?;
+            return Ok(Converted {
+                what: crate::Conversion::Encrypt,
+                segments,
+            });
+        }
     }
     let mut segments = 0;
     let what = crate::store::convert_with(db, from, to, &mut || {
-        if let Some(dir) = cold {
-            segments = convert(dir, from, to)?;
+        if let Some(at) = cold {
+            segments = convert(at, from, to)?;
         }
         Ok(())
     })?;
@@ -488,17 +497,23 @@ pub fn convert_store(
 
 /// [`convert`], stopping (as a crash would) after `stop` rewrites.
 fn convert_until(
-    dir: &Path,
+    at: &ColdLocation,
     from: Option<&StoreKey>,
     to: Option<&StoreKey>,
     stop: usize,
 ) -> Result<usize> {
-    if !dir.is_dir() {
+    let raw = ColdDir::open_raw(at, None)?;
+    if !raw.blobs.exists_at_all() {
         return Ok(0);
     }
-    let (check_path, next_path) = (dir.join(KEY_CHECK), dir.join(KEY_NEXT));
-    let current = KeyFile::read(&check_path)?;
-    let next = KeyFile::read(&next_path)?;
+    let dir = raw.dir.as_path();
+    let current = KeyFile::parse(raw.blobs.read_opt(KEY_CHECK)?, &dir.join(KEY_CHECK))?;
+    let next = KeyFile::parse(raw.blobs.read_opt(KEY_NEXT)?, &dir.join(KEY_NEXT))?;
+    if next.is_some() && next == current {
+        // Cut between the copy and the delete of a rename in S3: done.
+        raw.blobs.remove(KEY_NEXT)?;
+        return Ok(0);
+    }
     let unlock_target = |f: &KeyFile| -> Result<Option<SegKey>> {
         let opened = match (f, to) {
             (KeyFile::Plain, None) => return Ok(None),
@@ -535,8 +550,7 @@ fn convert_until(
                 }
                 None => (None, KeyFile::Plain),
             };
-            let cold = ColdDir::open_raw(dir, None);
-            cold.write_durably(&next_path, &f.bytes())?;
+            raw.blobs.write(KEY_NEXT, &f.bytes())?;
             (target, f)
         }
     };
@@ -551,36 +565,30 @@ fn convert_until(
             )));
         }
     };
-    let reader = ColdDir::open_raw(dir, source);
-    let writer = ColdDir::open_raw(dir, target);
+    let reader = ColdDir::open_raw(at, source)?;
+    let writer = ColdDir::open_raw(at, target)?;
     let mut rewritten = 0;
     for seg in reader.segments()? {
-        let mut f = File::open(&seg.path).map_err(io(format!("opening {}", seg.path.display())))?;
-        let salt = read_header(&seg.path, &mut f)?.salt;
-        if salt.as_ref() == writer.seal.as_ref().map(SegKey::salt) {
+        let name = name_of(&seg.path)?;
+        let (head, _) = reader.blobs.read_range(name, 0, (HEADER + 16) as u64)?;
+        let salt = read_header(&seg.path, &mut &head[..])?.salt;
+        if salt.as_ref() == writer.seal()?.map(SegKey::salt) {
             continue;
         }
         if rewritten == stop {
             return Ok(rewritten);
         }
         let records = reader.read_all(&seg.path)?;
-        writer.write_durably(&seg.path, &writer.encode(&records)?)?;
+        writer.blobs.write(name, &writer.encode(&records)?)?;
         rewritten += 1;
     }
     match target_file {
-        KeyFile::Keyed { .. } => {
-            fs::rename(&next_path, &check_path)
-                .map_err(io(format!("renaming {}", next_path.display())))?;
-            sync_dir(dir)?;
-        }
+        KeyFile::Keyed { .. } => raw.blobs.rename(KEY_NEXT, KEY_CHECK)?,
         KeyFile::Plain => {
             if current.is_some() {
-                fs::remove_file(&check_path)
-                    .map_err(io(format!("removing {}", check_path.display())))?;
-                sync_dir(dir)?;
+                raw.blobs.remove(KEY_CHECK)?;
             }
-            fs::remove_file(&next_path).map_err(io(format!("removing {}", next_path.display())))?;
-            sync_dir(dir)?;
+            raw.blobs.remove(KEY_NEXT)?;
         }
     }
     Ok(rewritten)
@@ -593,108 +601,147 @@ impl ColdDir {
     }
 
     /// Opens (creating) the directory of a store opened with `key` (`None`:
-    /// a plain store). An encrypted tier needs the key that made it; a new
+    /// a plain store). See [`ColdDir::open_at`].
+    pub fn open_keyed(dir: impl Into<PathBuf>, key: Option<&StoreKey>) -> Result<ColdDir> {
+        ColdDir::open_at(&ColdLocation::Dir(dir.into()), key)
+    }
+
+    /// Opens the tier at `at` for a store opened with `key` (`None`: a
+    /// plain store). An encrypted tier needs the key that made it; a new
     /// or empty tier beside an encrypted store becomes encrypted; plain
     /// segments beside an encrypted store, or a conversion left half done,
-    /// are errors that say what to run.
-    pub fn open_keyed(dir: impl Into<PathBuf>, key: Option<&StoreKey>) -> Result<ColdDir> {
-        let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
-        if dir.join(KEY_NEXT).exists() {
-            return Err(Error::InvalidConfig(format!(
-                "the cold tier at {}: an encrypt, decrypt or rekey was interrupted; run it again                  to finish it",
-                dir.display()
-            )));
+    /// are errors that say what to run. A directory is made and checked
+    /// now; a bucket is not reached until the tier is first used (so a
+    /// store whose object store is down still opens, and its warm
+    /// memories are served), and these checks run then.
+    pub fn open_at(at: &ColdLocation, key: Option<&StoreKey>) -> Result<ColdDir> {
+        let mut cold = ColdDir::open_raw(at, None)?;
+        cold.seal = OnceLock::new();
+        cold.key = key.cloned();
+        cold.blobs.create()?;
+        if cold.blobs.is_local() {
+            cold.seal()?;
         }
-        let mut cold = ColdDir {
-            dir,
-            seal: None,
-            cache: Mutex::new(HashMap::new()),
-        };
-        let check = cold.dir.join(KEY_CHECK);
-        cold.seal = match (KeyFile::read(&check)?, key) {
-            (None, None) => None,
-            (Some(_), None) => {
-                return Err(Error::InvalidConfig(format!(
-                    "the cold tier at {} is encrypted: give the store's key in the environment                      variable STRATA_KEY or a file named by `[store] key_file`",
-                    cold.dir.display()
-                )));
-            }
-            (Some(f), Some(k)) => Some(f.unlock(k, &cold.dir)?),
-            (None, Some(k)) => {
-                if !cold.segments()?.is_empty() {
-                    return Err(Error::InvalidConfig(format!(
-                        "the cold tier at {} holds plain segments, and the store is encrypted:                          run `strata encrypt` again to encrypt them",
-                        cold.dir.display()
-                    )));
-                }
-                let (seg_key, file) = SegKey::fresh(k)?;
-                // Two processes opening a new tier at once: the first key
-                // file wins (a hard link fails where the name exists), and
-                // the other unlocks it.
-                let tmp = cold.dir.join(format!("key.{}.tmp", std::process::id()));
-                cold.write_durably(&tmp, &file.bytes())?;
-                let linked = fs::hard_link(&tmp, &check);
-                let _ = fs::remove_file(&tmp);
-                match linked {
-                    Ok(()) => {
-                        sync_dir(&cold.dir)?;
-                        Some(seg_key)
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        let f = KeyFile::read(&check)?
-                            .ok_or_else(|| Error::io(format!("reading {}", check.display()), e))?;
-                        Some(f.unlock(k, &cold.dir)?)
-                    }
-                    Err(e) => return Err(Error::io(format!("creating {}", check.display()), e)),
-                }
-            }
-        };
         Ok(cold)
     }
 
-    /// A directory handle with `seal`, checking nothing.
-    fn open_raw(dir: &Path, seal: Option<SegKey>) -> ColdDir {
-        ColdDir {
-            dir: dir.to_path_buf(),
-            seal,
-            cache: Mutex::new(HashMap::new()),
+    /// The segment key: read (or made, for a new tier beside an encrypted
+    /// store) on first use.
+    fn seal(&self) -> Result<Option<&SegKey>> {
+        if let Some(s) = self.seal.get() {
+            return Ok(s.as_ref());
         }
+        let s = self.unlock()?;
+        let _ = self.seal.set(s);
+        Ok(self.seal.get().and_then(Option::as_ref))
+    }
+
+    fn unlock(&self) -> Result<Option<SegKey>> {
+        if self.blobs.exists(KEY_NEXT)? {
+            return Err(Error::InvalidConfig(format!(
+                "the cold tier at {}: an encrypt, decrypt or rekey was interrupted; run it again \
+                 to finish it",
+                self.dir.display()
+            )));
+        }
+        let check = self.dir.join(KEY_CHECK);
+        Ok(
+            match (
+                KeyFile::parse(self.blobs.read_opt(KEY_CHECK)?, &check)?,
+                &self.key,
+            ) {
+                (None, None) => None,
+                (Some(_), None) => {
+                    return Err(Error::InvalidConfig(format!(
+                        "the cold tier at {} is encrypted: give the store's key in the \
+                         environment variable STRATA_KEY or a file named by `[store] key_file`",
+                        self.dir.display()
+                    )));
+                }
+                (Some(f), Some(k)) => Some(f.unlock(k, &self.dir)?),
+                (None, Some(k)) => {
+                    if !self.segments()?.is_empty() {
+                        return Err(Error::InvalidConfig(format!(
+                            "the cold tier at {} holds plain segments, and the store is \
+                             encrypted: run `strata encrypt` again to encrypt them",
+                            self.dir.display()
+                        )));
+                    }
+                    let (seg_key, file) = SegKey::fresh(k)?;
+                    // Two processes opening a new tier at once: the first
+                    // key file wins, and the other unlocks it.
+                    if self.blobs.write_new(KEY_CHECK, &file.bytes())? {
+                        Some(seg_key)
+                    } else {
+                        let f = KeyFile::parse(self.blobs.read_opt(KEY_CHECK)?, &check)?
+                            .ok_or_else(|| {
+                                Error::io(
+                                    format!("reading {}", check.display()),
+                                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                                )
+                            })?;
+                        Some(f.unlock(k, &self.dir)?)
+                    }
+                }
+            },
+        )
+    }
+
+    /// A handle on the files at `at` with `seal`, checking nothing.
+    fn open_raw(at: &ColdLocation, seal: Option<SegKey>) -> Result<ColdDir> {
+        let blobs = Blobs::at(at)?;
+        Ok(ColdDir {
+            dir: blobs.root(),
+            blobs,
+            key: None,
+            seal: OnceLock::from(seal),
+            cache: Mutex::new(HashMap::new()),
+        })
     }
 
     /// Whether the segments are encrypted.
-    pub fn is_encrypted(&self) -> bool {
-        self.seal.is_some()
+    pub fn is_encrypted(&self) -> Result<bool> {
+        Ok(self.seal()?.is_some())
     }
 
-    /// The directory.
+    /// How errors and stats name the tier: its directory, or
+    /// `s3://bucket/prefix`. Segment paths are this joined with their
+    /// names.
     pub fn path(&self) -> &Path {
         &self.dir
     }
 
     /// Segment files (live and pending), by name. The sources of a merge
     /// whose merged segment is live are left out: they hold the same
-    /// records, and are being deleted.
+    /// records, and are being deleted. A segment under both names (a
+    /// rename in S3 is a copy, then a delete: a crash between them leaves
+    /// both) is its `.cold` one, which every rename there makes first or
+    /// starts from (see [`ColdDir::commit`], [`ColdDir::uncommit`]).
     pub fn segments(&self) -> Result<Vec<Segment>> {
         let mut out = Vec::new();
         let mut journals = Vec::new();
-        for e in fs::read_dir(&self.dir).map_err(io(format!("reading {}", self.dir.display())))? {
-            let path = e
-                .map_err(io(format!("reading {}", self.dir.display())))?
-                .path();
-            let state = match path.extension().and_then(|x| x.to_str()) {
-                Some("cold") => SegState::Live,
-                Some("pending") => SegState::Pending,
-                Some("merge") => {
-                    journals.push(path);
+        let listed = self.blobs.list()?;
+        let live: BTreeSet<&str> = listed
+            .iter()
+            .filter_map(|(n, _)| n.strip_suffix(".cold"))
+            .collect();
+        for (name, _) in &listed {
+            let state = match name.rsplit_once('.') {
+                Some((_, "cold")) => SegState::Live,
+                Some((stem, "pending")) if !live.contains(stem) => SegState::Pending,
+                Some((_, "merge")) => {
+                    journals.push(name.as_str());
                     continue;
                 }
                 _ => continue,
             };
-            out.push(Segment { path, state });
+            out.push(Segment {
+                path: self.dir.join(name),
+                state,
+            });
         }
         for j in journals {
-            let Some(m) = self.read_journal(&j)? else {
+            let Some(m) = self.read_journal(j)? else {
                 continue;
             };
             if out.iter().any(|s| s.path == m.target) {
@@ -707,19 +754,19 @@ impl ColdDir {
 
     /// A merge journal: the merged segment and its sources (`None` when the
     /// journal was removed meanwhile, its merge done).
-    fn read_journal(&self, path: &Path) -> Result<Option<Merge>> {
-        let text = match fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(format!("reading {}", path.display()))(e)),
+    fn read_journal(&self, name: &str) -> Result<Option<Merge>> {
+        let path = self.dir.join(name);
+        let Some(bytes) = self.blobs.read_opt(name)? else {
+            return Ok(None);
         };
-        let mut lines = text.lines();
         let bad = || {
             corrupt(
-                path,
+                &path,
                 "a merge journal names its merged segment, then its sources",
             )
         };
+        let text = String::from_utf8(bytes).map_err(|_| bad())?;
+        let mut lines = text.lines();
         let target = lines
             .next()
             .filter(|l| is_segment_name(l))
@@ -752,36 +799,31 @@ impl ColdDir {
             records.extend(self.read_all(p)?);
         }
         let id = uuid::Uuid::now_v7().simple();
-        let target = self.dir.join(format!("seg-{id}.cold"));
-        let mut journal = format!("seg-{id}.cold\n");
+        let target_name = format!("seg-{id}.cold");
+        let mut journal = format!("{target_name}\n");
         for p in sources {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            journal.push_str(name);
+            journal.push_str(name_of(p)?);
             journal.push('\n');
         }
-        let jpath = self.dir.join(format!("merge-{id}.merge"));
-        self.write_durably(&jpath, journal.as_bytes())?;
-        self.write_durably(&target, &self.encode(&records)?)?;
+        let jname = format!("merge-{id}.merge");
+        self.blobs.write(&jname, journal.as_bytes())?;
+        self.blobs.write(&target_name, &self.encode(&records)?)?;
+        let target = self.dir.join(&target_name);
         self.finish_merge(&Merge {
             target: target.clone(),
             sources: sources.to_vec(),
         })?;
-        fs::remove_file(&jpath).map_err(io(format!("removing {}", jpath.display())))?;
-        sync_dir(&self.dir)?;
+        self.blobs.remove(&jname)?;
         Ok(target)
     }
 
     /// Deletes a merge's sources (its merged segment is live).
     fn finish_merge(&self, m: &Merge) -> Result<()> {
         for p in &m.sources {
-            match fs::remove_file(p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(format!("removing {}", p.display()))(e)),
-            }
+            self.blobs.remove(name_of(p)?)?;
             self.cache.lock().unwrap().remove(p);
         }
-        sync_dir(&self.dir)
+        Ok(())
     }
 
     /// Records in a live segment, by segment, for choosing what to merge.
@@ -799,7 +841,7 @@ impl ColdDir {
     /// Encodes records as one segment file's bytes, sealed when the tier is
     /// encrypted.
     pub fn encode(&self, records: &[ColdRecord]) -> Result<Vec<u8>> {
-        Self::encode_with(records, self.seal.as_ref())
+        Self::encode_with(records, self.seal()?)
     }
 
     fn encode_with(records: &[ColdRecord], seal: Option<&SegKey>) -> Result<Vec<u8>> {
@@ -868,49 +910,44 @@ impl ColdDir {
         Ok(out)
     }
 
-    /// Writes `bytes` to `dest` durably: a temp file, fsynced, renamed over
-    /// `dest`, the directory fsynced.
-    fn write_durably(&self, dest: &Path, bytes: &[u8]) -> Result<()> {
-        let tmp = dest.with_extension("tmp");
-        let mut f = File::create(&tmp).map_err(io(format!("creating {}", tmp.display())))?;
-        f.write_all(bytes)
-            .and_then(|_| f.sync_all())
-            .map_err(io(format!("writing {}", tmp.display())))?;
-        drop(f);
-        fs::rename(&tmp, dest).map_err(io(format!("renaming {}", tmp.display())))?;
-        sync_dir(&self.dir)
-    }
-
     /// Writes a new segment holding `records`, durably, as `.pending` (its
     /// memories are still in the store); returns its path. The caller
     /// deletes them from the store, then calls [`ColdDir::commit`].
     pub fn write_pending(&self, records: &[ColdRecord]) -> Result<PathBuf> {
         let name = format!("seg-{}.pending", uuid::Uuid::now_v7().simple());
-        let path = self.dir.join(name);
-        self.write_durably(&path, &self.encode(records)?)?;
-        Ok(path)
+        self.blobs.write(&name, &self.encode(records)?)?;
+        Ok(self.dir.join(name))
     }
 
-    /// Marks a pending segment live (its memories left the store).
+    /// Marks a pending segment live (its memories left the store). In S3
+    /// the `.cold` copy is made first: a crash before the `.pending` one is
+    /// deleted leaves both, which readers take as live.
     pub fn commit(&self, pending: &Path) -> Result<PathBuf> {
         let live = pending.with_extension("cold");
-        fs::rename(pending, &live).map_err(io(format!("renaming {}", pending.display())))?;
-        sync_dir(&self.dir)?;
+        self.blobs.rename(name_of(pending)?, name_of(&live)?)?;
+        self.cache.lock().unwrap().remove(pending);
         Ok(live)
     }
 
     /// Marks a live segment pending (some of its memories are about to go
-    /// back to the store).
+    /// back to the store). In S3 a crash between the copy and the delete
+    /// leaves both names, which readers take as live, as it still is: the
+    /// store was not yet given any of its memories.
     pub fn uncommit(&self, live: &Path) -> Result<PathBuf> {
         let pending = live.with_extension("pending");
-        fs::rename(live, &pending).map_err(io(format!("renaming {}", live.display())))?;
-        sync_dir(&self.dir)?;
+        self.blobs.rename(name_of(live)?, name_of(&pending)?)?;
+        self.cache.lock().unwrap().remove(live);
         Ok(pending)
     }
 
+    /// Whether a segment file is there.
+    pub fn exists(&self, path: &Path) -> Result<bool> {
+        self.blobs.exists(name_of(path)?)
+    }
+
     /// Rewrites a segment in place without the records `drop` selects (the
-    /// new file replaces the old by rename, so the dropped records' bytes
-    /// are in no file afterwards); deletes it when nothing is left. Returns
+    /// new file replaces the old whole, so the dropped records' bytes are
+    /// in no file afterwards); deletes it when nothing is left. Returns
     /// the records dropped.
     pub fn rewrite_without(
         &self,
@@ -924,11 +961,11 @@ impl ColdDir {
         if dropped.is_empty() {
             return Ok(dropped);
         }
+        let name = name_of(path)?;
         if keep.is_empty() {
-            fs::remove_file(path).map_err(io(format!("removing {}", path.display())))?;
-            sync_dir(&self.dir)?;
+            self.blobs.remove(name)?;
         } else {
-            self.write_durably(path, &self.encode(&keep)?)?;
+            self.blobs.write(name, &self.encode(&keep)?)?;
         }
         self.cache.lock().unwrap().remove(path);
         Ok(dropped)
@@ -938,7 +975,7 @@ impl ColdDir {
     /// needs the tier's key, a plain one a plain tier.
     fn read_header(&self, path: &Path, f: &mut impl Read) -> Result<Header> {
         let h = read_header(path, f)?;
-        match (&h.salt, &self.seal) {
+        match (&h.salt, self.seal()?) {
             (None, None) => Ok(h),
             (Some(s), Some(k)) if s == k.salt() => Ok(h),
             (Some(_), Some(_)) => Err(Error::InvalidConfig(format!(
@@ -958,19 +995,18 @@ impl ColdDir {
         }
     }
 
-    /// A segment's index (cached by file length).
+    /// A segment's index (cached by file length; in S3, by the length
+    /// the last listing saw, and read with two ranged `GET`s).
     pub fn index(&self, path: &Path) -> Result<Arc<SegmentIndex>> {
-        let mut f = File::open(path).map_err(io(format!("opening {}", path.display())))?;
-        let flen = f
-            .metadata()
-            .map_err(io(format!("reading {}", path.display())))?
-            .len();
+        let name = name_of(path)?;
+        let known = self.blobs.listed_len(name)?;
         if let Some((len, idx)) = self.cache.lock().unwrap().get(path)
-            && *len == flen
+            && *len == known
         {
             return Ok(idx.clone());
         }
-        let h = self.read_header(path, &mut f)?;
+        let (head, flen) = self.blobs.read_range(name, 0, (HEADER + 16) as u64)?;
+        let h = self.read_header(path, &mut &head[..])?;
         if h.file_len() != flen {
             return Err(corrupt(
                 path,
@@ -980,9 +1016,12 @@ impl ColdDir {
                 ),
             ));
         }
-        let mut zi = vec![0u8; h.index_len as usize];
-        f.read_exact(&mut zi)
-            .map_err(|e| corrupt(path, format!("index unreadable ({e})")))?;
+        let (zi, _) = self
+            .blobs
+            .read_range(name, h.len() as u64, u64::from(h.index_len))?;
+        if zi.len() != h.index_len as usize {
+            return Err(corrupt(path, "index unreadable (cut short)"));
+        }
         let idx = Arc::new(self.decode_index(path, &zi, h.index_crc)?);
         self.cache
             .lock()
@@ -995,7 +1034,7 @@ impl ColdDir {
     /// (a segment replaced meanwhile by another process's rewrite is read
     /// whole, old or new, never half of each), both checked.
     fn load(&self, path: &Path) -> Result<(Arc<SegmentIndex>, Blocks)> {
-        let bytes = fs::read(path).map_err(io(format!("reading {}", path.display())))?;
+        let bytes = self.blobs.read(name_of(path)?)?;
         let flen = bytes.len() as u64;
         let h = self.read_header(path, &mut &bytes[..])?;
         if h.file_len() != flen {
@@ -1041,7 +1080,7 @@ impl ColdDir {
         if crc32fast::hash(zi) != icrc {
             return Err(corrupt(path, "index checksum mismatch"));
         }
-        let raw = decompress_block(zi, self.seal.as_ref(), PART_INDEX)
+        let raw = decompress_block(zi, self.seal()?, PART_INDEX)
             .map_err(|e| corrupt(path, format!("index {e}")))?;
         let stored: StoredIndex = serde_json::from_slice(&raw)
             .map_err(|e| corrupt(path, format!("index unreadable ({e})")))?;
@@ -1052,14 +1091,14 @@ impl ColdDir {
     /// block, for checks that a text is in no file (a compressed file does
     /// not show it to a plain scan).
     pub fn plain_bytes(&self, path: &Path) -> Result<Vec<u8>> {
-        let bytes = fs::read(path).map_err(io(format!("reading {}", path.display())))?;
+        let bytes = self.blobs.read(name_of(path)?)?;
         let h = self.read_header(path, &mut &bytes[..])?;
         let at = h.len() + h.index_len as usize;
         let zi = bytes
             .get(h.len()..at)
             .ok_or_else(|| corrupt(path, "truncated"))?;
         let idx = self.decode_index(path, zi, h.index_crc)?;
-        let mut out = decompress_block(zi, self.seal.as_ref(), PART_INDEX)
+        let mut out = decompress_block(zi, self.seal()?, PART_INDEX)
             .map_err(|e| corrupt(path, format!("index {e}")))?;
         let zd = &bytes[at..];
         for (b, w) in idx.blocks.windows(2).enumerate() {
@@ -1067,7 +1106,7 @@ impl ColdDir {
                 .get(w[0] as usize..w[1] as usize)
                 .ok_or_else(|| corrupt(path, "truncated"))?;
             out.extend(
-                decompress_block(block, self.seal.as_ref(), b as u64)
+                decompress_block(block, self.seal()?, b as u64)
                     .map_err(|e| corrupt(path, format!("block {b} {e}")))?,
             );
         }
@@ -1098,7 +1137,7 @@ impl ColdDir {
                 }
                 _ => return Err(corrupt(path, format!("block {b} lies outside the data"))),
             };
-            let raw = decompress_block(&data.zd[from..to], self.seal.as_ref(), b as u64)
+            let raw = decompress_block(&data.zd[from..to], self.seal()?, b as u64)
                 .map_err(|e| corrupt(path, format!("block {b} {e}")))?;
             data.raw.insert(b, raw);
         }
@@ -1343,30 +1382,32 @@ impl ColdDir {
         Ok(out)
     }
 
-    /// Deletes leftover temp files, finishes or drops merges a crash cut
-    /// short; returns the pending segments, which the caller reconciles
-    /// with the store.
+    /// Deletes leftover temp files and the `.pending` twins of live
+    /// segments (an S3 rename cut short), finishes or drops merges a crash
+    /// cut short; returns the pending segments, which the caller
+    /// reconciles with the store.
     pub fn leftovers(&self) -> Result<Vec<PathBuf>> {
         let mut journals = Vec::new();
-        for e in fs::read_dir(&self.dir).map_err(io(format!("reading {}", self.dir.display())))? {
-            let path = e
-                .map_err(io(format!("reading {}", self.dir.display())))?
-                .path();
-            if path.extension().is_some_and(|x| x == "tmp") {
-                fs::remove_file(&path).map_err(io(format!("removing {}", path.display())))?;
-            }
-            if path.extension().is_some_and(|x| x == "merge") {
-                journals.push(path);
+        let listed = self.blobs.list()?;
+        let live: BTreeSet<&str> = listed
+            .iter()
+            .filter_map(|(n, _)| n.strip_suffix(".cold"))
+            .collect();
+        for (name, _) in &listed {
+            match name.rsplit_once('.') {
+                Some((_, "tmp")) => self.blobs.remove(name)?,
+                Some((stem, "pending")) if live.contains(stem) => self.blobs.remove(name)?,
+                Some((_, "merge")) => journals.push(name.as_str()),
+                _ => {}
             }
         }
         for j in journals {
-            if let Some(m) = self.read_journal(&j)?
-                && m.target.exists()
+            if let Some(m) = self.read_journal(j)?
+                && self.blobs.exists(name_of(&m.target)?)?
             {
                 self.finish_merge(&m)?;
             }
-            fs::remove_file(&j).map_err(io(format!("removing {}", j.display())))?;
-            sync_dir(&self.dir)?;
+            self.blobs.remove(j)?;
         }
         Ok(self
             .segments()?
@@ -1381,9 +1422,7 @@ impl ColdDir {
         let mut st = ColdStats::default();
         for seg in self.segments()? {
             st.segments += 1;
-            st.bytes += fs::metadata(&seg.path)
-                .map_err(io(format!("reading {}", seg.path.display())))?
-                .len();
+            st.bytes += self.blobs.listed_len(name_of(&seg.path)?)?;
             st.memories += self.index(&seg.path)?.entries.len() as u64;
         }
         Ok(st)
@@ -1393,6 +1432,7 @@ impl ColdDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn rec(id: &str, scope: &str, content: &str) -> ColdRecord {
         let mut m = crate::testutil::memory(scope, content, Timestamp::UNIX_EPOCH);
@@ -1687,7 +1727,7 @@ mod tests {
     fn a_sealed_segment_reads_back_and_refuses_changes() {
         let d = tempfile::tempdir().unwrap();
         let c = ColdDir::open_keyed(d.path(), Some(&key(K1))).unwrap();
-        assert!(c.is_encrypted());
+        assert!(c.is_encrypted().unwrap());
         let rs = many(BLOCK_RECORDS + 5);
         let p = c.commit(&c.write_pending(&rs).unwrap()).unwrap();
         assert_eq!(c.read_all(&p).unwrap(), rs);
@@ -1774,7 +1814,10 @@ mod tests {
         }
         let (k1, k2) = (key(K1), key(K2));
         // Stopped after one of three segments, as a crash would.
-        assert_eq!(convert_until(d.path(), None, Some(&k1), 1).unwrap(), 1);
+        assert_eq!(
+            convert_until(&d.path().into(), None, Some(&k1), 1).unwrap(),
+            1
+        );
         for k in [None, Some(&k1)] {
             let e = ColdDir::open_keyed(d.path(), k).unwrap_err().to_string();
             assert!(
@@ -1783,10 +1826,12 @@ mod tests {
             );
         }
         // Resumed towards another key: refused, nothing changes.
-        let e = convert(d.path(), None, Some(&k2)).unwrap_err().to_string();
+        let e = convert(&d.path().into(), None, Some(&k2))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("was interrupted"), "{e}");
         // The same conversion again finishes the other two.
-        assert_eq!(convert(d.path(), None, Some(&k1)).unwrap(), 2);
+        assert_eq!(convert(&d.path().into(), None, Some(&k1)).unwrap(), 2);
         let c = ColdDir::open_keyed(d.path(), Some(&k1)).unwrap();
         let mut got: Vec<ColdRecord> = c
             .segments()
@@ -1798,14 +1843,20 @@ mod tests {
         all.sort_by(|a, b| a.memory.id.cmp(&b.memory.id));
         assert_eq!(got, all);
         // Already there: nothing to do. A rekey stopped half way resumes too.
-        assert_eq!(convert(d.path(), None, Some(&k1)).unwrap(), 0);
-        assert_eq!(convert_until(d.path(), Some(&k1), Some(&k2), 2).unwrap(), 2);
-        assert_eq!(convert(d.path(), Some(&k1), Some(&k2)).unwrap(), 1);
+        assert_eq!(convert(&d.path().into(), None, Some(&k1)).unwrap(), 0);
+        assert_eq!(
+            convert_until(&d.path().into(), Some(&k1), Some(&k2), 2).unwrap(),
+            2
+        );
+        assert_eq!(convert(&d.path().into(), Some(&k1), Some(&k2)).unwrap(), 1);
         let c = ColdDir::open_keyed(d.path(), Some(&k2)).unwrap();
         assert_eq!(c.stats().unwrap().memories, all.len() as u64);
         // Decrypted, interrupted, resumed: plain, with no key file left.
-        assert_eq!(convert_until(d.path(), Some(&k2), None, 1).unwrap(), 1);
-        assert_eq!(convert(d.path(), Some(&k2), None).unwrap(), 2);
+        assert_eq!(
+            convert_until(&d.path().into(), Some(&k2), None, 1).unwrap(),
+            1
+        );
+        assert_eq!(convert(&d.path().into(), Some(&k2), None).unwrap(), 2);
         let c = ColdDir::open(d.path()).unwrap();
         assert_eq!(c.stats().unwrap().memories, all.len() as u64);
         assert!(!d.path().join(KEY_CHECK).exists() && !d.path().join(KEY_NEXT).exists());

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{ColdDir, io};
 use crate::Result;
@@ -22,7 +22,8 @@ use crate::error::Error;
 
 /// The log's file name in the tier's directory.
 const LOG: &str = "reads.log";
-/// What a taken log is renamed to (then a uuid).
+/// What a taken log is renamed to (then a uuid). In S3, which cannot
+/// append, each note is an object of such a name.
 const TAKEN: &str = "reads.log.taken-";
 
 /// Reads counted per id, and the files they came from (removed once the
@@ -31,7 +32,7 @@ const TAKEN: &str = "reads.log.taken-";
 pub struct Reads {
     /// Reads per id.
     pub counts: BTreeMap<String, u64>,
-    taken: Vec<PathBuf>,
+    taken: Vec<String>,
 }
 
 impl ColdDir {
@@ -45,34 +46,35 @@ impl ColdDir {
             lines.push_str(id);
             lines.push('\n');
         }
-        append(&self.path().join(LOG), &lines)
+        self.append_reads(&lines)
     }
 
     /// Takes the reads noted so far (and any a crashed upkeep had taken),
     /// counted per id. The caller holds the `cold` lease, handles them and
     /// then calls [`ColdDir::reads_handled`] with the counts to keep.
     pub fn take_reads(&self) -> Result<Reads> {
-        let log = self.path().join(LOG);
-        let aside = self
-            .path()
-            .join(format!("{TAKEN}{}", uuid::Uuid::now_v7().simple()));
-        match fs::rename(&log, &aside) {
-            Ok(()) => {}
-            // No reads noted since the last upkeep.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(format!("renaming {}", log.display()))(e)),
+        if self.blobs.is_local() {
+            let log = self.path().join(LOG);
+            let aside = self
+                .path()
+                .join(format!("{TAKEN}{}", uuid::Uuid::now_v7().simple()));
+            match fs::rename(&log, &aside) {
+                Ok(()) => {}
+                // No reads noted since the last upkeep.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(format!("renaming {}", log.display()))(e)),
+            }
         }
         let mut reads = Reads::default();
-        let dir = self.path();
-        for e in fs::read_dir(dir).map_err(io(format!("reading {}", dir.display())))? {
-            let path = e.map_err(io(format!("reading {}", dir.display())))?.path();
-            let taken = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(TAKEN));
-            if taken {
-                count(&path, &mut reads.counts)?;
-                reads.taken.push(path);
+        for (name, _) in self.blobs.list()? {
+            if name.starts_with(TAKEN) {
+                let text = self.blobs.read(&name)?;
+                count(
+                    &self.path().join(&name),
+                    &String::from_utf8_lossy(&text),
+                    &mut reads.counts,
+                )?;
+                reads.taken.push(name);
             }
         }
         reads.taken.sort();
@@ -82,12 +84,8 @@ impl ColdDir {
     /// Ends a [`ColdDir::take_reads`]: removes the taken logs and writes
     /// back `keep`'s counts for the next upkeep.
     pub fn reads_handled(&self, reads: Reads, keep: &BTreeMap<String, u64>) -> Result<()> {
-        for path in &reads.taken {
-            match fs::remove_file(path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io(format!("removing {}", path.display()))(e)),
-            }
+        for name in &reads.taken {
+            self.blobs.remove(name)?;
         }
         let mut lines = String::new();
         for (id, n) in keep.iter().filter(|(_, n)| **n > 0) {
@@ -96,27 +94,32 @@ impl ColdDir {
         if lines.is_empty() {
             return Ok(());
         }
-        append(&self.path().join(LOG), &lines)
+        self.append_reads(&lines)
+    }
+
+    /// Adds `lines` to the log: appended in one write to `reads.log` in a
+    /// directory, a new object in S3.
+    fn append_reads(&self, lines: &str) -> Result<()> {
+        if !self.blobs.is_local() {
+            let name = format!("{TAKEN}{}", uuid::Uuid::now_v7().simple());
+            return self.blobs.write(&name, lines.as_bytes());
+        }
+        let path = self.path().join(LOG);
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(format!("opening {}", path.display())))?;
+        f.write_all(lines.as_bytes())
+            .map_err(io(format!("writing {}", path.display())))
     }
 }
 
-/// Appends `lines` in one write.
-fn append(path: &Path, lines: &str) -> Result<()> {
-    let mut f = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(io(format!("opening {}", path.display())))?;
-    f.write_all(lines.as_bytes())
-        .map_err(io(format!("writing {}", path.display())))
-}
-
-/// Adds the reads a log file holds to `counts`: `id` lines count one,
-/// `id<TAB>n` lines `n`. A last line without its newline (an append cut
-/// short by a crash) is left out; any other line that is neither is an
-/// error naming the file.
-fn count(path: &Path, counts: &mut BTreeMap<String, u64>) -> Result<()> {
-    let text = fs::read_to_string(path).map_err(io(format!("reading {}", path.display())))?;
+/// Adds the reads a log holds (`text`, read from `path`) to `counts`: `id`
+/// lines count one, `id<TAB>n` lines `n`. A last line without its newline
+/// (an append cut short by a crash) is left out; any other line that is
+/// neither is an error naming the file.
+fn count(path: &Path, text: &str, counts: &mut BTreeMap<String, u64>) -> Result<()> {
     let whole = match text.rfind('\n') {
         Some(i) => &text[..=i],
         None => "",

@@ -21,7 +21,6 @@
 //! position, or one reserved for the index and one for the check), so parts
 //! cannot be swapped within a segment without the open failing.
 
-use std::fs;
 use std::path::Path;
 
 use crate::store::StoreKey;
@@ -51,12 +50,10 @@ pub(super) enum KeyFile {
 }
 
 impl KeyFile {
-    /// The key file at `path`, if there is one.
-    pub(super) fn read(path: &Path) -> Result<Option<KeyFile>> {
-        let bytes = match fs::read(path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    /// The key file whose bytes (if there is one) were read from `path`.
+    pub(super) fn parse(bytes: Option<Vec<u8>>, path: &Path) -> Result<Option<KeyFile>> {
+        let Some(bytes) = bytes else {
+            return Ok(None);
         };
         let bad = |why: &str| Error::Corrupt {
             what: format!("cold tier key file {}", path.display()),

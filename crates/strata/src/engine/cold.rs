@@ -87,7 +87,7 @@ impl Engine {
                 }
             }
             c.rewrite_without(p, &|id| warm.contains(id))?;
-            if p.exists() {
+            if c.exists(p)? {
                 c.commit(p)?;
             }
         }
@@ -372,7 +372,7 @@ impl Engine {
                 )?;
                 let out: BTreeSet<&str> = records.iter().map(|r| r.memory.id.as_str()).collect();
                 c.rewrite_without(&pending, &|id| out.contains(id))?;
-                if pending.exists() {
+                if c.exists(&pending)? {
                     c.commit(&pending)?;
                 }
                 back.extend(out.into_iter().map(String::from));

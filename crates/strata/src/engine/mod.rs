@@ -152,13 +152,13 @@ impl Engine {
             SAID.call_once(|| eprintln!("strata: {}", crate::embed::NO_LOCAL_EMBED));
         }
         let tokens = TokenCounter::new(&cfg.tokenizer)?;
-        let cold = match cfg.cold.resolve_dir(&cfg.store)? {
-            Some(d) => {
+        let cold = match cfg.cold.resolve(&cfg.store)? {
+            Some(at) => {
                 let key = match &cfg.store {
                     crate::StoreConfig::Sqlite { options, .. } => options.key.as_ref(),
                     _ => None,
                 };
-                Some(crate::cold::ColdDir::open_keyed(d, key)?)
+                Some(crate::cold::ColdDir::open_at(&at, key)?)
             }
             None => None,
         };
@@ -180,7 +180,15 @@ impl Engine {
         // A move a crashed process left half done is finished now, unless
         // another process is moving memories (it holds the lease; the next
         // open or upkeep recovers).
-        engine.recover_cold()?;
+        match engine.recover_cold() {
+            Ok(_) => {}
+            // An object store that is down: the warm tier is served, and
+            // the next upkeep recovers.
+            Err(e @ Error::Unavailable { .. }) => {
+                eprintln!("strata: the cold tier is unreachable ({e}); upkeep recovers it later")
+            }
+            Err(e) => return Err(e),
+        }
         Ok(engine)
     }
 
@@ -368,6 +376,7 @@ impl Engine {
             crate::store::TierFigures {
                 memories: s.memories + s.archived,
                 bytes: s.file_bytes,
+                at: None,
             },
         );
         if self.hot.turns() > 0 {
@@ -377,6 +386,7 @@ impl Engine {
                 crate::store::TierFigures {
                     memories: h.memories,
                     bytes: h.bytes,
+                    at: None,
                 },
             );
         }
@@ -387,6 +397,7 @@ impl Engine {
                 crate::store::TierFigures {
                     memories: cs.memories,
                     bytes: cs.bytes,
+                    at: Some(c.path().display().to_string()),
                 },
             );
         }

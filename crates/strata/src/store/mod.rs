@@ -291,6 +291,10 @@ pub struct TierFigures {
     /// Bytes on disk (0 for an in-memory store); for the hot tier, the
     /// content and payload bytes its rings hold in this process's memory.
     pub bytes: u64,
+    /// Where the tier is, when not in the store: the cold tier's directory
+    /// or `s3://bucket/prefix`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
 }
 
 /// A memory waiting for a vector: what the embedder reads.

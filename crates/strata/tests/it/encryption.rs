@@ -254,7 +254,8 @@ fn encrypt_rekey_and_decrypt_take_the_cold_tier_along() {
     let before = recall_cold(&cold_engine(&db, &cold, None).unwrap());
     assert_eq!(before.len(), 3);
 
-    let done = strata::convert_store(&db, Some(&cold), None, Some(&key(RAW))).unwrap();
+    let done =
+        strata::convert_store(&db, Some(&cold.clone().into()), None, Some(&key(RAW))).unwrap();
     assert_eq!(done.what, strata::Conversion::Encrypt);
     assert!(done.segments >= 1, "{done:?}");
     assert!(!dir_holds(&cold, &ZSTD_MAGIC));
@@ -265,7 +266,13 @@ fn encrypt_rekey_and_decrypt_take_the_cold_tier_along() {
     // A plain engine is refused by the file first; the tier alone too.
     assert!(ColdDir::open(&cold).is_err());
 
-    strata::convert_store(&db, Some(&cold), Some(&key(RAW)), Some(&key("new words"))).unwrap();
+    strata::convert_store(
+        &db,
+        Some(&cold.clone().into()),
+        Some(&key(RAW)),
+        Some(&key("new words")),
+    )
+    .unwrap();
     let old = ColdDir::open_keyed(&cold, Some(&key(RAW)))
         .unwrap_err()
         .to_string();
@@ -275,7 +282,13 @@ fn encrypt_rekey_and_decrypt_take_the_cold_tier_along() {
         before
     );
 
-    strata::convert_store(&db, Some(&cold), Some(&key("new words")), None).unwrap();
+    strata::convert_store(
+        &db,
+        Some(&cold.clone().into()),
+        Some(&key("new words")),
+        None,
+    )
+    .unwrap();
     assert!(dir_holds(&cold, &ZSTD_MAGIC));
     assert_eq!(recall_cold(&cold_engine(&db, &cold, None).unwrap()), before);
     // Only segments are left in the tier (and the log of cold reads the
@@ -306,7 +319,8 @@ fn plain_segments_beside_an_encrypted_store_are_refused() {
     );
     assert!(!cold.join("key.check").exists());
     // `strata encrypt` again encrypts the tier alone.
-    let done = strata::convert_store(&db, Some(&cold), None, Some(&key(RAW))).unwrap();
+    let done =
+        strata::convert_store(&db, Some(&cold.clone().into()), None, Some(&key(RAW))).unwrap();
     assert_eq!(done.segments, 1);
     assert!(!dir_holds(&cold, &ZSTD_MAGIC));
     assert_eq!(
@@ -314,5 +328,5 @@ fn plain_segments_beside_an_encrypted_store_are_refused() {
         vec![TEXT.to_string()]
     );
     // Once done, a third time is refused as before.
-    assert!(strata::convert_store(&db, Some(&cold), None, Some(&key(RAW))).is_err());
+    assert!(strata::convert_store(&db, Some(&cold.clone().into()), None, Some(&key(RAW))).is_err());
 }

@@ -28,6 +28,8 @@ mod model;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod ranking;
+#[cfg(feature = "s3")]
+mod s3;
 mod schema;
 mod secrets;
 mod sync;
