@@ -208,7 +208,7 @@ impl Engine {
                 .filter(|m| not_read_since(m, cutoff))
                 .map(|m| m.id)
                 .collect();
-            by_age = self.store.archive(&idle, "demoted", now)?;
+            by_age = self.store.archive(&idle, crate::store::DEMOTED, now)?;
         }
         let mut by_importance = 0;
         if floor > 0.0 {
@@ -234,7 +234,7 @@ impl Engine {
                         .map(|m| m.id),
                 );
             }
-            by_importance = self.store.archive(&faded, "demoted", now)?;
+            by_importance = self.store.archive(&faded, crate::store::DEMOTED, now)?;
         }
         let moved = self.with_cold_lease(|| {
             self.recover_cold_held(c)?;
@@ -303,7 +303,9 @@ impl Engine {
             for (id, &n) in &reads.counts {
                 // Only demoted memories: an evicted one would be evicted
                 // again, an expired or completed one was meant to leave.
-                let demoted = c.find(id)?.is_some_and(|(r, _)| r.reason == "demoted");
+                let demoted = c
+                    .find(id)?
+                    .is_some_and(|(r, _)| r.reason == crate::store::DEMOTED);
                 if !demoted {
                     continue;
                 }

@@ -283,6 +283,11 @@ pub struct StoreStats {
     pub storage_tiers: std::collections::BTreeMap<String, TierFigures>,
 }
 
+/// The archive reason of a memory demoted on its way to the cold tier
+/// (its text lives on there, which lets a store delete its index entries
+/// the fast way).
+pub const DEMOTED: &str = "demoted";
+
 /// Memories and bytes of one storage tier.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TierFigures {

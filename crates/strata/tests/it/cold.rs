@@ -455,7 +455,7 @@ fn forgotten_text_is_in_no_file_of_the_database_or_cold_dir() {
     let m = e
         .remember(NewMemory::new(
             scope("project/a"),
-            "qwxplanted-unique-string",
+            "the qwxzorbix unique string",
         ))
         .unwrap();
     e.remember(NewMemory::new(scope("project/a"), "neighbour"))
@@ -468,7 +468,7 @@ fn forgotten_text_is_in_no_file_of_the_database_or_cold_dir() {
     assert!(
         walk(&cold)
             .iter()
-            .any(|f| String::from_utf8_lossy(&zstd_all(f)).contains("qwxplanted")),
+            .any(|f| String::from_utf8_lossy(&zstd_all(f)).contains("qwxzorbix")),
         "the planted text is in a segment before forget"
     );
     e.forget(&Forget::Id(m.id.clone()), ForgetOptions::default())
@@ -482,7 +482,46 @@ fn forgotten_text_is_in_no_file_of_the_database_or_cold_dir() {
     for f in walk(&dir) {
         let plain = zstd_all(&f);
         assert!(
-            !String::from_utf8_lossy(&plain).contains("qwxplanted"),
+            !String::from_utf8_lossy(&plain).contains("qwxzorbix"),
+            "{} holds the forgotten text",
+            f.display()
+        );
+    }
+}
+
+/// Demotion deletes index entries without FTS5's `secure-delete` (the
+/// text lives on in the segment); a memory demoted, brought back, then
+/// forgotten from the store leaves no term of it in the file either.
+#[test]
+fn a_demoted_memory_brought_back_then_forgotten_leaves_no_term() {
+    let mut e = TestEngine::sqlite(|c| {
+        c.cold.enabled = true;
+        c.max_items = 0;
+    });
+    let m = e
+        .remember(NewMemory::new(
+            scope("project/a"),
+            "the qwxvelbor unique string",
+        ))
+        .unwrap();
+    e.remember(NewMemory::new(scope("project/a"), "neighbour"))
+        .unwrap();
+    let start = Timestamp::now();
+    e.set_clock(move || start + SignedDuration::from_hours(24 * 40));
+    let r = e.upkeep().unwrap();
+    assert_eq!((r.demoted, r.moved_to_cold), (2, 2));
+    assert_eq!(e.restore(std::slice::from_ref(&m.id)).unwrap(), 1);
+    assert_eq!(e.get(&m.id).unwrap().unwrap().id, m.id);
+    e.forget(&Forget::Id(m.id.clone()), ForgetOptions::default())
+        .unwrap();
+    strata::SqliteStore::open(e.db_path(), Default::default())
+        .unwrap()
+        .checkpoint()
+        .unwrap();
+    let dir = e.db_path().parent().unwrap().to_path_buf();
+    for f in walk(&dir) {
+        assert!(
+            !String::from_utf8_lossy(&zstd_all(&f)).contains("qwxvelbor"),
             "{} holds the forgotten text",
             f.display()
         );

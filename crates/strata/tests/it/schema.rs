@@ -86,6 +86,7 @@ fn a_version_1_file_is_upgraded_in_place() {
         "DROP INDEX memories_embedding_model; DROP TABLE vector_models;
          ALTER TABLE memories DROP COLUMN vector_seq;
          DROP TABLE context_log; DROP TABLE scope_counts; DROP TABLE leases; DROP TABLE audit; DROP TABLE audit_chain;
+         DROP TABLE text_index_state;
          DROP INDEX memories_learned;
          DROP INDEX memories_scope; CREATE INDEX memories_scope ON memories(scope, created_at);
          DROP INDEX archive_scope; CREATE INDEX archive_scope ON archive(scope, created_at);

@@ -104,7 +104,7 @@ impl From<rusqlite::Error> for Error {
 }
 
 /// Newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -211,9 +211,28 @@ impl SqliteStore {
             // is the one way to leave no trace.
             // Best effort: the delete itself is committed; a VACUUM that
             // cannot run now (disk full, a long writer) is not a failed forget.
+            let _ = self.drop_stale_index_entries();
             let _ = self.conn().map(|c| c.execute_batch("VACUUM"));
         }
         Ok(n)
+    }
+
+    /// When demotions left index entries of memories behind
+    /// (`text_index_state.stale`), merges the text index into one segment,
+    /// which drops them, in the transaction that clears the mark. Before a
+    /// VACUUM, so the pages they were on leave the file.
+    fn drop_stale_index_entries(&self) -> Result<()> {
+        self.write(|tx| {
+            let stale: i64 =
+                tx.query_row("SELECT stale FROM text_index_state", [], |r| r.get(0))?;
+            if stale != 0 {
+                tx.execute_batch(
+                    "INSERT INTO memories_fts(memories_fts) VALUES('optimize');
+                     UPDATE text_index_state SET stale = 0;",
+                )?;
+            }
+            Ok(())
+        })
     }
 
     /// Opens (creating if needed) the database at `path` and brings its
@@ -299,13 +318,14 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        let migrations: [fn() -> String; 6] = [
+        let migrations: [fn() -> String; 7] = [
             migration_1,
             migration_2,
             migration_3,
             migration_4,
             migration_5,
             migration_6,
+            migration_7,
         ];
         for (i, m) in migrations.iter().enumerate() {
             let v = i as i64 + 1;
@@ -553,6 +573,7 @@ impl Rows for SqliteStore {
 
     fn scrub(&self) -> Result<()> {
         if self.opts.vacuum_on_delete {
+            self.drop_stale_index_entries()?;
             self.conn()?.execute_batch("VACUUM")?;
         }
         Ok(())
@@ -714,11 +735,29 @@ impl Rows for SqliteStore {
 
     fn archive(&self, ids: &[String], reason: &str, at: Timestamp) -> Result<usize> {
         self.write(|tx| {
-            let mut n = 0;
-            for id in ids {
-                n += archive_in(tx, id, reason, at)? as usize;
+            // A demoted memory's text lives on in the cold tier: its index
+            // entries are deleted without `secure-delete` (a marker instead
+            // of a rewrite of every page holding one of its terms: 36 µs a
+            // memory instead of 300), and the index is marked stale, so the
+            // next scrub drops what is left of them.
+            let demoted = reason == crate::store::DEMOTED;
+            if demoted {
+                tx.execute_batch(
+                    "INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 0)",
+                )?;
             }
-            Ok(n)
+            let out = ids.iter().try_fold(0, |n, id| {
+                Ok::<_, Error>(n + archive_in(tx, id, reason, at)? as usize)
+            });
+            if demoted {
+                tx.execute_batch(
+                    "INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1)",
+                )?;
+                if matches!(out, Ok(n) if n > 0) {
+                    tx.execute_batch("UPDATE text_index_state SET stale = 1")?;
+                }
+            }
+            out
         })
     }
 

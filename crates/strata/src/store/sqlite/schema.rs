@@ -124,6 +124,18 @@ pub(super) fn migration_6() -> String {
     "CREATE INDEX memories_learned ON memories(scope) WHERE source = 'learned';".into()
 }
 
+/// Version 7: `text_index_state`, one row: `stale` is 1 while the text
+/// index may hold entries of memories that left `memories` without FTS5's
+/// `secure-delete` (demotion, whose memories' text lives on in the cold
+/// tier; `SqliteStore::archive`). The next scrub (`forget`'s VACUUM)
+/// first merges the index into one segment (`optimize`), which drops them,
+/// and sets it back to 0.
+pub(super) fn migration_7() -> String {
+    "CREATE TABLE text_index_state (id INTEGER PRIMARY KEY CHECK (id = 1), stale INTEGER NOT NULL);
+     INSERT INTO text_index_state (id, stale) VALUES (1, 0);"
+        .into()
+}
+
 /// Refuses a file that is another application's SQLite database, before
 /// anything (the switch to WAL, strata's tables) changes it. A new or empty
 /// file, or one holding strata's `schema_version`, is strata's.
