@@ -174,37 +174,34 @@ fn upkeep_moves_archived_to_cold_and_recall_restore_reach_it() {
     assert!(ok(&e, &cfg, &["stats"]).contains("cold: 49 memories"));
 }
 
-#[test]
-fn kill_nine_during_demotion_leaves_each_memory_in_one_tier() {
-    let (e, cfg) = cold_env();
+/// Twenty rounds: imports `per_round` archived memories, starts `strata
+/// upkeep`, waits until `moving` says a move of round `r` is at the step
+/// `wait(r)` names (its argument), then `wait(r).1` ms more, and kills it
+/// with SIGKILL; after each round every memory is in exactly one tier (the
+/// next open recovers). `cut` says whether the kill left a move half done;
+/// at least one round must have. Ends with an upkeep that moves the rest
+/// and a check that each memory is there once.
+fn kill_nine_rounds(
+    e: &Env,
+    cfg: &std::path::Path,
+    per_round: usize,
+    wait: &dyn Fn(usize) -> (&'static str, u64),
+    moving: &dyn Fn(&str) -> bool,
+    cut: &dyn Fn() -> bool,
+) {
     let mut all: HashSet<String> = HashSet::new();
     let mut interrupted = 0;
-    let dir = e.db().with_extension("db.cold");
-    let seen = |ext: &str| {
-        std::fs::read_dir(&dir).is_ok_and(|d| {
-            d.flatten()
-                .any(|f| f.file_name().to_string_lossy().ends_with(ext))
-        })
-    };
     for round in 0..20usize {
-        all.extend(import_archived(&e, &cfg, round * 3000, 3000));
-        let mut child = strata(&e, &cfg)
+        all.extend(import_archived(e, cfg, round * per_round, per_round));
+        let mut child = strata(e, cfg)
             .args(["upkeep"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Kill at a step of the move, watched on the directory: while the
-        // segment is being written (`.tmp`), once it is durable
-        // (`.pending`, before or during the delete), or a little later.
-        let (ext, after) = match round % 4 {
-            0 => (".tmp", 0),
-            1 => (".pending", 0),
-            2 => (".pending", 1),
-            _ => (".pending", 3),
-        };
+        let (step, after) = wait(round);
         let start = std::time::Instant::now();
-        while !seen(ext)
+        while !moving(step)
             && child.try_wait().unwrap().is_none()
             && start.elapsed() < std::time::Duration::from_secs(20)
         {
@@ -219,19 +216,9 @@ fn kill_nine_during_demotion_leaves_each_memory_in_one_tier() {
             .unwrap()
             .execute("DELETE FROM leases", [])
             .unwrap();
-        let pending = std::fs::read_dir(e.db().with_extension("db.cold"))
-            .map(|d| {
-                d.filter(|f| {
-                    let n = f.as_ref().unwrap().file_name();
-                    let n = n.to_string_lossy();
-                    n.ends_with(".pending") || n.ends_with(".tmp")
-                })
-                .count()
-            })
-            .unwrap_or(0);
-        interrupted += usize::from(pending > 0);
+        interrupted += usize::from(cut());
         // Opening recovers; every memory is in exactly one tier.
-        let (warm, cold) = tiers(&e, &cfg);
+        let (warm, cold) = tiers(e, cfg);
         assert_eq!(
             warm + cold,
             all.len() as u64,
@@ -242,10 +229,38 @@ fn kill_nine_during_demotion_leaves_each_memory_in_one_tier() {
         interrupted > 0,
         "no round was killed in the middle of a move"
     );
-    let r = json(&e, &cfg, &["upkeep"]);
+    let r = json(e, cfg, &["upkeep"]);
     assert_eq!(r["skipped"], false, "{r}");
-    assert_eq!(tiers(&e, &cfg), (0, all.len() as u64));
-    each_once(&e, &cfg, &all);
+    assert_eq!(tiers(e, cfg), (0, all.len() as u64));
+    each_once(e, cfg, &all);
+}
+
+#[test]
+fn kill_nine_during_demotion_leaves_each_memory_in_one_tier() {
+    let (e, cfg) = cold_env();
+    let dir = e.db().with_extension("db.cold");
+    let seen = |ext: &str| {
+        std::fs::read_dir(&dir).is_ok_and(|d| {
+            d.flatten()
+                .any(|f| f.file_name().to_string_lossy().ends_with(ext))
+        })
+    };
+    // Kill at a step of the move, watched on the directory: while the
+    // segment is being written (`.tmp`), once it is durable (`.pending`,
+    // before or during the delete), or a little later.
+    kill_nine_rounds(
+        &e,
+        &cfg,
+        3000,
+        &|round| match round % 4 {
+            0 => (".tmp", 0),
+            1 => (".pending", 0),
+            2 => (".pending", 1),
+            _ => (".pending", 3),
+        },
+        &seen,
+        &|| seen(".pending") || seen(".tmp"),
+    );
 }
 
 #[test]
@@ -468,60 +483,21 @@ fn kill_nine_during_demotion_to_s3_leaves_each_memory_in_one_tier() {
         ),
     )
     .unwrap();
-    let mut all: HashSet<String> = HashSet::new();
-    let mut interrupted = 0;
-    for round in 0..20usize {
-        all.extend(import_archived(&e, &cfg, round * 500, 500));
-        let mut child = strata(&e, &cfg)
-            .args(["upkeep"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Kill once the segment is in the bucket as `.pending` (before or
-        // during the delete from the store, or during the rename), or a
-        // little later.
-        let after = [0, 2, 5, 10][round % 4];
-        let start = std::time::Instant::now();
-        while !s3_names(&url, &prefix)
+    let pending = || {
+        s3_names(&url, &prefix)
             .iter()
             .any(|n| n.ends_with(".pending"))
-            && child.try_wait().unwrap().is_none()
-            && start.elapsed() < std::time::Duration::from_secs(20)
-        {
-            std::thread::sleep(std::time::Duration::from_millis(3));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(after));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        rusqlite::Connection::open(e.db())
-            .unwrap()
-            .execute("DELETE FROM leases", [])
-            .unwrap();
-        interrupted += usize::from(
-            s3_names(&url, &prefix)
-                .iter()
-                .any(|n| n.ends_with(".pending")),
-        );
-        let (warm, cold) = tiers(&e, &cfg);
-        assert_eq!(
-            warm + cold,
-            all.len() as u64,
-            "round {round}: warm {warm} + cold {cold}"
-        );
-    }
-    assert!(
-        interrupted > 0,
-        "no round was killed in the middle of a move"
+    };
+    // Kill once the segment is in the bucket as `.pending` (before or
+    // during the delete from the store, or during the rename), or a
+    // little later.
+    kill_nine_rounds(
+        &e,
+        &cfg,
+        500,
+        &|round| (".pending", [0, 2, 5, 10][round % 4]),
+        &|_| pending(),
+        &pending,
     );
-    let r = json(&e, &cfg, &["upkeep"]);
-    assert_eq!(r["skipped"], false, "{r}");
-    assert_eq!(tiers(&e, &cfg), (0, all.len() as u64));
-    each_once(&e, &cfg, &all);
-    assert!(
-        !s3_names(&url, &prefix)
-            .iter()
-            .any(|n| n.ends_with(".pending")),
-        "recovered"
-    );
+    assert!(!pending(), "recovered");
 }

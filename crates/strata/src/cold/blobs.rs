@@ -87,6 +87,14 @@ fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Writes a new file and fsyncs it.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = File::create(path).map_err(io(format!("creating {}", path.display())))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(io(format!("writing {}", path.display())))
+}
+
 impl Blobs {
     /// The files of `at`; touches nothing (a directory is made by
     /// [`Blobs::create`], a bucket must exist).
@@ -245,12 +253,7 @@ impl Blobs {
             Blobs::Dir(d) => {
                 let dest = d.join(name);
                 let tmp = dest.with_extension("tmp");
-                let mut f =
-                    File::create(&tmp).map_err(io(format!("creating {}", tmp.display())))?;
-                f.write_all(bytes)
-                    .and_then(|_| f.sync_all())
-                    .map_err(io(format!("writing {}", tmp.display())))?;
-                drop(f);
+                write_synced(&tmp, bytes)?;
                 fs::rename(&tmp, &dest).map_err(io(format!("renaming {}", tmp.display())))?;
                 sync_dir(d)
             }
@@ -267,12 +270,7 @@ impl Blobs {
                 // A hard link fails where the name exists.
                 let dest = d.join(name);
                 let tmp = d.join(format!("{name}.{}.tmp", std::process::id()));
-                let mut f =
-                    File::create(&tmp).map_err(io(format!("creating {}", tmp.display())))?;
-                f.write_all(bytes)
-                    .and_then(|_| f.sync_all())
-                    .map_err(io(format!("writing {}", tmp.display())))?;
-                drop(f);
+                write_synced(&tmp, bytes)?;
                 let linked = fs::hard_link(&tmp, &dest);
                 let _ = fs::remove_file(&tmp);
                 match linked {

@@ -380,6 +380,14 @@ fn io(ctx: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     move |e| Error::io(ctx, e)
 }
 
+/// The stems (`seg-<id>`) of the live segments among `names`.
+fn live_stems(names: &[String]) -> BTreeSet<&str> {
+    names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".cold"))
+        .collect()
+}
+
 /// A file's name in its tier.
 fn name_of(path: &Path) -> Result<&str> {
     path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
@@ -720,12 +728,9 @@ impl ColdDir {
     pub fn segments(&self) -> Result<Vec<Segment>> {
         let mut out = Vec::new();
         let mut journals = Vec::new();
-        let listed = self.blobs.list()?;
-        let live: BTreeSet<&str> = listed
-            .iter()
-            .filter_map(|(n, _)| n.strip_suffix(".cold"))
-            .collect();
-        for (name, _) in &listed {
+        let names = self.names()?;
+        let live = live_stems(&names);
+        for name in &names {
             let state = match name.rsplit_once('.') {
                 Some((_, "cold")) => SegState::Live,
                 Some((stem, "pending")) if !live.contains(stem) => SegState::Pending,
@@ -750,6 +755,11 @@ impl ColdDir {
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
+    }
+
+    /// The tier's file names.
+    fn names(&self) -> Result<Vec<String>> {
+        Ok(self.blobs.list()?.into_iter().map(|(n, _)| n).collect())
     }
 
     /// A merge journal: the merged segment and its sources (`None` when the
@@ -1388,12 +1398,9 @@ impl ColdDir {
     /// reconciles with the store.
     pub fn leftovers(&self) -> Result<Vec<PathBuf>> {
         let mut journals = Vec::new();
-        let listed = self.blobs.list()?;
-        let live: BTreeSet<&str> = listed
-            .iter()
-            .filter_map(|(n, _)| n.strip_suffix(".cold"))
-            .collect();
-        for (name, _) in &listed {
+        let names = self.names()?;
+        let live = live_stems(&names);
+        for name in &names {
             match name.rsplit_once('.') {
                 Some((_, "tmp")) => self.blobs.remove(name)?,
                 Some((stem, "pending")) if live.contains(stem) => self.blobs.remove(name)?,

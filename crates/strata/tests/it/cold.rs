@@ -446,25 +446,47 @@ fn zstd_all(path: &std::path::Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
 
-#[test]
-fn forgotten_text_is_in_no_file_of_the_database_or_cold_dir() {
+/// A SQLite engine with the cold tier on and no bound, holding `planted`
+/// and a neighbour, both demoted to cold 40 days on (each planted word is
+/// one the stemmer keeps whole, so a stale text-index entry would show).
+fn planted_and_demoted(planted: &str) -> (TestEngine, strata::Memory) {
     let mut e = TestEngine::sqlite(|c| {
         c.cold.enabled = true;
         c.max_items = 0;
     });
     let m = e
-        .remember(NewMemory::new(
-            scope("project/a"),
-            "the qwxzorbix unique string",
-        ))
+        .remember(NewMemory::new(scope("project/a"), planted))
         .unwrap();
     e.remember(NewMemory::new(scope("project/a"), "neighbour"))
         .unwrap();
     let start = Timestamp::now();
     e.set_clock(move || start + SignedDuration::from_hours(24 * 40));
-    assert_eq!(e.upkeep().unwrap().moved_to_cold, 2);
-    let dir = e.db_path().parent().unwrap().to_path_buf();
-    let cold = dir.join("t.db.cold");
+    let r = e.upkeep().unwrap();
+    assert_eq!((r.demoted, r.moved_to_cold), (2, 2));
+    (e, m)
+}
+
+/// No file of the engine's directory (segments opened) holds `word`, the
+/// WAL checkpointed first (as in
+/// `forget::forgotten_text_leaves_the_database_file`).
+fn no_file_holds(e: &TestEngine, word: &str) {
+    strata::SqliteStore::open(e.db_path(), Default::default())
+        .unwrap()
+        .checkpoint()
+        .unwrap();
+    for f in walk(e.db_path().parent().unwrap()) {
+        assert!(
+            !String::from_utf8_lossy(&zstd_all(&f)).contains(word),
+            "{} holds the forgotten text",
+            f.display()
+        );
+    }
+}
+
+#[test]
+fn forgotten_text_is_in_no_file_of_the_database_or_cold_dir() {
+    let (e, m) = planted_and_demoted("the qwxzorbix unique string");
+    let cold = e.db_path().parent().unwrap().join("t.db.cold");
     assert!(
         walk(&cold)
             .iter()
@@ -473,20 +495,7 @@ fn forgotten_text_is_in_no_file_of_the_database_or_cold_dir() {
     );
     e.forget(&Forget::Id(m.id.clone()), ForgetOptions::default())
         .unwrap();
-    // As in `forget::forgotten_text_leaves_the_database_file`: the WAL is
-    // checkpointed into the file before it is scanned.
-    strata::SqliteStore::open(e.db_path(), Default::default())
-        .unwrap()
-        .checkpoint()
-        .unwrap();
-    for f in walk(&dir) {
-        let plain = zstd_all(&f);
-        assert!(
-            !String::from_utf8_lossy(&plain).contains("qwxzorbix"),
-            "{} holds the forgotten text",
-            f.display()
-        );
-    }
+    no_file_holds(&e, "qwxzorbix");
 }
 
 /// Demotion deletes index entries without FTS5's `secure-delete` (the
@@ -494,38 +503,12 @@ fn forgotten_text_is_in_no_file_of_the_database_or_cold_dir() {
 /// forgotten from the store leaves no term of it in the file either.
 #[test]
 fn a_demoted_memory_brought_back_then_forgotten_leaves_no_term() {
-    let mut e = TestEngine::sqlite(|c| {
-        c.cold.enabled = true;
-        c.max_items = 0;
-    });
-    let m = e
-        .remember(NewMemory::new(
-            scope("project/a"),
-            "the qwxvelbor unique string",
-        ))
-        .unwrap();
-    e.remember(NewMemory::new(scope("project/a"), "neighbour"))
-        .unwrap();
-    let start = Timestamp::now();
-    e.set_clock(move || start + SignedDuration::from_hours(24 * 40));
-    let r = e.upkeep().unwrap();
-    assert_eq!((r.demoted, r.moved_to_cold), (2, 2));
+    let (e, m) = planted_and_demoted("the qwxvelbor unique string");
     assert_eq!(e.restore(std::slice::from_ref(&m.id)).unwrap(), 1);
     assert_eq!(e.get(&m.id).unwrap().unwrap().id, m.id);
     e.forget(&Forget::Id(m.id.clone()), ForgetOptions::default())
         .unwrap();
-    strata::SqliteStore::open(e.db_path(), Default::default())
-        .unwrap()
-        .checkpoint()
-        .unwrap();
-    let dir = e.db_path().parent().unwrap().to_path_buf();
-    for f in walk(&dir) {
-        assert!(
-            !String::from_utf8_lossy(&zstd_all(&f)).contains("qwxvelbor"),
-            "{} holds the forgotten text",
-            f.display()
-        );
-    }
+    no_file_holds(&e, "qwxvelbor");
 }
 
 fn record(m: strata::Memory) -> ColdRecord {

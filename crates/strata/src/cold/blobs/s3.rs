@@ -438,23 +438,11 @@ impl Bucket {
             url.push('?');
             url.push_str(&query_string);
         }
-        let set = |mut b: ureq::RequestBuilder<ureq::typestate::WithoutBody>| {
-            for (k, v) in headers.iter().filter(|(k, _)| k != "host") {
-                b = b.header(k, v);
-            }
-            b.header("authorization", &auth)
-        };
-        let set_body = |mut b: ureq::RequestBuilder<ureq::typestate::WithBody>| {
-            for (k, v) in headers.iter().filter(|(k, _)| k != "host") {
-                b = b.header(k, v);
-            }
-            b.header("authorization", &auth)
-        };
         let sent = match method {
-            "GET" => set(self.agent.get(&url)).call(),
-            "HEAD" => set(self.agent.head(&url)).call(),
-            "DELETE" => set(self.agent.delete(&url)).call(),
-            "PUT" => set_body(self.agent.put(&url)).send(body),
+            "GET" => with_headers(self.agent.get(&url), &headers, &auth).call(),
+            "HEAD" => with_headers(self.agent.head(&url), &headers, &auth).call(),
+            "DELETE" => with_headers(self.agent.delete(&url), &headers, &auth).call(),
+            "PUT" => with_headers(self.agent.put(&url), &headers, &auth).send(body),
             _ => return Err(format!("no such method {method}")),
         };
         let mut resp = sent.map_err(|e| e.to_string())?;
@@ -483,6 +471,19 @@ impl Bucket {
             body,
         })
     }
+}
+
+/// A request with the signed headers (the client sets `host` itself) and
+/// the signature.
+fn with_headers<B>(
+    mut b: ureq::RequestBuilder<B>,
+    headers: &[(String, String)],
+    auth: &str,
+) -> ureq::RequestBuilder<B> {
+    for (k, v) in headers.iter().filter(|(k, _)| k != "host") {
+        b = b.header(k, v);
+    }
+    b.header("authorization", auth)
 }
 
 /// What a signature covers.
