@@ -350,6 +350,70 @@ fn an_encrypted_store_seals_its_s3_segments() {
     assert!(no_key.contains("encrypted"), "{no_key}");
 }
 
+/// `strata encrypt`, `rekey` and `decrypt` take a tier in a bucket along:
+/// its segments rewritten sealed (no zstd frame, no text in any object),
+/// then under another key, then plain again, the memories the same.
+#[cfg(feature = "encryption")]
+#[test]
+fn encrypt_rekey_and_decrypt_take_an_s3_tier_along() {
+    let Some(url) = endpoint() else { return };
+    let s3 = s3_config(&url);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let engine = |key: Option<&str>| {
+        let mut c = Config::sqlite(&db);
+        c.embedder = strata::EmbedderConfig::none();
+        if let (Some(k), strata::StoreConfig::Sqlite { options, .. }) = (key, &mut c.store) {
+            options.key = Some(strata::StoreKey::new(k, "the test").unwrap());
+        }
+        cold_s3(&s3)(&mut c);
+        TestEngine {
+            engine: strata::Engine::open(c).unwrap(),
+            dir: None,
+            _pg: None,
+        }
+    };
+    {
+        let mut e = engine(None);
+        for i in 0..3 {
+            e.remember(NewMemory::new(
+                scope("project/a"),
+                format!("the marmot-sextant note {i}"),
+            ))
+            .unwrap();
+        }
+        forty_days_on(&mut e);
+        assert_eq!(e.upkeep().unwrap().moved_to_cold, 3);
+    }
+    let zstd = [0x28u8, 0xb5, 0x2f, 0xfd];
+    let holds = |needle: &[u8]| objects(&url, &s3).iter().any(|(_, b)| contains(b, needle));
+    assert!(holds(&zstd), "a plain tier holds zstd frames");
+    let before = archived_recall(&engine(None), "marmot").unwrap();
+    assert_eq!(before.len(), 3);
+    let at = ColdLocation::S3(s3.clone());
+    let key = |k: &str| strata::StoreKey::new(k, "the test").unwrap();
+    let done = strata::convert_store(&db, Some(&at), None, Some(&key("one"))).unwrap();
+    assert_eq!(done.segments, 1, "{done:?}");
+    assert!(!holds(&zstd) && !holds(b"marmot"));
+    assert_eq!(
+        archived_recall(&engine(Some("one")), "marmot").unwrap(),
+        before
+    );
+    strata::convert_store(&db, Some(&at), Some(&key("one")), Some(&key("two"))).unwrap();
+    assert_eq!(
+        archived_recall(&engine(Some("two")), "marmot").unwrap(),
+        before
+    );
+    strata::convert_store(&db, Some(&at), Some(&key("two")), None).unwrap();
+    assert!(holds(&zstd));
+    assert!(
+        !objects(&url, &s3)
+            .iter()
+            .any(|(n, _)| n.starts_with("key."))
+    );
+    assert_eq!(archived_recall(&engine(None), "marmot").unwrap(), before);
+}
+
 #[test]
 fn s3_settings_are_checked() {
     let bad = [
