@@ -1371,11 +1371,12 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
         ))?;
         output::line(lat_line("cold search", &t.cold_search))?;
         output::line(format!(
-            "                   by importance: upkeep 60 days on looked at {} memories and demoted {} ({:.1} %) to cold in {:.2} s",
+            "                   by importance: upkeep 60 days on looked at {} memories and demoted {} ({:.1} %) to cold in {:.2} s ({:.0}/s)",
             t.faded.memories,
             t.faded.demoted,
             t.faded.demoted as f64 * 100.0 / t.faded.memories.max(1) as f64,
-            t.faded.seconds
+            t.faded.seconds,
+            t.faded.demoted as f64 / t.faded.seconds.max(1e-9)
         ))?;
     }
     if let Some(y) = &rep.lifecycle {

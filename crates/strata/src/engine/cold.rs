@@ -182,11 +182,11 @@ impl Engine {
         })
     }
 
-    /// Demotes unpinned memories idle for `demote_after_days`, and those
-    /// whose decayed importance fell under `demote_below_importance`, to
-    /// the archive (reason `demoted`), then moves every unpinned archived
-    /// memory to the cold tier. Returns (demoted, of which by importance,
-    /// moved to cold).
+    /// Moves to the cold tier the unpinned memories idle for
+    /// `demote_after_days` and those whose decayed importance fell under
+    /// `demote_below_importance` (straight from the active rows, reason
+    /// `demoted`), then every unpinned archived memory. Returns (demoted,
+    /// of which by importance, moved to cold in all, segments merged).
     pub(super) fn demote(&self, now: Timestamp) -> Result<(usize, usize, usize, usize)> {
         let Some(c) = &self.cold else {
             return Ok((0, 0, 0, 0));
@@ -198,70 +198,156 @@ impl Engine {
         if days > 0 || floor > 0.0 {
             self.flush_accesses()?;
         }
-        let mut by_age = 0;
+        let mut idle: Vec<Memory> = Vec::new();
         if days > 0 {
             let cutoff = now.as_millisecond() - (days as i64) * 86_400_000;
-            let idle: Vec<String> = self
+            idle = self
                 .store
                 .query(&unpinned_not_updated_since(now, cutoff)?)?
                 .into_iter()
                 .filter(|m| not_read_since(m, cutoff))
-                .map(|m| m.id)
                 .collect();
-            by_age = self.store.archive(&idle, crate::store::DEMOTED, now)?;
         }
-        let mut by_importance = 0;
+        let mut faded: Vec<Memory> = Vec::new();
         if floor > 0.0 {
             // Untouched for a day: a memory just written or read is in use,
             // whatever its weight.
             let cutoff = now.as_millisecond() - 86_400_000;
+            let by_age: BTreeSet<&str> = idle.iter().map(|m| m.id.as_str()).collect();
             // Ranking's columns only (no content), then the few under the
             // floor whole, for their last read.
             let under: Vec<String> = self
                 .store
                 .query_signals(&unpinned_not_updated_since(now, cutoff)?)?
                 .into_iter()
+                .filter(|s| !by_age.contains(s.id.as_str()))
                 .filter(|s| crate::rank::decayed_importance(&self.cfg.ranking, s, now) < floor)
                 .map(|s| s.id)
                 .collect();
-            let mut faded = Vec::new();
             for ids in under.chunks(1_000) {
                 faded.extend(
                     self.store
                         .get_many(ids)?
                         .into_iter()
-                        .filter(|m| not_read_since(m, cutoff))
-                        .map(|m| m.id),
+                        .filter(|m| not_read_since(m, cutoff)),
                 );
             }
-            by_importance = self.store.archive(&faded, crate::store::DEMOTED, now)?;
         }
-        let moved = self.with_cold_lease(|| {
+        self.with_cold_lease(|| {
             self.recover_cold_held(c)?;
             let unpinned = Filter::parse(&json!({"pinned": false}))?;
             let archived = self
                 .store
                 .query_archived(&Query::everything(now).filter(unpinned))?;
-            let mut moved = 0;
-            for batch in archived.chunks(SEGMENT_RECORDS) {
-                let mut records = Vec::with_capacity(batch.len());
-                for a in batch {
-                    records.push(ColdRecord {
-                        history: self.store.history(&a.memory.id)?,
-                        memory: a.memory.clone(),
-                        archived_at: a.archived_at,
-                        reason: a.reason.clone(),
-                    });
+            let demoted = |m: &Memory| (m.clone(), now, crate::store::DEMOTED.to_string());
+            // One pass, so each segment but the first is written while the
+            // store lets go of the one before.
+            let leaving = idle
+                .iter()
+                .chain(&faded)
+                .map(demoted)
+                .chain(
+                    archived
+                        .into_iter()
+                        .map(|a| (a.memory, a.archived_at, a.reason)),
+                )
+                .collect();
+            let n_demoted = idle.len() + faded.len();
+            let moved = self.move_to_cold(c, leaving)?;
+            let (mut by_age, mut by_importance) = (0, 0);
+            for (i, _) in &moved {
+                if *i < idle.len() {
+                    by_age += 1;
+                } else if *i < n_demoted {
+                    by_importance += 1;
                 }
-                let pending = c.write_pending(&records)?;
-                let ids: Vec<String> = batch.iter().map(|a| a.memory.id.clone()).collect();
-                self.store.delete_moved(&ids)?;
-                c.commit(&pending)?;
-                moved += ids.len();
             }
-            Ok((moved, merge_small(c)?))
-        })?;
-        Ok((by_age + by_importance, by_importance, moved.0, moved.1))
+            Ok((
+                by_age + by_importance,
+                by_importance,
+                moved.len(),
+                merge_small(c)?,
+            ))
+        })
+    }
+
+    /// Moves memories (each with when and why it leaves the store) to new
+    /// segments of up to [`SEGMENT_RECORDS`]: each segment durable as
+    /// `.pending` before the store lets go of its memories, each only at
+    /// the version written (one changed or forgotten meanwhile stays in
+    /// the store and leaves the segment before it goes live). The next
+    /// segment is built and written while the store lets go of the one
+    /// before. Returns the memories moved: their places in `leaving`, and
+    /// ids. The caller holds the `cold` lease.
+    fn move_to_cold(
+        &self,
+        c: &crate::cold::ColdDir,
+        leaving: Vec<(Memory, Timestamp, String)>,
+    ) -> Result<Vec<(usize, String)>> {
+        let write = |batch: &[(Memory, Timestamp, String)]| -> Result<std::path::PathBuf> {
+            let mut records = Vec::with_capacity(batch.len());
+            for (m, at, reason) in batch {
+                records.push(ColdRecord {
+                    history: self.store.history(&m.id)?,
+                    memory: m.clone(),
+                    archived_at: *at,
+                    reason: reason.clone(),
+                });
+            }
+            c.write_pending(&records)
+        };
+        let batches: Vec<&[(Memory, Timestamp, String)]> =
+            leaving.chunks(SEGMENT_RECORDS).collect();
+        let Some(first) = batches.first() else {
+            return Ok(Vec::new());
+        };
+        std::thread::scope(|s| {
+            let mut moved = Vec::new();
+            let mut next = Some(write(first));
+            for (i, batch) in batches.iter().enumerate() {
+                let pending = next.take().expect("each batch's segment is written")?;
+                let ahead = batches.get(i + 1).map(|b| s.spawn(|| write(b)));
+                let released = self.release_to_cold(c, &pending, batch);
+                // A segment written ahead of a failed release holds
+                // memories the store still has: recovery drops them from it.
+                next = ahead.map(|h| h.join().expect("a segment writer panicked"));
+                let gone = released?;
+                let at = i * SEGMENT_RECORDS;
+                moved.extend(
+                    batch
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, (m, _, _))| gone.contains(&m.id))
+                        .map(|(j, (m, _, _))| (at + j, m.id.clone())),
+                );
+            }
+            Ok(moved)
+        })
+    }
+
+    /// Deletes from the store the memories of a durable pending segment
+    /// that are still at the version written, drops the others from the
+    /// segment (the store's copy wins), and makes it live. Returns the ids
+    /// that moved.
+    fn release_to_cold(
+        &self,
+        c: &crate::cold::ColdDir,
+        pending: &std::path::Path,
+        batch: &[(Memory, Timestamp, String)],
+    ) -> Result<BTreeSet<String>> {
+        let written: Vec<(String, u64)> = batch
+            .iter()
+            .map(|(m, _, _)| (m.id.clone(), m.version))
+            .collect();
+        let gone: BTreeSet<String> = self.store.delete_moved(&written)?.into_iter().collect();
+        if gone.len() < written.len() {
+            c.rewrite_without(pending, &|id| !gone.contains(id))?;
+            if !c.exists(pending)? {
+                return Ok(gone);
+            }
+        }
+        c.commit(pending)?;
+        Ok(gone)
     }
 
     /// Notes the reads of the cold memories among `out` (those in

@@ -464,6 +464,29 @@ impl Rows for MemoryStore {
         Ok(n)
     }
 
+    fn delete_moved(&self, moved: &[(String, u64)]) -> Result<Vec<String>> {
+        let mut g = self.lock();
+        let mut out = Vec::new();
+        for (id, version) in moved {
+            let held = g
+                .active
+                .get(id)
+                .or_else(|| g.archive.get(id).map(|a| &a.memory))
+                .map(|m| m.version);
+            if held != Some(*version) {
+                continue;
+            }
+            if let Some(m) = g.active.remove(id) {
+                g.session_delta(m.session.as_deref(), -(m.size_bytes() as i64), None)
+                    .ok();
+            }
+            g.archive.remove(id);
+            g.history.remove(id);
+            out.push(id.clone());
+        }
+        Ok(out)
+    }
+
     fn query(&self, q: &Query) -> Result<Vec<Memory>> {
         let g = self.lock();
         let mut v: Vec<Memory> = g

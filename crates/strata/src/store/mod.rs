@@ -388,12 +388,13 @@ pub trait Rows {
     /// returns how many ids existed.
     fn delete(&self, ids: &[String]) -> Result<usize>;
     /// Deletes memories that now live elsewhere (moved to the cold tier),
-    /// in one transaction, like [`Rows::delete`] but without the work that
-    /// leaves no trace of forgotten text in the file (SQLite's VACUUM):
-    /// the text is still kept, in a segment. Returns how many existed.
-    fn delete_moved(&self, ids: &[String]) -> Result<usize> {
-        self.delete(ids)
-    }
+    /// active or archived, in one transaction, each only while the store
+    /// holds the version that was moved (an active memory updated since it
+    /// was read stays). Like [`Rows::delete`] but without the work that
+    /// leaves no trace of forgotten text in the file (SQLite's VACUUM and
+    /// FTS5's `secure-delete`): the text is still kept, in a segment.
+    /// Returns the ids deleted.
+    fn delete_moved(&self, moved: &[(String, u64)]) -> Result<Vec<String>>;
     /// Removes what deleted memories may have left in the store's files
     /// (SQLite: VACUUM when `vacuum_on_delete`); for a memory forgotten in
     /// the cold tier whose rows [`Rows::delete_moved`] removed earlier.

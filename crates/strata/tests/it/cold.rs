@@ -511,6 +511,68 @@ fn a_demoted_memory_brought_back_then_forgotten_leaves_no_term() {
     no_file_holds(&e, "qwxvelbor");
 }
 
+/// Demotion reads its memories, then waits for the `cold` lease: one
+/// updated meanwhile stays in the store at its new version (the segment
+/// written for the move leaves it out), the others move.
+#[test]
+fn a_memory_changed_while_its_demotion_waits_stays_warm() {
+    let mut e = TestEngine::sqlite(|c| {
+        c.cold.enabled = true;
+        // Promotion would wait for the lease before demotion reads.
+        c.cold.promote_after_reads = 0;
+        c.max_items = 0;
+        c.learning.enabled = false;
+    });
+    let changed = e
+        .remember(NewMemory::new(scope("project/a"), "the old runbook step"))
+        .unwrap();
+    let moved = e
+        .remember(NewMemory::new(scope("project/a"), "an idle note"))
+        .unwrap();
+    let later = Timestamp::now() + SignedDuration::from_hours(24 * 40);
+    e.set_clock(move || later);
+    assert!(
+        e.store()
+            .take_lease(
+                "cold",
+                "the test",
+                later,
+                later + SignedDuration::from_hours(1)
+            )
+            .unwrap()
+    );
+    let report = std::thread::scope(|s| {
+        let upkeep = s.spawn(|| e.upkeep().unwrap());
+        // Upkeep has read both by now and waits for the lease.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let v2 = e
+            .update(
+                &changed.id,
+                Patch {
+                    content: Some("the new runbook step".into()),
+                    ..Patch::default()
+                },
+                1,
+            )
+            .unwrap();
+        assert_eq!(v2.version, 2);
+        e.store().end_lease("cold", "the test").unwrap();
+        upkeep.join().unwrap()
+    });
+    assert_eq!((report.demoted, report.moved_to_cold), (1, 1), "{report:?}");
+    let kept = e.get(&changed.id).unwrap().unwrap();
+    assert_eq!(
+        (kept.version, kept.content.as_str()),
+        (2, "the new runbook step")
+    );
+    assert_eq!(e.get(&moved.id).unwrap(), None);
+    assert_eq!(
+        e.get_archived(&moved.id).unwrap().unwrap().reason,
+        "demoted"
+    );
+    assert_eq!(e.stats().unwrap().storage_tiers["cold"].memories, 1);
+}
+
 fn record(m: strata::Memory) -> ColdRecord {
     ColdRecord {
         memory: m,

@@ -12,6 +12,7 @@ backends!(store:
     same_key_supersedes_and_keeps_history,
     update_is_compare_and_swap,
     delete_removes_everywhere,
+    delete_moved_takes_only_the_version_moved,
     query_orders_limits_and_offsets,
     search_text_stays_in_view_and_ranks,
     counts_scopes_and_stats,
@@ -277,6 +278,63 @@ fn update_is_compare_and_swap(make: MakeStore) {
             .is_empty(),
         "old text left the index"
     );
+}
+
+/// A move to the cold tier lets go of each memory only at the version it
+/// wrote: one updated since stays (the store's copy wins), an archived one
+/// goes with its history, an unknown id is no error.
+fn delete_moved_takes_only_the_version_moved(make: MakeStore) {
+    let b = make();
+    let changed = mem("project/a", "read for the move, then changed");
+    b.store.put(&changed).unwrap();
+    let mut newer = changed.clone();
+    newer.content = "changed after the move read it".into();
+    newer.checksum = strata::checksum(&newer.content, None);
+    assert_eq!(b.store.update(&newer, 1).unwrap().version, 2);
+    let active = mem("project/a", "idle and unchanged");
+    b.store.put(&active).unwrap();
+    let arch = mem("project/a", "archived one");
+    b.store.put(&arch).unwrap();
+    b.store
+        .archive(std::slice::from_ref(&arch.id), "evicted", now())
+        .unwrap();
+    let gone = b
+        .store
+        .delete_moved(&[
+            (changed.id.clone(), 1),
+            (active.id.clone(), 1),
+            (arch.id.clone(), 1),
+            ("missing".into(), 1),
+        ])
+        .unwrap();
+    assert_eq!(gone, [active.id.clone(), arch.id.clone()]);
+    let kept = b.store.get(&changed.id).unwrap().unwrap();
+    assert_eq!(
+        (kept.version, kept.content.as_str()),
+        (2, "changed after the move read it")
+    );
+    assert_eq!(b.store.history(&changed.id).unwrap().len(), 1);
+    assert_eq!(b.store.get(&active.id).unwrap(), None);
+    assert!(
+        b.store
+            .query_archived(&Query::everything(now()))
+            .unwrap()
+            .is_empty()
+    );
+    // The text index no longer finds the one that went, still the one kept.
+    let q = |t: &str| {
+        b.store
+            .search_text(&Query::view(view(&["project/a"]), now()), &[t.into()], 10)
+            .unwrap()
+            .len()
+    };
+    assert_eq!((q("idle"), q("changed")), (0, 1));
+    // Its version now 2: a move that read version 2 takes it.
+    assert_eq!(
+        b.store.delete_moved(&[(changed.id.clone(), 2)]).unwrap(),
+        std::slice::from_ref(&changed.id)
+    );
+    assert!(b.store.history(&changed.id).unwrap().is_empty());
 }
 
 fn delete_removes_everywhere(make: MakeStore) {

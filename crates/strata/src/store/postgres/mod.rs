@@ -300,33 +300,20 @@ impl PostgresStore {
         out
     }
 
-    /// Deletes memories everywhere in one transaction; with `vacuum`
-    /// (and `vacuum_on_delete`) the tables are vacuumed after.
-    fn delete_inner(&self, ids: &[String], vacuum: bool) -> Result<usize> {
+    /// Deletes memories everywhere in one transaction, then (with
+    /// `vacuum_on_delete`) vacuums the tables.
+    fn delete_scrubbed(&self, ids: &[String]) -> Result<usize> {
         let n = self.write(|tx| {
             let mut n = 0;
             let mut models: Vec<String> = Vec::new();
             for id in ids {
-                if let Some(r) = tx.query_opt(
-                    "SELECT embedding_model FROM memories WHERE id = $1 AND embedding_model IS NOT NULL",
-                    &[id],
-                )? {
-                    models.push(r.get(0));
-                }
+                models.extend(vector_model(tx, id)?);
                 n += delete_in(tx, id)? as usize;
             }
-            // Copies of the vectors loaded elsewhere are now out of date.
-            models.sort();
-            models.dedup();
-            for m in &models {
-                tx.execute(
-                    "UPDATE vector_models SET epoch = nextval('vector_epochs') WHERE model = $1",
-                    &[m],
-                )?;
-            }
+            models_gone(tx, models)?;
             Ok(n)
         })?;
-        if n > 0 && vacuum && self.opts.vacuum_on_delete {
+        if n > 0 && self.opts.vacuum_on_delete {
             self.vacuum();
         }
         Ok(n)
@@ -442,6 +429,30 @@ fn tls_connector(ca_file: Option<&std::path::Path>) -> Result<postgres_rustls::M
     Ok(postgres_rustls::MakeTlsConnector::new(
         tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg)),
     ))
+}
+
+/// The vector model of an active memory that has a vector.
+fn vector_model(tx: &mut Tx<'_, '_>, id: &str) -> Result<Option<String>> {
+    Ok(tx
+        .query_opt(
+            "SELECT embedding_model FROM memories WHERE id = $1 AND embedding_model IS NOT NULL",
+            &[&id],
+        )?
+        .map(|r| r.get(0)))
+}
+
+/// Marks copies of the vectors of `models` loaded elsewhere out of date,
+/// after some were deleted.
+fn models_gone(tx: &mut Tx<'_, '_>, mut models: Vec<String>) -> Result<()> {
+    models.sort();
+    models.dedup();
+    for m in &models {
+        tx.execute(
+            "UPDATE vector_models SET epoch = nextval('vector_epochs') WHERE model = $1",
+            &[m],
+        )?;
+    }
+    Ok(())
 }
 
 impl Rows for PostgresStore {
@@ -645,11 +656,34 @@ impl Rows for PostgresStore {
     }
 
     fn delete(&self, ids: &[String]) -> Result<usize> {
-        self.delete_inner(ids, true)
+        self.delete_scrubbed(ids)
     }
 
-    fn delete_moved(&self, ids: &[String]) -> Result<usize> {
-        self.delete_inner(ids, false)
+    fn delete_moved(&self, moved: &[(String, u64)]) -> Result<Vec<String>> {
+        // Every write of the store holds its advisory lock: no update
+        // comes between the version read here and the delete.
+        self.write(|tx| {
+            let mut out = Vec::new();
+            let mut models: Vec<String> = Vec::new();
+            for (id, version) in moved {
+                let held: Option<i64> = tx
+                    .query_opt(
+                        "SELECT version FROM memories WHERE id = $1
+                         UNION ALL SELECT version FROM archive WHERE id = $1 LIMIT 1",
+                        &[id],
+                    )?
+                    .map(|r| r.get(0));
+                if held != Some(*version as i64) {
+                    // Changed since it was read, or gone: it stays.
+                    continue;
+                }
+                models.extend(vector_model(tx, id)?);
+                delete_in(tx, id)?;
+                out.push(id.clone());
+            }
+            models_gone(tx, models)?;
+            Ok(out)
+        })
     }
 
     fn scrub(&self) -> Result<()> {

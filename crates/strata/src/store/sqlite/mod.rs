@@ -180,29 +180,21 @@ impl fmt::Debug for SqliteStore {
 impl SqliteStore {
     /// Deletes memories everywhere in one transaction; with `vacuum`
     /// (and `vacuum_on_delete`) the file is rewritten after.
-    fn delete_inner(&self, ids: &[String], vacuum: bool) -> Result<usize> {
+    /// Deletes `ids` everywhere (`Rows::delete`), then scrubs the file.
+    fn delete_scrubbed(&self, ids: &[String]) -> Result<usize> {
         let mut vectors: Vec<(String, i64)> = Vec::new();
         let n = self.write(|tx| {
             let mut n = 0;
-            let mut st = tx.prepare_cached(
-                "SELECT embedding_model, rowid FROM memories WHERE id = ? AND embedding_model IS NOT NULL",
-            )?;
             for id in ids {
-                if let Some(v) = st.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional()? {
-                    vectors.push(v);
-                }
+                vectors.extend(vector_of(tx, id)?);
                 n += delete_in(tx, id)? as usize;
             }
-            // Copies of a vector index loaded elsewhere are now out of date.
-            let mut bump = tx.prepare_cached("UPDATE vector_models SET epoch = epoch + 1 WHERE model = ?")?;
-            for (model, _) in &vectors {
-                bump.execute([model])?;
-            }
+            vectors_gone(tx, &vectors)?;
             Ok(n)
         })?;
         #[cfg(feature = "ann")]
         self.forget_in_index(&vectors)?;
-        if n > 0 && vacuum && self.opts.vacuum_on_delete {
+        if n > 0 && self.opts.vacuum_on_delete {
             // secure_delete zeroes the cells and pages SQLite frees, and
             // FTS5's secure-delete removes the terms from the index; but a
             // page reused after an FTS5 segment merge can still carry old
@@ -406,6 +398,39 @@ impl SqliteStore {
     }
 }
 
+/// Runs `f` with FTS5's `secure-delete` off: index entries it deletes
+/// leave a marker instead of a rewrite of every index page holding one of
+/// their terms (36 µs a memory instead of 300). For memories whose text
+/// lives on in the cold tier; the caller marks the index stale
+/// (`text_index_state`), so the next scrub drops what is left of them.
+fn without_secure_delete<T>(tx: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    tx.execute_batch("INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 0)")?;
+    let out = f();
+    tx.execute_batch("INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1)")?;
+    out
+}
+
+/// The vector model and row of an active memory that has a vector.
+fn vector_of(tx: &Connection, id: &str) -> Result<Option<(String, i64)>> {
+    Ok(tx
+        .prepare_cached(
+            "SELECT embedding_model, rowid FROM memories WHERE id = ? AND embedding_model IS NOT NULL",
+        )?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
+}
+
+/// Marks copies of the vector index loaded elsewhere out of date, after
+/// `vectors` were deleted.
+fn vectors_gone(tx: &Connection, vectors: &[(String, i64)]) -> Result<()> {
+    let mut bump =
+        tx.prepare_cached("UPDATE vector_models SET epoch = epoch + 1 WHERE model = ?")?;
+    for (model, _) in vectors {
+        bump.execute([model])?;
+    }
+    Ok(())
+}
+
 impl Rows for SqliteStore {
     fn put(&self, m: &Memory) -> Result<Put> {
         self.write(|tx| put_in(tx, m.clone(), true))
@@ -564,11 +589,35 @@ impl Rows for SqliteStore {
     }
 
     fn delete(&self, ids: &[String]) -> Result<usize> {
-        self.delete_inner(ids, true)
+        self.delete_scrubbed(ids)
     }
 
-    fn delete_moved(&self, ids: &[String]) -> Result<usize> {
-        self.delete_inner(ids, false)
+    fn delete_moved(&self, moved: &[(String, u64)]) -> Result<Vec<String>> {
+        let mut vectors: Vec<(String, i64)> = Vec::new();
+        let out = self.write(|tx| {
+            without_secure_delete(tx, || {
+                let mut out = Vec::new();
+                let mut per_scope: std::collections::HashMap<String, i64> = Default::default();
+                for (id, version) in moved {
+                    // Changed since it was read, or gone: it stays.
+                    if let Some(m) = delete_moved_in(tx, id, *version, &mut per_scope)? {
+                        vectors.extend(m.vector);
+                        out.push(id.clone());
+                    }
+                }
+                for (scope, n) in &per_scope {
+                    count_scope(tx, &Scope::parse(scope)?, -n)?;
+                }
+                vectors_gone(tx, &vectors)?;
+                if !per_scope.is_empty() {
+                    tx.execute_batch("UPDATE text_index_state SET stale = 1")?;
+                }
+                Ok(out)
+            })
+        })?;
+        #[cfg(feature = "ann")]
+        self.forget_in_index(&vectors)?;
+        Ok(out)
     }
 
     fn scrub(&self) -> Result<()> {
@@ -735,29 +784,22 @@ impl Rows for SqliteStore {
 
     fn archive(&self, ids: &[String], reason: &str, at: Timestamp) -> Result<usize> {
         self.write(|tx| {
-            // A demoted memory's text lives on in the cold tier: its index
-            // entries are deleted without `secure-delete` (a marker instead
-            // of a rewrite of every page holding one of its terms: 36 µs a
-            // memory instead of 300), and the index is marked stale, so the
-            // next scrub drops what is left of them.
-            let demoted = reason == crate::store::DEMOTED;
-            if demoted {
-                tx.execute_batch(
-                    "INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 0)",
-                )?;
+            let archive = || {
+                ids.iter().try_fold(0, |n, id| {
+                    Ok::<_, Error>(n + archive_in(tx, id, reason, at)? as usize)
+                })
+            };
+            if reason != crate::store::DEMOTED {
+                return archive();
             }
-            let out = ids.iter().try_fold(0, |n, id| {
-                Ok::<_, Error>(n + archive_in(tx, id, reason, at)? as usize)
-            });
-            if demoted {
-                tx.execute_batch(
-                    "INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1)",
-                )?;
-                if matches!(out, Ok(n) if n > 0) {
+            // A demoted memory's text lives on in the cold tier.
+            without_secure_delete(tx, || {
+                let n = archive()?;
+                if n > 0 {
                     tx.execute_batch("UPDATE text_index_state SET stale = 1")?;
                 }
-            }
-            out
+                Ok(n)
+            })
         })
     }
 

@@ -2,6 +2,8 @@
 //! count and vector stamp together; history; archive moves; deletes
 //! everywhere; session byte accounting.
 
+use std::collections::HashMap;
+
 use super::*;
 
 /// Adds `delta` bytes to a session inside `tx`, enforcing its bound on growth.
@@ -187,6 +189,89 @@ pub(super) fn archive_in(tx: &Connection, id: &str, reason: &str, at: Timestamp)
         .execute([rowid])?;
     fts_delete(tx, rowid, &m)?;
     Ok(true)
+}
+
+/// What [`delete_moved_in`] deleted.
+pub(super) struct MovedOut {
+    /// Its vector model and row, when it had a vector.
+    pub vector: Option<(String, i64)>,
+}
+
+/// Deletes a memory moved to the cold tier, active or archived, with its
+/// history, when the store holds it at `version` (`None`, nothing done,
+/// when it does not). Reads just the columns the delete needs; the scope
+/// counts of the active rows deleted are added up in `per_scope`, for the
+/// caller to apply once ([`count_scope`]).
+pub(super) fn delete_moved_in(
+    tx: &Connection,
+    id: &str,
+    version: u64,
+    per_scope: &mut HashMap<String, i64>,
+) -> Result<Option<MovedOut>> {
+    type Row = (
+        i64,
+        i64,
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let row: Option<Row> = tx
+        .prepare_cached(
+            "SELECT rowid, version, content, scope, session, payload, embedding_model
+             FROM memories WHERE id = ?",
+        )?
+        .query_row([id], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })
+        .optional()?;
+    let out = match row {
+        Some((_, v, ..)) if v as u64 != version => return Ok(None),
+        Some((rowid, _, content, scope, session, payload, model)) => {
+            if let Some(s) = &session {
+                // As `Memory::size_bytes` counts it: the payload is stored
+                // as its compact JSON.
+                let size = content.len() + payload.as_ref().map_or(0, String::len);
+                tx.prepare_cached("UPDATE sessions SET bytes = MAX(0, bytes - ?) WHERE id = ?")?
+                    .execute(params![size as i64, s])?;
+            }
+            tx.prepare_cached("DELETE FROM memories WHERE rowid = ?")?
+                .execute([rowid])?;
+            let terms = fts::scope_terms(&Scope::parse(&scope)?);
+            tx.prepare_cached(
+                "INSERT INTO memories_fts(memories_fts, rowid, content, scopes) VALUES ('delete', ?, ?, ?)",
+            )?
+            .execute(params![rowid, content, terms])?;
+            *per_scope.entry(scope).or_default() += 1;
+            MovedOut {
+                vector: model.map(|m| (m, rowid)),
+            }
+        }
+        None => {
+            let held: Option<i64> = tx
+                .prepare_cached("SELECT version FROM archive WHERE id = ?")?
+                .query_row([id], |r| r.get(0))
+                .optional()?;
+            if held.map(|v| v as u64) != Some(version) {
+                return Ok(None);
+            }
+            tx.prepare_cached("DELETE FROM archive WHERE id = ?")?
+                .execute([id])?;
+            MovedOut { vector: None }
+        }
+    };
+    tx.prepare_cached("DELETE FROM history WHERE id = ?")?
+        .execute([id])?;
+    Ok(Some(out))
 }
 
 /// Deletes one memory everywhere: row, text index, archive, history.
