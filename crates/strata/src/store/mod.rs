@@ -283,9 +283,9 @@ pub struct StoreStats {
     pub storage_tiers: std::collections::BTreeMap<String, TierFigures>,
 }
 
-/// The archive reason of a memory demoted on its way to the cold tier
-/// (its text lives on there, which lets a store delete its index entries
-/// the fast way).
+/// The archive reason of a memory demoted to the cold tier (idle, or its
+/// decayed importance under the floor): only these come back to the store
+/// when recalls keep returning them.
 pub const DEMOTED: &str = "demoted";
 
 /// Memories and bytes of one storage tier.

@@ -573,6 +573,39 @@ fn a_memory_changed_while_its_demotion_waits_stays_warm() {
     assert_eq!(e.stats().unwrap().storage_tiers["cold"].memories, 1);
 }
 
+/// Archiving (here: a session archived, a memory evicted) deletes index
+/// entries without FTS5's `secure-delete` (the text lives on in the
+/// archive table); forgetting them later leaves no term in the file.
+#[test]
+fn archived_then_forgotten_text_leaves_no_term() {
+    let e = TestEngine::sqlite(|c| c.max_items = 0);
+    let s = e
+        .create_session(None, Some(scope("project/a")), None)
+        .unwrap();
+    let turn = e
+        .remember(NewMemory::new(scope("project/a"), "the qwxbrindle turn").session(s.id.clone()))
+        .unwrap();
+    let evicted = e
+        .remember(NewMemory::new(scope("project/a"), "the qwxfarrow note"))
+        .unwrap();
+    e.archive_session(&s.id).unwrap();
+    e.store()
+        .archive(
+            std::slice::from_ref(&evicted.id),
+            "evicted",
+            Timestamp::now(),
+        )
+        .unwrap();
+    assert!(e.get_archived(&turn.id).unwrap().is_some());
+    e.forget(
+        &Forget::Ids(vec![turn.id.clone(), evicted.id.clone()]),
+        ForgetOptions::default(),
+    )
+    .unwrap();
+    no_file_holds(&e, "qwxbrindle");
+    no_file_holds(&e, "qwxfarrow");
+}
+
 fn record(m: strata::Memory) -> ColdRecord {
     ColdRecord {
         memory: m,

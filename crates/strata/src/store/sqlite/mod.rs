@@ -6,7 +6,10 @@
 //!   `content` and `scopes`, the scope terms of `fts::scope_terms`. The text
 //!   is stored once, in `memories`. A delete hands FTS5 the row's old values
 //!   (the `'delete'` command), so FTS5 re-tokenizes them and, with
-//!   `secure-delete`, removes every term entry from the index pages. (A
+//!   `secure-delete`, removes every term entry from the index pages
+//!   (archiving and moves to the cold tier, whose text lives on, delete
+//!   with it off and mark the index stale, `text_index_state`; a forget's
+//!   scrub merges the index first, dropping what they left). (A
 //!   `contentless_delete=1` table would only tombstone the rowid and leave the
 //!   forgotten terms in its segments until a merge.) The invariant this needs:
 //!   the indexed values are exactly the row's `content` and the terms of its
@@ -401,8 +404,9 @@ impl SqliteStore {
 /// Runs `f` with FTS5's `secure-delete` off: index entries it deletes
 /// leave a marker instead of a rewrite of every index page holding one of
 /// their terms (36 µs a memory instead of 300). For memories whose text
-/// lives on in the cold tier; the caller marks the index stale
-/// (`text_index_state`), so the next scrub drops what is left of them.
+/// lives on (in the archive table, in the cold tier); the caller marks the
+/// index stale (`text_index_state`), so the next scrub (a forget's) drops
+/// what is left of them.
 fn without_secure_delete<T>(tx: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
     tx.execute_batch("INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 0)")?;
     let out = f();
@@ -783,18 +787,12 @@ impl Rows for SqliteStore {
     }
 
     fn archive(&self, ids: &[String], reason: &str, at: Timestamp) -> Result<usize> {
+        // An archived memory's text lives on, in the archive table.
         self.write(|tx| {
-            let archive = || {
-                ids.iter().try_fold(0, |n, id| {
-                    Ok::<_, Error>(n + archive_in(tx, id, reason, at)? as usize)
-                })
-            };
-            if reason != crate::store::DEMOTED {
-                return archive();
-            }
-            // A demoted memory's text lives on in the cold tier.
             without_secure_delete(tx, || {
-                let n = archive()?;
+                let n = ids.iter().try_fold(0, |n, id| {
+                    Ok::<_, Error>(n + archive_in(tx, id, reason, at)? as usize)
+                })?;
                 if n > 0 {
                     tx.execute_batch("UPDATE text_index_state SET stale = 1")?;
                 }
@@ -945,8 +943,15 @@ impl Sessions for SqliteStore {
                 .prepare_cached("SELECT id FROM memories WHERE session = ?")?
                 .query_map([id], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
-            for mid in ids {
-                archive_in(tx, &mid, "session_archived", at)?;
+            if !ids.is_empty() {
+                // Their text lives on, in the archive table.
+                without_secure_delete(tx, || {
+                    for mid in &ids {
+                        archive_in(tx, mid, "session_archived", at)?;
+                    }
+                    tx.execute_batch("UPDATE text_index_state SET stale = 1")?;
+                    Ok(())
+                })?;
             }
             tx.execute(
                 "UPDATE sessions SET archived_at = COALESCE(archived_at, ?) WHERE id = ?",
