@@ -110,15 +110,6 @@ impl Blobs {
         }
     }
 
-    /// What errors name a file by: `root/name`.
-    pub(crate) fn root(&self) -> PathBuf {
-        match self {
-            Blobs::Dir(d) => d.clone(),
-            #[cfg(feature = "s3")]
-            Blobs::S3(b) => b.url().into(),
-        }
-    }
-
     /// Whether files are local (then a rename is atomic and a segment can
     /// be read at its length without a listing).
     pub(crate) fn is_local(&self) -> bool {
@@ -144,20 +135,18 @@ impl Blobs {
         }
     }
 
-    /// The files, by name, with their lengths.
-    pub(crate) fn list(&self) -> Result<Vec<(String, u64)>> {
+    /// The files' names (in S3, their lengths are kept for
+    /// [`Blobs::listed_len`]).
+    pub(crate) fn list(&self) -> Result<Vec<String>> {
         match self {
             Blobs::Dir(d) => {
                 let mut out = Vec::new();
                 for e in fs::read_dir(d).map_err(io(format!("reading {}", d.display())))? {
                     let e = e.map_err(io(format!("reading {}", d.display())))?;
-                    let Some(name) = e.file_name().to_str().map(str::to_string) else {
-                        continue;
-                    };
-                    // A file removed since the listing began is no file.
-                    match e.metadata() {
-                        Ok(m) if m.is_file() => out.push((name, m.len())),
-                        _ => {}
+                    if e.file_type().is_ok_and(|t| t.is_file())
+                        && let Some(name) = e.file_name().to_str()
+                    {
+                        out.push(name.to_string());
                     }
                 }
                 Ok(out)

@@ -483,7 +483,7 @@ pub fn convert_store(
     {
         let raw = ColdDir::open_raw(at, None)?;
         if raw.blobs.exists_at_all()
-            && KeyFile::parse(raw.blobs.read_opt(KEY_CHECK)?, &raw.dir.join(KEY_CHECK))?.is_none()
+            && raw.key_file(KEY_CHECK)?.is_none()
             && !raw.segments()?.is_empty()
         {
             let segments = convert(at, None, to)?;
@@ -515,8 +515,8 @@ fn convert_until(
         return Ok(0);
     }
     let dir = raw.dir.as_path();
-    let current = KeyFile::parse(raw.blobs.read_opt(KEY_CHECK)?, &dir.join(KEY_CHECK))?;
-    let next = KeyFile::parse(raw.blobs.read_opt(KEY_NEXT)?, &dir.join(KEY_NEXT))?;
+    let current = raw.key_file(KEY_CHECK)?;
+    let next = raw.key_file(KEY_NEXT)?;
     if next.is_some() && next == current {
         // Cut between the copy and the delete of a rename in S3: done.
         raw.blobs.remove(KEY_NEXT)?;
@@ -652,55 +652,52 @@ impl ColdDir {
                 self.dir.display()
             )));
         }
-        let check = self.dir.join(KEY_CHECK);
-        Ok(
-            match (
-                KeyFile::parse(self.blobs.read_opt(KEY_CHECK)?, &check)?,
-                &self.key,
-            ) {
-                (None, None) => None,
-                (Some(_), None) => {
-                    return Err(Error::InvalidConfig(format!(
-                        "the cold tier at {} is encrypted: give the store's key in the \
+        Ok(match (self.key_file(KEY_CHECK)?, &self.key) {
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(Error::InvalidConfig(format!(
+                    "the cold tier at {} is encrypted: give the store's key in the \
                          environment variable STRATA_KEY or a file named by `[store] key_file`",
+                    self.dir.display()
+                )));
+            }
+            (Some(f), Some(k)) => Some(f.unlock(k, &self.dir)?),
+            (None, Some(k)) => {
+                if !self.segments()?.is_empty() {
+                    return Err(Error::InvalidConfig(format!(
+                        "the cold tier at {} holds plain segments, and the store is \
+                             encrypted: run `strata encrypt` again to encrypt them",
                         self.dir.display()
                     )));
                 }
-                (Some(f), Some(k)) => Some(f.unlock(k, &self.dir)?),
-                (None, Some(k)) => {
-                    if !self.segments()?.is_empty() {
-                        return Err(Error::InvalidConfig(format!(
-                            "the cold tier at {} holds plain segments, and the store is \
-                             encrypted: run `strata encrypt` again to encrypt them",
-                            self.dir.display()
-                        )));
-                    }
-                    let (seg_key, file) = SegKey::fresh(k)?;
-                    // Two processes opening a new tier at once: the first
-                    // key file wins, and the other unlocks it.
-                    if self.blobs.write_new(KEY_CHECK, &file.bytes())? {
-                        Some(seg_key)
-                    } else {
-                        let f = KeyFile::parse(self.blobs.read_opt(KEY_CHECK)?, &check)?
-                            .ok_or_else(|| {
-                                Error::io(
-                                    format!("reading {}", check.display()),
-                                    std::io::Error::from(std::io::ErrorKind::NotFound),
-                                )
-                            })?;
-                        Some(f.unlock(k, &self.dir)?)
-                    }
+                let (seg_key, file) = SegKey::fresh(k)?;
+                // Two processes opening a new tier at once: the first
+                // key file wins, and the other unlocks it.
+                if self.blobs.write_new(KEY_CHECK, &file.bytes())? {
+                    Some(seg_key)
+                } else {
+                    let f = self.key_file(KEY_CHECK)?.ok_or_else(|| {
+                        Error::io(
+                            format!("reading {}", self.dir.join(KEY_CHECK).display()),
+                            std::io::Error::from(std::io::ErrorKind::NotFound),
+                        )
+                    })?;
+                    Some(f.unlock(k, &self.dir)?)
                 }
-            },
-        )
+            }
+        })
+    }
+
+    /// The key file `name` (`key.check`, `key.next`), if there is one.
+    fn key_file(&self, name: &str) -> Result<Option<KeyFile>> {
+        KeyFile::parse(self.blobs.read_opt(name)?, &self.dir.join(name))
     }
 
     /// A handle on the files at `at` with `seal`, checking nothing.
     fn open_raw(at: &ColdLocation, seal: Option<SegKey>) -> Result<ColdDir> {
-        let blobs = Blobs::at(at)?;
         Ok(ColdDir {
-            dir: blobs.root(),
-            blobs,
+            blobs: Blobs::at(at)?,
+            dir: at.root(),
             key: None,
             seal: OnceLock::from(seal),
             cache: Mutex::new(HashMap::new()),
@@ -728,7 +725,7 @@ impl ColdDir {
     pub fn segments(&self) -> Result<Vec<Segment>> {
         let mut out = Vec::new();
         let mut journals = Vec::new();
-        let names = self.names()?;
+        let names = self.blobs.list()?;
         let live = live_stems(&names);
         for name in &names {
             let state = match name.rsplit_once('.') {
@@ -755,11 +752,6 @@ impl ColdDir {
         }
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
-    }
-
-    /// The tier's file names.
-    fn names(&self) -> Result<Vec<String>> {
-        Ok(self.blobs.list()?.into_iter().map(|(n, _)| n).collect())
     }
 
     /// A merge journal: the merged segment and its sources (`None` when the
@@ -1398,7 +1390,7 @@ impl ColdDir {
     /// reconciles with the store.
     pub fn leftovers(&self) -> Result<Vec<PathBuf>> {
         let mut journals = Vec::new();
-        let names = self.names()?;
+        let names = self.blobs.list()?;
         let live = live_stems(&names);
         for name in &names {
             match name.rsplit_once('.') {

@@ -66,7 +66,7 @@ impl ColdDir {
             }
         }
         let mut reads = Reads::default();
-        for (name, _) in self.blobs.list()? {
+        for name in self.blobs.list()? {
             if name.starts_with(TAKEN) {
                 let text = self.blobs.read(&name)?;
                 count(

@@ -46,6 +46,8 @@ pub(crate) struct Bucket {
     bucket: String,
     /// Empty, or ending in `/`.
     prefix: String,
+    /// `s3://bucket/prefix`.
+    url: String,
     region: String,
     creds: Creds,
     /// Lengths from the last listing, for the index cache.
@@ -124,26 +126,25 @@ impl Bucket {
             host,
             bucket: cfg.bucket.clone(),
             prefix,
+            url: cfg.url(),
             region: cfg.region.clone(),
             creds,
             listed: Mutex::new(HashMap::new()),
         })
     }
 
-    /// `s3://bucket/prefix`.
-    pub(crate) fn url(&self) -> String {
-        format!("s3://{}/{}", self.bucket, self.prefix.trim_end_matches('/'))
-            .trim_end_matches('/')
-            .to_string()
-    }
-
+    /// How errors name an object (`""`: the bucket and prefix).
     fn named(&self, name: &str) -> String {
-        format!("{}/{name}", self.url())
+        if name.is_empty() {
+            self.url.clone()
+        } else {
+            format!("{}/{name}", self.url)
+        }
     }
 
-    /// The object names (without the prefix) directly under the prefix,
-    /// with their lengths.
-    pub(crate) fn list(&self) -> Result<Vec<(String, u64)>> {
+    /// The object names (without the prefix) directly under the prefix;
+    /// their lengths are kept for [`Bucket::listed_len`].
+    pub(crate) fn list(&self) -> Result<Vec<String>> {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -186,8 +187,9 @@ impl Bucket {
                 break;
             }
         }
-        *self.listed.lock().unwrap() = out.iter().cloned().collect();
-        Ok(out)
+        let names = out.iter().map(|(n, _)| n.clone()).collect();
+        *self.listed.lock().unwrap() = out.into_iter().collect();
+        Ok(names)
     }
 
     /// An object's length as the last listing saw it (a `HEAD` when that
@@ -307,11 +309,7 @@ impl Bucket {
 
     /// The error for a reply that is not what `doing` expected.
     fn failed(&self, doing: &str, name: &str, r: &Reply) -> Error {
-        let what = if name.is_empty() {
-            self.url()
-        } else {
-            self.named(name)
-        };
+        let what = self.named(name);
         let context = format!("{doing} {what}");
         let code = r.code();
         match (r.status, code.as_str()) {
@@ -374,7 +372,7 @@ impl Bucket {
                 Err(e) => last = e,
             }
         }
-        let what = name.map_or_else(|| self.url(), |n| self.named(n));
+        let what = self.named(name.unwrap_or_default());
         Err(Error::Unavailable {
             backend: "s3",
             source: format!(
