@@ -298,3 +298,85 @@ fn stores_that_cannot_hurry_ignore_the_request() {
     let r = strata::without_waiting(|| e.remember(strata::NewMemory::new(scope, "kept")));
     assert!(matches!(r, Ok(Ok(_))));
 }
+
+/// Whether a merge step of the text index would merge anything now (some
+/// level holds enough segments), asked on a connection of its own and
+/// rolled back.
+fn merge_pending(path: &std::path::Path) -> bool {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let before = c.total_changes();
+    c.execute_batch("INSERT INTO memories_fts(memories_fts, rank) VALUES('merge', 16)")
+        .unwrap();
+    let merged = c.total_changes() - before >= 2;
+    c.execute_batch("ROLLBACK").unwrap();
+    merged
+}
+
+#[test]
+fn the_text_index_is_merged_off_the_write_path_and_search_sees_every_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.db");
+    let st = store(&dir);
+    // One commit each: a text-index segment each, which FTS5 no longer
+    // merges inside the commits (schema version 8).
+    let written: Vec<_> = (0..300)
+        .map(|i| {
+            let m = mem("project/a", &format!("merge check number{i} shared"));
+            st.put(&m).unwrap();
+            m.id
+        })
+        .collect();
+    // The store's thread merges in the gaps between writes and goes on
+    // after the last one until nothing is left to merge.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while merge_pending(&path) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the text index still had segments to merge 20 s after the last write"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Merged, every memory is still found by its own term and by the
+    // shared one.
+    let q = strata::Query::view(crate::harness::view(&["project/a"]), crate::harness::now());
+    for (i, id) in written.iter().enumerate().step_by(37) {
+        let hits = strata::TextSearch::search_signals(
+            &st,
+            &q,
+            &strata::query_terms(&format!("number{i}")),
+            5,
+        )
+        .unwrap();
+        assert_eq!(hits.len(), 1, "number{i}");
+        assert_eq!(&hits[0].0.id, id);
+    }
+    let all =
+        strata::TextSearch::search_signals(&st, &q, &strata::query_terms("shared"), 1000).unwrap();
+    assert_eq!(all.len(), 300);
+}
+
+#[test]
+fn checkpoint_merges_what_is_left_to_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.db");
+    drop(store(&dir));
+    // Segments no strata thread merges: another program's commits, one
+    // entry each (FTS5's own backstop merges a level only at 16).
+    let c = rusqlite::Connection::open(&path).unwrap();
+    for i in 0..40 {
+        c.execute(
+            "INSERT INTO memories_fts(rowid, content, scopes) VALUES (?1, ?2, 'project/a')",
+            rusqlite::params![1_000_000 + i, format!("left behind {i}")],
+        )
+        .unwrap();
+    }
+    drop(c);
+    assert!(merge_pending(&path));
+    SqliteStore::open(&path, Default::default())
+        .unwrap()
+        .checkpoint()
+        .unwrap();
+    assert!(!merge_pending(&path));
+}

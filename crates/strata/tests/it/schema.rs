@@ -90,7 +90,8 @@ fn a_version_1_file_is_upgraded_in_place() {
          DROP INDEX memories_learned;
          DROP INDEX memories_scope; CREATE INDEX memories_scope ON memories(scope, created_at);
          DROP INDEX archive_scope; CREATE INDEX archive_scope ON archive(scope, created_at);
-         DELETE FROM schema_version WHERE version > 1;",
+         DELETE FROM schema_version WHERE version > 1;
+         INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 4);",
     )
     .unwrap();
     drop(c);
@@ -128,6 +129,16 @@ fn a_version_1_file_is_upgraded_in_place() {
     .unwrap();
     assert_eq!(hits.len(), 1);
     assert!(hits[0].0.learned);
+    // Version 8 left merging the text index to the store's thread: FTS5
+    // no longer merges inside commits.
+    let automerge: i64 = c
+        .query_row(
+            "SELECT v FROM memories_fts_config WHERE k = 'automerge'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(automerge, 0);
 }
 
 /// docs/schema.md is the contract: every table, column and index of a new

@@ -245,6 +245,20 @@ impl Writer {
         }
     }
 
+    /// Whether a writer of this process is at the write path (a group
+    /// open, the path held, or a writer waiting for it): background work
+    /// that can wait (`checkpoint.rs`'s merges) waits then.
+    pub(super) fn busy(&self) -> bool {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            return true;
+        }
+        match self.state.try_lock() {
+            Ok(s) => s.open.is_some(),
+            Err(TryLockError::Poisoned(p)) => p.into_inner().open.is_some(),
+            Err(TryLockError::WouldBlock) => true,
+        }
+    }
+
     /// Whether the open group should stay open for writers queued behind
     /// this one.
     fn should_wait(&self, s: &State) -> bool {

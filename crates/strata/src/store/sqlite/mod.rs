@@ -41,7 +41,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -107,7 +107,7 @@ impl From<rusqlite::Error> for Error {
 }
 
 /// Newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -162,10 +162,11 @@ impl Default for SqliteOptions {
 pub struct SqliteStore {
     path: PathBuf,
     opts: SqliteOptions,
-    pool: Mutex<Vec<Connection>>,
+    pool: Arc<Pool>,
     /// Every write goes through it (group commit).
-    writer: group::Writer,
-    /// Checkpoints off the write path (`checkpoint.rs`).
+    writer: Arc<group::Writer>,
+    /// Checkpoints, and merges the text index, off the write path
+    /// (`checkpoint.rs`).
     checkpointer: checkpoint::Checkpointer,
     #[cfg(feature = "ann")]
     ann: std::sync::Arc<ann::Indexes>,
@@ -244,8 +245,8 @@ impl SqliteStore {
         let store = SqliteStore {
             path,
             opts,
-            pool: Mutex::new(Vec::new()),
-            writer: group::Writer::new(busy_timeout),
+            pool: Default::default(),
+            writer: Arc::new(group::Writer::new(busy_timeout)),
             checkpointer: Default::default(),
             #[cfg(feature = "ann")]
             ann: Default::default(),
@@ -254,6 +255,17 @@ impl SqliteStore {
         store.migrate(&mut c)?;
         drop(c);
         Ok(store)
+    }
+
+    /// Merges the text index's segments until no level holds enough of
+    /// them to merge, a step ([`checkpoint::MERGE_PAGES`] pages) a
+    /// transaction; how many steps merged something.
+    fn merge_text_index(&self) -> Result<usize> {
+        let mut steps = 0;
+        while self.write(checkpoint::merge_step)? {
+            steps += 1;
+        }
+        Ok(steps)
     }
 
     /// The database file.
@@ -291,12 +303,7 @@ impl SqliteStore {
     /// Returns a connection to the pool (one left inside a transaction is
     /// closed instead).
     fn give_back(&self, c: Connection) {
-        if c.is_autocommit() {
-            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-            if pool.len() < pool::POOL_MAX_IDLE {
-                pool.push(c);
-            }
-        }
+        give_back_to(&self.pool, c);
     }
 
     fn migrate(&self, c: &mut Connection) -> Result<()> {
@@ -313,7 +320,7 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        let migrations: [fn() -> String; 7] = [
+        let migrations: [fn() -> String; 8] = [
             migration_1,
             migration_2,
             migration_3,
@@ -321,6 +328,7 @@ impl SqliteStore {
             migration_5,
             migration_6,
             migration_7,
+            migration_8,
         ];
         for (i, m) in migrations.iter().enumerate() {
             let v = i as i64 + 1;
@@ -343,17 +351,24 @@ impl SqliteStore {
             .writer
             .write(|| self.take_conn(), &|c| self.give_back(c), f);
         if out.is_ok() {
-            self.checkpointer.wrote(&self.path, &self.opts);
+            self.checkpointer
+                .wrote(&self.path, &self.opts, || checkpoint::WritePath {
+                    writer: self.writer.clone(),
+                    pool: self.pool.clone(),
+                });
         }
         out
     }
 
-    /// Writes the WAL back into the database file and truncates it. A
-    /// checkpoint another connection is running (the store's own
-    /// checkpointer thread, another process's) is waited out, up to five
-    /// seconds; fails if the checkpoint still could not finish (a reader
-    /// kept an old snapshot that long).
+    /// Brings the file to rest: merges the text index's segments as far as
+    /// FTS5 would (what the store's thread otherwise does in the gaps
+    /// between writes, `checkpoint.rs`), then writes the WAL back into the
+    /// database file and truncates it. A checkpoint another connection is
+    /// running (the store's own checkpointer thread, another process's) is
+    /// waited out, up to five seconds; fails if the checkpoint still could
+    /// not finish (a reader kept an old snapshot that long).
     pub fn checkpoint(&self) -> Result<()> {
+        self.merge_text_index()?;
         let c = self.conn()?;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         loop {
@@ -1041,6 +1056,20 @@ impl Store for SqliteStore {
 }
 
 /// A new connection to the file at `path`, with the store's settings.
+/// The store's idle connections.
+type Pool = Mutex<Vec<Connection>>;
+
+/// Returns a connection to `pool` (one left inside a transaction is
+/// closed instead).
+fn give_back_to(pool: &Pool, c: Connection) {
+    if c.is_autocommit() {
+        let mut pool = pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < pool::POOL_MAX_IDLE {
+            pool.push(c);
+        }
+    }
+}
+
 fn open_conn(path: &Path, opts: &SqliteOptions) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
