@@ -19,7 +19,8 @@
 //! thread merges instead, [`MERGE_PAGES`] pages a transaction through the
 //! process's write path, so a remember waits at most one small step; it
 //! merges what the writes since its last round left, within
-//! [`MERGE_BUDGET`] a round, and before it stops (the store's drop) within
+//! [`MERGE_BUDGET`] a round (another round follows while some is left,
+//! writes or not), and before it stops (the store's drop) within
 //! [`MERGE_AT_STOP`]. A process that never gets to it (killed) leaves
 //! segments for the next round of any process; FTS5's `crisismerge`
 //! (a level of 16 segments merged in the commit that makes it) is the
@@ -167,7 +168,7 @@ fn merge(
             continue;
         }
         let merged = w.writer.write(
-            || take(&w.pool, path, opts),
+            || super::take_from(&w.pool, path, opts),
             &|c| super::give_back_to(&w.pool, c),
             merge_step,
         );
@@ -188,14 +189,6 @@ pub(super) fn merge_step(c: &Connection) -> Result<bool> {
         [MERGE_PAGES],
     )?;
     Ok(c.total_changes() - before >= 2)
-}
-
-fn take(pool: &Pool, path: &std::path::Path, opts: &SqliteOptions) -> Result<Connection> {
-    let pooled = pool.lock().unwrap_or_else(PoisonError::into_inner).pop();
-    match pooled {
-        Some(c) => Ok(c),
-        None => super::open_conn(path, opts),
-    }
 }
 
 impl Drop for Checkpointer {

@@ -259,13 +259,10 @@ impl SqliteStore {
 
     /// Merges the text index's segments until no level holds enough of
     /// them to merge, a step ([`checkpoint::MERGE_PAGES`] pages) a
-    /// transaction; how many steps merged something.
-    fn merge_text_index(&self) -> Result<usize> {
-        let mut steps = 0;
-        while self.write(checkpoint::merge_step)? {
-            steps += 1;
-        }
-        Ok(steps)
+    /// transaction.
+    fn merge_text_index(&self) -> Result<()> {
+        while self.write(checkpoint::merge_step)? {}
+        Ok(())
     }
 
     /// The database file.
@@ -280,10 +277,6 @@ impl SqliteStore {
         fts::scope_terms(scope)
     }
 
-    fn connect(&self) -> Result<Connection> {
-        open_conn(&self.path, &self.opts)
-    }
-
     fn conn(&self) -> Result<Conn<'_>> {
         Ok(Conn {
             store: self,
@@ -293,11 +286,7 @@ impl SqliteStore {
 
     /// An idle connection from the pool, or a new one.
     fn take_conn(&self) -> Result<Connection> {
-        let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        match pooled {
-            Some(c) => Ok(c),
-            None => self.connect(),
-        }
+        take_from(&self.pool, &self.path, &self.opts)
     }
 
     /// Returns a connection to the pool (one left inside a transaction is
@@ -1058,6 +1047,15 @@ impl Store for SqliteStore {
 /// A new connection to the file at `path`, with the store's settings.
 /// The store's idle connections.
 type Pool = Mutex<Vec<Connection>>;
+
+/// An idle connection from `pool`, or a new one to the file at `path`.
+fn take_from(pool: &Pool, path: &Path, opts: &SqliteOptions) -> Result<Connection> {
+    let pooled = pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+    match pooled {
+        Some(c) => Ok(c),
+        None => open_conn(path, opts),
+    }
+}
 
 /// Returns a connection to `pool` (one left inside a transaction is
 /// closed instead).
