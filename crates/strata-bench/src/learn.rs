@@ -1084,7 +1084,7 @@ pub fn learning(
             .or_default()
             .push((*at, text.clone()));
     }
-    for ((scope, _), versions) in by_key {
+    for ((scope, key), versions) in by_key {
         for (i, (at, text)) in versions.iter().enumerate() {
             let probe = match versions.get(i + 1) {
                 Some((next, _)) => *next - SignedDuration::from_mins(1),
@@ -1094,7 +1094,11 @@ pub fn learning(
             r.as_of = Some(probe);
             r.min_relevance = Some(0.0);
             r.touch = false;
-            r.filter = strata::Filter::parse(&serde_json::json!({"kind": "finding"}))?;
+            // The key's versions alone: what is checked is which version
+            // `as_of` answers with, not how the fact ranks against the
+            // project's other findings under hybrid weights (a note that
+            // consolidation rewrote just now outweighs it on importance).
+            r.filter = strata::Filter::parse(&serde_json::json!({"kind": "finding", "key": key}))?;
             let got = engine.recall(&r)?;
             rep.as_of_checks += 1;
             if got.first().is_some_and(|h| &h.memory.content == text) {

@@ -82,7 +82,8 @@ pub use audit::{
 // Ranking and filtering.
 pub use filter::{Field, Filter, Op, Scalar};
 pub use rank::{
-    DEFAULT_NEIGHBOUR_WEIGHT, Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Weights,
+    DEFAULT_NEIGHBOUR_WEIGHT, DEFAULT_SESSION_WEIGHT, Fusion, RankConfig, Relevance, ScoreParts,
+    Signals, Strategy, Weights,
 };
 pub use text::query_terms;
 

@@ -138,6 +138,9 @@ pub struct RankConfig {
     /// Share of its conversation neighbours' relevance a memory gets (0–1;
     /// 0 = off): see docs/retrieval.md.
     pub neighbour_weight: f64,
+    /// Share of the best relevance among the other candidates of its
+    /// session a memory gets (0–1; 0 = off): see docs/retrieval.md.
+    pub session_weight: f64,
 }
 
 impl Default for RankConfig {
@@ -175,6 +178,7 @@ impl Default for RankConfig {
             vector_weight: 0.5,
             min_relevance: DEFAULT_MIN_RELEVANCE,
             neighbour_weight: DEFAULT_NEIGHBOUR_WEIGHT,
+            session_weight: DEFAULT_SESSION_WEIGHT,
         }
     }
 }
@@ -185,6 +189,14 @@ impl Default for RankConfig {
 /// calls the least a match may be; a memory that matches as well as its
 /// neighbour keeps its lead over one that only sits beside it.
 pub const DEFAULT_NEIGHBOUR_WEIGHT: f64 = 0.3;
+
+/// The default share of the best relevance among the other candidates of
+/// a memory's session: the neighbour's number for the same reason, one
+/// level up. A turn of the conversation that matched best reaches at most
+/// 0.3 of that match over an equal turn of a conversation that matched
+/// nothing else, the least the floor calls a match; it never passes a
+/// memory that matches better by more than that.
+pub const DEFAULT_SESSION_WEIGHT: f64 = 0.3;
 
 /// The default relevance floor. One number on two absolute scales:
 ///
@@ -230,6 +242,7 @@ impl RankConfig {
         unit("vector_weight", self.vector_weight)?;
         unit("min_relevance", self.min_relevance)?;
         unit("neighbour_weight", self.neighbour_weight)?;
+        unit("session_weight", self.session_weight)?;
         pos("rrf_k", self.rrf_k)?;
         if !(self.access_boost.is_finite() && self.access_boost >= 0.0) {
             return Err(Error::InvalidConfig(format!(
@@ -289,12 +302,17 @@ pub struct ScoreParts {
     pub passed: Option<String>,
     /// Relevance, 0–1: bm25 over the best bm25 without vectors, else the
     /// fusion of both lists over the best fusion among the candidates; with
-    /// a share of its best conversation neighbour's (below), over the best.
+    /// shares of its best conversation neighbour's and of its session's
+    /// best (below), over the best.
     pub relevance: f64,
     /// The relevance (before sharing) of its best conversation neighbour
     /// among the candidates, when it got a share of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub neighbour: Option<f64>,
+    /// The best relevance (before sharing) among the other candidates of
+    /// its session, when it got a share of it (`ranking.session_weight`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_best: Option<f64>,
     /// The stored importance.
     pub importance: f64,
     /// The memory's kind (the weight below is this kind's).
@@ -378,6 +396,9 @@ pub struct Relevance {
     /// The relevance of its best conversation neighbour among the
     /// candidates, when it got a share of it (`ranking.neighbour_weight`).
     pub neighbour: Option<f64>,
+    /// The best relevance among the other candidates of its session, when
+    /// it got a share of it (`ranking.session_weight`).
+    pub session_best: Option<f64>,
 }
 
 impl Relevance {
@@ -519,18 +540,25 @@ fn fuse_among(
         .collect()
 }
 
-/// Conversation neighbours share relevance. Where a question's evidence is
-/// spread over turns (a question and its answer, a statement and what
-/// follows it), the turn beside a strong match is often evidence too while
-/// matching little itself. Each candidate with a session gets
+/// Conversation neighbours and sessions share relevance. Where a
+/// question's evidence is spread over turns (a question and its answer, a
+/// statement and what follows it), the turn beside a strong match is often
+/// evidence too while matching little itself; and a conversation whose
+/// turns match the question is likelier about it than one where a single
+/// turn matches as well by chance. Each candidate with a session gets
 /// `neighbour_weight` × the larger fused relevance of the candidates
 /// before and after it in its session (by `created_at`, then id: the
-/// nearest among the candidates), and relevance is spread over 0–1 again
-/// by the best. Nothing changes without a query (no relevance) or with a
-/// weight of 0.
+/// nearest among the candidates), and `session_weight` × the best fused
+/// relevance among the other candidates of its session, after which the
+/// candidates with a session are scaled back so that the best of them
+/// keeps its relevance (the session's share orders turns among turns: a
+/// memory without a session that led every turn still leads); then
+/// relevance is spread over 0–1 again by the best. Every share is read
+/// from the relevance before sharing. Nothing changes without a query (no
+/// relevance) or with both weights 0.
 pub fn share_with_neighbours(cfg: &RankConfig, cands: &mut [(Signals, Relevance)]) {
-    let w = cfg.neighbour_weight;
-    if w <= 0.0 || !cands.iter().any(|(_, r)| r.fused > 0.0) {
+    let (wn, ws) = (cfg.neighbour_weight, cfg.session_weight);
+    if (wn <= 0.0 && ws <= 0.0) || !cands.iter().any(|(_, r)| r.fused > 0.0) {
         return;
     }
     let mut sessions: HashMap<&str, Vec<usize>> = HashMap::new();
@@ -539,25 +567,60 @@ pub fn share_with_neighbours(cfg: &RankConfig, cands: &mut [(Signals, Relevance)
             sessions.entry(sess).or_default().push(i);
         }
     }
-    let mut shares: Vec<(usize, f64)> = Vec::new();
+    // (candidate, best neighbour, best other of its session)
+    let mut shares: Vec<(usize, f64, f64)> = Vec::new();
     for turns in sessions.values_mut() {
         turns.sort_by(|&a, &b| {
             let (x, y) = (&cands[a].0, &cands[b].0);
             (x.created_at, &x.id).cmp(&(y.created_at, &y.id))
         });
-        for (k, &i) in turns.iter().enumerate() {
-            let before = k.checked_sub(1).map(|j| cands[turns[j]].1.fused);
-            let after = turns.get(k + 1).map(|&j| cands[j].1.fused);
-            let best = before.into_iter().chain(after).fold(0.0f64, f64::max);
-            if best > 0.0 {
-                shares.push((i, best));
-            }
+        let fused = |k: usize| cands[turns[k]].1.fused;
+        // A candidate's best other is the session's best, or for the best
+        // itself the second best.
+        let best = (0..turns.len()).max_by(|&a, &b| fused(a).total_cmp(&fused(b)));
+        let second = (0..turns.len())
+            .filter(|&k| Some(k) != best)
+            .map(fused)
+            .fold(0.0f64, f64::max);
+        for k in 0..turns.len() {
+            let before = k.checked_sub(1).map(fused);
+            let after = (k + 1 < turns.len()).then(|| fused(k + 1));
+            let beside = before.into_iter().chain(after).fold(0.0f64, f64::max);
+            let other = match best {
+                Some(b) if b != k => fused(b),
+                _ => second,
+            };
+            shares.push((turns[k], beside, other));
         }
     }
-    for (i, best) in shares {
-        let r = &mut cands[i].1;
-        r.neighbour = Some(best);
-        r.fused += w * best;
+    for &(i, beside, _) in &shares {
+        if wn > 0.0 && beside > 0.0 {
+            let r = &mut cands[i].1;
+            r.neighbour = Some(beside);
+            r.fused += wn * beside;
+        }
+    }
+    // The session's share orders the turns of sessions among themselves:
+    // they are scaled back so that the best of them keeps its relevance,
+    // and a memory without a session that led every turn still leads.
+    if ws > 0.0 && shares.iter().any(|s| s.2 > 0.0) {
+        let best_turn = |c: &[(Signals, Relevance)]| {
+            shares.iter().map(|s| c[s.0].1.fused).fold(0.0f64, f64::max)
+        };
+        let before = best_turn(cands);
+        for &(i, _, other) in &shares {
+            if other > 0.0 {
+                let r = &mut cands[i].1;
+                r.session_best = Some(other);
+                r.fused += ws * other;
+            }
+        }
+        let after = best_turn(cands);
+        if after > 0.0 {
+            for &(i, _, _) in &shares {
+                cands[i].1.fused *= before / after;
+            }
+        }
     }
     let top = cands.iter().map(|(_, r)| r.fused).fold(0.0f64, f64::max);
     if top > 0.0 {
@@ -622,6 +685,7 @@ pub fn score(
         passed: None,
         relevance,
         neighbour: rel.neighbour,
+        session_best: rel.session_best,
         importance: m.importance,
         kind: m.kind.clone(),
         kind_weight,
@@ -733,6 +797,7 @@ mod tests {
         let shared = |w: f64| {
             let cfg = RankConfig {
                 neighbour_weight: w,
+                session_weight: 0.0,
                 ..RankConfig::default()
             };
             let mut c = cands();
@@ -767,6 +832,95 @@ mod tests {
             c.iter()
                 .all(|(_, r)| r.fused == 0.0 && r.neighbour.is_none())
         );
+    }
+
+    /// A turn of the conversation that matched best rises over an equal
+    /// match in a conversation that matched nothing else, by the best of
+    /// the *other* turns of its session (the best turn itself gets the
+    /// second best); nothing without a session, alone in a session, or at
+    /// weight 0.
+    #[test]
+    fn a_session_shares_its_best_relevance() {
+        let at = |s: i64| Timestamp::from_second(1_750_000_000 + s).unwrap();
+        let cand = |id: &str, session: Option<&str>, t: i64, fused: f64| {
+            let mut s = Signals::of(&crate::testutil::memory("project/a", "x", at(t)));
+            s.id = id.into();
+            s.session = session.map(String::from);
+            let r = Relevance {
+                fused,
+                ..Relevance::default()
+            };
+            (s, r)
+        };
+        let shared = |w: f64| {
+            let cfg = RankConfig {
+                neighbour_weight: 0.0,
+                session_weight: w,
+                ..RankConfig::default()
+            };
+            // Far apart in time: turns between them were not candidates.
+            let mut c = vec![
+                cand("best", Some("s1"), 0, 1.0),
+                cand("later", Some("s1"), 600, 0.4),
+                cand("third", Some("s1"), 900, 0.1),
+                cand("lone", Some("s2"), 1, 0.45),
+                cand("loose", None, 2, 0.45),
+            ];
+            share_with_neighbours(&cfg, &mut c);
+            c.into_iter()
+                .map(|(s, r)| (s.id, (r.fused, r.session_best)))
+                .collect::<HashMap<_, _>>()
+        };
+        let off = shared(0.0);
+        assert!(off["lone"].0 > off["later"].0);
+        assert!(off.values().all(|(_, s)| s.is_none()));
+        let on = shared(0.3);
+        // best: 1.0 + 0.3 × 0.4 = 1.12, the top; later: 0.4 + 0.3 × 1.0.
+        assert_eq!(on["best"], (1.0, Some(0.4)));
+        assert!((on["later"].0 - 0.7 / 1.12).abs() < 1e-12);
+        assert_eq!(on["later"].1, Some(1.0));
+        assert_eq!(on["third"].1, Some(1.0));
+        assert!(on["later"].0 > on["lone"].0 && on["later"].0 > on["loose"].0);
+        assert!(
+            (on["lone"].0 - 0.45 / 1.12).abs() < 1e-12,
+            "alone: no share"
+        );
+        assert_eq!((on["lone"].1, on["loose"].1), (None, None));
+        // Turns are scaled back so that the best of them keeps its
+        // relevance: the memory without a session keeps its own.
+        assert_eq!(on["loose"].0, 0.45);
+    }
+
+    /// A memory without a session that leads every turn keeps its lead
+    /// however the turns' sessions match.
+    #[test]
+    fn the_session_share_never_moves_turns_past_a_memory_without_a_session() {
+        let at = Timestamp::from_second(1_750_000_000).unwrap();
+        let cand = |id: &str, session: Option<&str>, fused: f64| {
+            let mut s = Signals::of(&crate::testutil::memory("project/a", "x", at));
+            s.id = id.into();
+            s.session = session.map(String::from);
+            let r = Relevance {
+                fused,
+                ..Relevance::default()
+            };
+            (s, r)
+        };
+        let cfg = RankConfig {
+            neighbour_weight: 0.0,
+            session_weight: 1.0,
+            ..RankConfig::default()
+        };
+        let mut c = vec![
+            cand("note", None, 1.0),
+            cand("a", Some("s1"), 0.9),
+            cand("b", Some("s1"), 0.9),
+            cand("c", Some("s1"), 0.9),
+        ];
+        share_with_neighbours(&cfg, &mut c);
+        assert_eq!(c[0].1.fused, 1.0);
+        assert!(c[1..].iter().all(|(_, r)| r.fused < 1.0), "{c:?}");
+        assert!(c[1..].iter().all(|(_, r)| r.session_best == Some(0.9)));
     }
 
     #[test]

@@ -148,6 +148,9 @@ class ScoreParts:
     vector_rank: int | None = None
     # The relevance of its best session neighbour, when it got a share.
     neighbour: float | None = None
+    # The best relevance among the other memories of its session, when it
+    # got a share.
+    session_best: float | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ScoreParts:

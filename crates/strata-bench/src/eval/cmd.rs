@@ -148,8 +148,9 @@ pub struct LocomoArgs {
     #[arg(long)]
     pub at_last_session: bool,
     /// Then ask the questions again with each idea of the ranking turned
-    /// off in turn (session neighbours, vectors, weighted fusion, the
-    /// relevance floor, reply context), the rest as configured: a table
+    /// off in turn (session neighbours, the session's share, vectors,
+    /// weighted fusion, the relevance floor, reply context), the rest as
+    /// configured: a table
     /// of what each buys. Reply context needs the turns embedded again.
     #[arg(long)]
     pub ablation: bool,
@@ -171,11 +172,18 @@ struct Variant {
 }
 
 /// The ideas `--ablation` turns off, each alone.
-const VARIANTS: [Variant; 5] = [
+const VARIANTS: [Variant; 6] = [
     Variant {
         name: "without session neighbours",
         setting: "[ranking] neighbour_weight = 0",
         change: |c| c.ranking.neighbour_weight = 0.0,
+        vectors: false,
+        reembed: false,
+    },
+    Variant {
+        name: "without the session's share",
+        setting: "[ranking] session_weight = 0",
+        change: |c| c.ranking.session_weight = 0.0,
         vectors: false,
         reembed: false,
     },

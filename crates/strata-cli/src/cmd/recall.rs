@@ -141,6 +141,11 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
                     "          beside a memory of relevance {n:.3} in its session (ranking.neighbour_weight)"
                 ))?;
             }
+            if let Some(b) = p.session_best {
+                output::line(format!(
+                    "          in a session whose best other match has relevance {b:.3} (ranking.session_weight)"
+                ))?;
+            }
             if let Some(l) = strata::Learned::of(&h.memory) {
                 output::line(format!(
                     "          learned by {} (confidence {:.2}, {}) from {}",

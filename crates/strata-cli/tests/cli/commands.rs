@@ -285,6 +285,63 @@ fn sessions_end_to_end() {
     assert!(e.ok(&["session", "show", "s-1"]).contains("1 archived"));
 }
 
+/// `recall --explain` names what a memory got from its session: the
+/// share of the turn beside it and of its session's best other match.
+#[test]
+fn recall_explain_says_what_the_session_shared() {
+    let e = Env::new();
+    for (session, text) in [
+        ("s-1", "Where did you move this spring?"),
+        ("s-1", "The lease was signed and we moved"),
+        ("s-1", "It is sunny there"),
+        ("s-2", "We moved"),
+    ] {
+        e.remember(
+            text,
+            "project/a",
+            &["--session", session, "--kind", "conversation"],
+        );
+    }
+    let args = [
+        "recall",
+        "where did you move this spring",
+        "--view",
+        "project/a",
+        "--strategy",
+        "relevance",
+        "--min-relevance",
+        "0",
+        "--explain",
+    ];
+    let out = e.ok(&args);
+    assert!(
+        out.contains(
+            "in a session whose best other match has relevance 1.000 (ranking.session_weight)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("(ranking.neighbour_weight)"), "{out}");
+    let hits = e.json(&args);
+    let lease = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|h| h["content"].as_str().unwrap().starts_with("The lease"))
+        .unwrap();
+    let alone = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|h| h["content"] == "We moved")
+        .unwrap();
+    assert!(lease < alone, "{hits}");
+    assert_eq!(hits[lease]["explain"]["session_best"], 1.0);
+    assert!(
+        hits[alone]["explain"].get("session_best").is_none(),
+        "{hits}"
+    );
+}
+
 #[test]
 fn export_import_round_trip_through_files_and_pipes() {
     let e = Env::new();

@@ -599,12 +599,18 @@ fn eval_locomo_reads_the_protocol_and_refuses_bad_input() {
         .collect();
     assert_eq!(
         variants,
-        ["without session neighbours", "without the relevance floor"],
+        [
+            "without session neighbours",
+            "without the session's share",
+            "without the relevance floor"
+        ],
         "the vector ideas are left out of a run without vectors"
     );
     assert_eq!(r["ablation"][0]["overall"]["recall"]["2"], 0.0);
-    assert_eq!(r["ablation"][1]["overall"]["recall"]["2"], 1.0);
-    assert_eq!(r["ablation"][1]["setting"], "[ranking] min_relevance = 0");
+    assert_eq!(r["ablation"][1]["overall"]["recall"]["2"], 0.0);
+    assert_eq!(r["ablation"][1]["setting"], "[ranking] session_weight = 0");
+    assert_eq!(r["ablation"][2]["overall"]["recall"]["2"], 1.0);
+    assert_eq!(r["ablation"][2]["setting"], "[ranking] min_relevance = 0");
     let out = e.ok(&args);
     assert!(
         out.contains("ablation: each idea turned off alone")

@@ -172,6 +172,8 @@ fn answers_are_described_by_their_schemas() {
     for k in hit["explain"].as_object().unwrap().keys() {
         assert!(explain.contains(k), "`{k}` is not in the ScoreParts schema");
     }
+    // What sessions shared, documented though this hit had none.
+    assert!(explain.contains("neighbour") && explain.contains("session_best"));
 }
 
 /// The schema `schema` resolves to (following a `$ref`, and taking the

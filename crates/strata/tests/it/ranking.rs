@@ -4,11 +4,12 @@ use strata::{Kind, NewMemory, Recall, Strategy};
 
 use crate::harness::{MakeEngine, scope, view};
 
-backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, short_ids_name_one_memory, a_turn_beside_a_strong_match_shares_its_relevance);
+backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, short_ids_name_one_memory, a_turn_beside_a_strong_match_shares_its_relevance, a_turn_of_the_conversation_that_matched_shares_its_relevance);
 
 /// A conversation turn beside the best match in its session rises over an
 /// equal match elsewhere (`ranking.neighbour_weight`), and `--explain`
-/// says why; at weight 0 the shorter match elsewhere leads.
+/// says why; at weight 0 the shorter match elsewhere leads. The session's
+/// share is off, so only the neighbour shares.
 fn a_turn_beside_a_strong_match_shares_its_relevance(make: MakeEngine) {
     let turn = |e: &strata::Engine, session: &str, text: &str| {
         e.remember(
@@ -19,7 +20,10 @@ fn a_turn_beside_a_strong_match_shares_its_relevance(make: MakeEngine) {
         .unwrap()
     };
     let order = |weight: f64| {
-        let e = make(&|c| c.ranking.neighbour_weight = weight);
+        let e = make(&|c| {
+            c.ranking.neighbour_weight = weight;
+            c.ranking.session_weight = 0.0;
+        });
         turn(&e, "s1", "Where did you move this spring?");
         let answer = turn(&e, "s1", "We moved to Lisbon, it is sunny there");
         let other = turn(&e, "s2", "Move the meeting");
@@ -41,6 +45,50 @@ fn a_turn_beside_a_strong_match_shares_its_relevance(make: MakeEngine) {
         cfg.ranking.neighbour_weight = bad;
         let err = strata::Engine::open(cfg).unwrap_err().to_string();
         assert!(err.contains("ranking.neighbour_weight"), "{err}");
+    }
+}
+
+/// A turn of the session whose other turns match the query best rises
+/// over a slightly better match in a session that matched nothing else
+/// (`ranking.session_weight`), and `--explain` says why; at weight 0 the
+/// better match elsewhere leads. Neighbours are off, so only the session
+/// shares.
+fn a_turn_of_the_conversation_that_matched_shares_its_relevance(make: MakeEngine) {
+    let turn = |e: &strata::Engine, session: &str, text: &str| {
+        e.remember(
+            NewMemory::new(scope("project/a"), text)
+                .kind(Kind::Conversation)
+                .session(session),
+        )
+        .unwrap()
+    };
+    let order = |weight: f64| {
+        let e = make(&|c| {
+            c.ranking.neighbour_weight = 0.0;
+            c.ranking.session_weight = weight;
+        });
+        turn(&e, "s1", "Where did you move this spring?");
+        let mine = turn(&e, "s1", "The lease was signed at last and we moved");
+        let other = turn(&e, "s2", "We moved");
+        let mut r = Recall::new("where did you move this spring", view(&["project/a"]));
+        r.strategy = Some(Strategy::Relevance);
+        r.min_relevance = Some(0.0);
+        r.explain = true;
+        let hits = e.recall(&r).unwrap();
+        let at = |id: &str| hits.iter().position(|h| h.memory.id == id).unwrap();
+        let parts = |id: &str| hits[at(id)].explain.clone().unwrap();
+        assert_eq!(parts(&other.id).session_best, None, "alone in its session");
+        (at(&mine.id) < at(&other.id), parts(&mine.id).session_best)
+    };
+    assert_eq!(order(0.0), (false, None));
+    let (first, best) = order(strata::DEFAULT_SESSION_WEIGHT);
+    assert!(first, "the turn of the conversation that matched leads");
+    assert_eq!(best, Some(1.0));
+    for bad in [-0.1, 1.5, f64::NAN] {
+        let mut cfg = strata::Config::in_memory();
+        cfg.ranking.session_weight = bad;
+        let err = strata::Engine::open(cfg).unwrap_err().to_string();
+        assert!(err.contains("ranking.session_weight"), "{err}");
     }
 }
 
