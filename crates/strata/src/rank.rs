@@ -767,31 +767,34 @@ mod tests {
         }
     }
 
+    /// A candidate of fused relevance `fused`, written `t` seconds in, in
+    /// `session`.
+    fn turn(id: &str, session: Option<&str>, t: i64, fused: f64) -> (Signals, Relevance) {
+        let at = Timestamp::from_second(1_750_000_000 + t).unwrap();
+        let mut s = Signals::of(&crate::testutil::memory("project/a", "x", at));
+        s.id = id.into();
+        s.created_at = at;
+        s.session = session.map(String::from);
+        let r = Relevance {
+            fused,
+            ..Relevance::default()
+        };
+        (s, r)
+    }
+
     /// A turn beside a strong match rises over a weak match elsewhere; the
     /// nearest candidates of the same session are the neighbours, whatever
     /// lies between them; nothing is shared across sessions, without a
     /// session, or at weight 0.
     #[test]
     fn session_neighbours_share_relevance() {
-        let at = |s: i64| Timestamp::from_second(1_750_000_000 + s).unwrap();
-        let cand = |id: &str, session: Option<&str>, t: i64, fused: f64| {
-            let mut s = Signals::of(&crate::testutil::memory("project/a", "x", at(t)));
-            s.id = id.into();
-            s.created_at = at(t);
-            s.session = session.map(String::from);
-            let r = Relevance {
-                fused,
-                ..Relevance::default()
-            };
-            (s, r)
-        };
         let cands = || {
             vec![
-                cand("question", Some("s1"), 0, 1.0),
-                cand("answer", Some("s1"), 5, 0.1),
-                cand("later", Some("s1"), 9, 0.0),
-                cand("elsewhere", Some("s2"), 1, 0.2),
-                cand("loose", None, 2, 0.05),
+                turn("question", Some("s1"), 0, 1.0),
+                turn("answer", Some("s1"), 5, 0.1),
+                turn("later", Some("s1"), 9, 0.0),
+                turn("elsewhere", Some("s2"), 1, 0.2),
+                turn("loose", None, 2, 0.05),
             ]
         };
         let shared = |w: f64| {
@@ -841,17 +844,6 @@ mod tests {
     /// weight 0.
     #[test]
     fn a_session_shares_its_best_relevance() {
-        let at = |s: i64| Timestamp::from_second(1_750_000_000 + s).unwrap();
-        let cand = |id: &str, session: Option<&str>, t: i64, fused: f64| {
-            let mut s = Signals::of(&crate::testutil::memory("project/a", "x", at(t)));
-            s.id = id.into();
-            s.session = session.map(String::from);
-            let r = Relevance {
-                fused,
-                ..Relevance::default()
-            };
-            (s, r)
-        };
         let shared = |w: f64| {
             let cfg = RankConfig {
                 neighbour_weight: 0.0,
@@ -860,11 +852,11 @@ mod tests {
             };
             // Far apart in time: turns between them were not candidates.
             let mut c = vec![
-                cand("best", Some("s1"), 0, 1.0),
-                cand("later", Some("s1"), 600, 0.4),
-                cand("third", Some("s1"), 900, 0.1),
-                cand("lone", Some("s2"), 1, 0.45),
-                cand("loose", None, 2, 0.45),
+                turn("best", Some("s1"), 0, 1.0),
+                turn("later", Some("s1"), 600, 0.4),
+                turn("third", Some("s1"), 900, 0.1),
+                turn("lone", Some("s2"), 1, 0.45),
+                turn("loose", None, 2, 0.45),
             ];
             share_with_neighbours(&cfg, &mut c);
             c.into_iter()
@@ -895,17 +887,7 @@ mod tests {
     /// however the turns' sessions match.
     #[test]
     fn the_session_share_never_moves_turns_past_a_memory_without_a_session() {
-        let at = Timestamp::from_second(1_750_000_000).unwrap();
-        let cand = |id: &str, session: Option<&str>, fused: f64| {
-            let mut s = Signals::of(&crate::testutil::memory("project/a", "x", at));
-            s.id = id.into();
-            s.session = session.map(String::from);
-            let r = Relevance {
-                fused,
-                ..Relevance::default()
-            };
-            (s, r)
-        };
+        let cand = |id: &str, session: Option<&str>, fused: f64| turn(id, session, 0, fused);
         let cfg = RankConfig {
             neighbour_weight: 0.0,
             session_weight: 1.0,

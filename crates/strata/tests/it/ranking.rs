@@ -6,19 +6,31 @@ use crate::harness::{MakeEngine, scope, view};
 
 backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, short_ids_name_one_memory, a_turn_beside_a_strong_match_shares_its_relevance, a_turn_of_the_conversation_that_matched_shares_its_relevance);
 
+/// A conversation turn in `project/a`, in `session`.
+fn turn(e: &strata::Engine, session: &str, text: &str) -> strata::Memory {
+    e.remember(
+        NewMemory::new(scope("project/a"), text)
+            .kind(Kind::Conversation)
+            .session(session),
+    )
+    .unwrap()
+}
+
+/// "where did you move this spring" over `project/a` by relevance alone,
+/// every match, explained.
+fn moved_this_spring(e: &strata::Engine) -> Vec<strata::Recalled> {
+    let mut r = Recall::new("where did you move this spring", view(&["project/a"]));
+    r.strategy = Some(Strategy::Relevance);
+    r.min_relevance = Some(0.0);
+    r.explain = true;
+    e.recall(&r).unwrap()
+}
+
 /// A conversation turn beside the best match in its session rises over an
 /// equal match elsewhere (`ranking.neighbour_weight`), and `--explain`
 /// says why; at weight 0 the shorter match elsewhere leads. The session's
 /// share is off, so only the neighbour shares.
 fn a_turn_beside_a_strong_match_shares_its_relevance(make: MakeEngine) {
-    let turn = |e: &strata::Engine, session: &str, text: &str| {
-        e.remember(
-            NewMemory::new(scope("project/a"), text)
-                .kind(Kind::Conversation)
-                .session(session),
-        )
-        .unwrap()
-    };
     let order = |weight: f64| {
         let e = make(&|c| {
             c.ranking.neighbour_weight = weight;
@@ -27,11 +39,7 @@ fn a_turn_beside_a_strong_match_shares_its_relevance(make: MakeEngine) {
         turn(&e, "s1", "Where did you move this spring?");
         let answer = turn(&e, "s1", "We moved to Lisbon, it is sunny there");
         let other = turn(&e, "s2", "Move the meeting");
-        let mut r = Recall::new("where did you move this spring", view(&["project/a"]));
-        r.strategy = Some(Strategy::Relevance);
-        r.min_relevance = Some(0.0);
-        r.explain = true;
-        let hits = e.recall(&r).unwrap();
+        let hits = moved_this_spring(&e);
         let at = |id: &str| hits.iter().position(|h| h.memory.id == id).unwrap();
         let beside = hits[at(&answer.id)].explain.as_ref().unwrap().neighbour;
         (at(&answer.id) < at(&other.id), beside)
@@ -54,14 +62,6 @@ fn a_turn_beside_a_strong_match_shares_its_relevance(make: MakeEngine) {
 /// better match elsewhere leads. Neighbours are off, so only the session
 /// shares.
 fn a_turn_of_the_conversation_that_matched_shares_its_relevance(make: MakeEngine) {
-    let turn = |e: &strata::Engine, session: &str, text: &str| {
-        e.remember(
-            NewMemory::new(scope("project/a"), text)
-                .kind(Kind::Conversation)
-                .session(session),
-        )
-        .unwrap()
-    };
     let order = |weight: f64| {
         let e = make(&|c| {
             c.ranking.neighbour_weight = 0.0;
@@ -70,11 +70,7 @@ fn a_turn_of_the_conversation_that_matched_shares_its_relevance(make: MakeEngine
         turn(&e, "s1", "Where did you move this spring?");
         let mine = turn(&e, "s1", "The lease was signed at last and we moved");
         let other = turn(&e, "s2", "We moved");
-        let mut r = Recall::new("where did you move this spring", view(&["project/a"]));
-        r.strategy = Some(Strategy::Relevance);
-        r.min_relevance = Some(0.0);
-        r.explain = true;
-        let hits = e.recall(&r).unwrap();
+        let hits = moved_this_spring(&e);
         let at = |id: &str| hits.iter().position(|h| h.memory.id == id).unwrap();
         let parts = |id: &str| hits[at(id)].explain.clone().unwrap();
         assert_eq!(parts(&other.id).session_best, None, "alone in its session");
