@@ -1044,7 +1044,6 @@ impl Store for SqliteStore {
     }
 }
 
-/// A new connection to the file at `path`, with the store's settings.
 /// The store's idle connections.
 type Pool = Mutex<Vec<Connection>>;
 
@@ -1068,6 +1067,7 @@ fn give_back_to(pool: &Pool, c: Connection) {
     }
 }
 
+/// A new connection to the file at `path`, with the store's settings.
 fn open_conn(path: &Path, opts: &SqliteOptions) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
