@@ -313,7 +313,6 @@ pub fn to_bytes(v: &[f32]) -> Vec<u8> {
 }
 
 /// A stored vector back; `None` when the length is not a multiple of 4.
-#[cfg(any(feature = "ann", test))]
 pub fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
     if !b.len().is_multiple_of(4) {
         return None;

@@ -937,43 +937,43 @@ mod openai {
     }
 }
 
+/// Unit vectors drawn from a text's hash: well spread, deterministic.
+#[derive(Debug)]
+struct Hashed;
+
+impl Embedder for Hashed {
+    fn model(&self) -> &str {
+        "hashed-16"
+    }
+    fn dim(&self) -> usize {
+        16
+    }
+    fn embed(&self, texts: &[&str], _: Purpose) -> Result<Vec<Vec<f32>>, Error> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut h = t.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+                });
+                let mut v: Vec<f32> = (0..16)
+                    .map(|_| {
+                        h ^= h << 13;
+                        h ^= h >> 7;
+                        h ^= h << 17;
+                        (h % 2000) as f32 / 1000.0 - 1.0
+                    })
+                    .collect();
+                strata::normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
 #[cfg(feature = "ann")]
 mod ann {
     use super::*;
     use strata::{Query, SqliteOptions, SqliteStore, VectorSearch};
-
-    /// Unit vectors drawn from a text's hash: well spread, deterministic.
-    #[derive(Debug)]
-    struct Hashed;
-
-    impl Embedder for Hashed {
-        fn model(&self) -> &str {
-            "hashed-16"
-        }
-        fn dim(&self) -> usize {
-            16
-        }
-        fn embed(&self, texts: &[&str], _: Purpose) -> Result<Vec<Vec<f32>>, Error> {
-            Ok(texts
-                .iter()
-                .map(|t| {
-                    let mut h = t.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-                    });
-                    let mut v: Vec<f32> = (0..16)
-                        .map(|_| {
-                            h ^= h << 13;
-                            h ^= h >> 7;
-                            h ^= h << 17;
-                            (h % 2000) as f32 / 1000.0 - 1.0
-                        })
-                        .collect();
-                    strata::normalize(&mut v);
-                    v
-                })
-                .collect())
-        }
-    }
 
     fn engine(path: &std::path::Path, ann_min_view: usize) -> Engine {
         let opts = SqliteOptions {
@@ -1149,6 +1149,266 @@ mod ann {
             &a,
             &nearest(&scanned, "memory number 7", &["project/a"], None),
             "rebuilt",
+        );
+    }
+}
+
+/// The SQLite store's in-memory copy of the vectors answers as reading them
+/// through SQL does, and follows every change made through another handle
+/// (another process, as far as the copy knows).
+mod copies {
+    use super::*;
+    use strata::{Query, Rows, SqliteOptions, SqliteStore, VectorSearch};
+
+    const MODEL: &str = "hashed-16";
+
+    fn open(path: &std::path::Path, cache: usize) -> SqliteStore {
+        let opts = SqliteOptions {
+            ann_min_view: usize::MAX,
+            vector_cache_bytes: cache,
+            ..SqliteOptions::default()
+        };
+        SqliteStore::open(path, opts).unwrap()
+    }
+
+    fn engine(path: &std::path::Path) -> Engine {
+        let cfg = strata::Config {
+            embedder: strata::EmbedderConfig::none(),
+            ..strata::Config::sqlite(path)
+        };
+        let e = Engine::with_store(cfg, Box::new(open(path, 0))).unwrap();
+        e.set_embedder(Some(Arc::new(Hashed))).unwrap();
+        e
+    }
+
+    fn nearest(
+        s: &SqliteStore,
+        q: &str,
+        v: &[&str],
+        filter: Option<serde_json::Value>,
+        limit: usize,
+    ) -> Vec<(String, f32)> {
+        let mut query = Query::view(view(v), jiff::Timestamp::now());
+        if let Some(f) = filter {
+            query = query.filter(Filter::parse(&f).unwrap());
+        }
+        let qv = Hashed.embed(&[q], Purpose::Query).unwrap().remove(0);
+        s.search_vectors(&query, MODEL, &qv, limit)
+            .unwrap()
+            .into_iter()
+            .map(|(s, sim)| (s.id, sim))
+            .collect()
+    }
+
+    #[track_caller]
+    fn assert_same(copied: &[(String, f32)], scanned: &[(String, f32)], what: &str) {
+        let ids = |h: &[(String, f32)]| h.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(copied), ids(scanned), "{what}");
+        for (a, b) in copied.iter().zip(scanned) {
+            assert!((a.1 - b.1).abs() < 1e-5, "{what}: {a:?} / {b:?}");
+        }
+    }
+
+    #[test]
+    fn the_copy_answers_as_the_scan_does_and_follows_every_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let writer = engine(&path);
+        let mut batch = Vec::new();
+        for i in 0..300 {
+            let s = ["project/a", "project/b", "project/c/x"][i % 3];
+            let kind = if i % 4 == 0 {
+                Kind::Decision
+            } else {
+                Kind::Finding
+            };
+            batch.push(NewMemory::new(scope(s), format!("memory number {i}")).kind(kind));
+        }
+        writer.remember_batch(batch, strata::Confirm::No).unwrap();
+        writer.embed_pending(None, usize::MAX).unwrap();
+        let copied = open(&path, SqliteOptions::default().vector_cache_bytes);
+        let scanned = open(&path, 0);
+        assert_eq!(copied.vectors_in_memory(MODEL), None);
+
+        let views: [&[&str]; 4] = [
+            &["project/a"],
+            &["project/a", "project/b"],
+            &["project/**"],
+            &["project/c/**", "project/c/x"],
+        ];
+        let decision = Some(serde_json::json!({"kind": "decision"}));
+        let check = |what: &str| {
+            for q in ["memory number 7", "something else", "number 42 memory", "x"] {
+                for v in views {
+                    for f in [None, decision.clone()] {
+                        for limit in [1, 10, 500] {
+                            assert_same(
+                                &nearest(&copied, q, v, f.clone(), limit),
+                                &nearest(&scanned, q, v, f.clone(), limit),
+                                &format!("{what}: {q} in {v:?}, {f:?}, {limit}"),
+                            );
+                        }
+                    }
+                }
+            }
+        };
+        check("at first");
+        // One slab per view entry: the three scopes, the subtree of all of
+        // them, and `project/c`'s subtree.
+        assert_eq!(
+            copied.vectors_in_memory(MODEL),
+            Some(100 + 100 + 100 + 300 + 100)
+        );
+        assert!(nearest(&scanned, "x", &["project/a"], None, 10).len() == 10);
+        assert_eq!(
+            scanned.vectors_in_memory(MODEL),
+            None,
+            "0 turns the copy off"
+        );
+
+        // A memory written and embedded through another handle is found.
+        let late = writer
+            .remember(NewMemory::new(scope("project/a"), "a late memory"))
+            .unwrap();
+        writer.embed_pending(None, usize::MAX).unwrap();
+        assert_eq!(
+            nearest(&copied, "a late memory", &["project/a"], None, 1)[0].0,
+            late.id
+        );
+        check("after a write");
+
+        // Archived: never a hit, and out of the copy once a search met it.
+        let held = copied.vectors_in_memory(MODEL).unwrap();
+        let top = nearest(&copied, "memory number 7", &["project/a"], None, 1)[0]
+            .0
+            .clone();
+        scanned
+            .archive(std::slice::from_ref(&top), "test", jiff::Timestamp::now())
+            .unwrap();
+        assert!(
+            !nearest(&copied, "memory number 7", &["project/a"], None, 500)
+                .iter()
+                .any(|h| h.0 == top)
+        );
+        assert!(copied.vectors_in_memory(MODEL).unwrap() < held);
+        check("after an archive");
+
+        // Its text changed: the old vector no longer answers, the new one
+        // does once embedded.
+        let m = writer.get(&late.id).unwrap().unwrap();
+        writer
+            .update(
+                &late.id,
+                strata::Patch {
+                    content: Some("an entirely different text".into()),
+                    ..Default::default()
+                },
+                m.version,
+            )
+            .unwrap();
+        assert!(
+            !nearest(&copied, "a late memory", &["project/a"], None, 500)
+                .iter()
+                .any(|h| h.0 == late.id)
+        );
+        writer.embed_pending(None, usize::MAX).unwrap();
+        assert_eq!(
+            nearest(
+                &copied,
+                "an entirely different text",
+                &["project/a"],
+                None,
+                1
+            )[0]
+            .0,
+            late.id
+        );
+        check("after a change of text");
+
+        // Forgotten through another handle: the copy is read again without it.
+        writer
+            .forget(
+                &strata::Forget::Ids(vec![late.id.clone()]),
+                strata::ForgetOptions::default(),
+            )
+            .unwrap();
+        assert!(
+            !nearest(
+                &copied,
+                "an entirely different text",
+                &["project/**"],
+                None,
+                500
+            )
+            .iter()
+            .any(|h| h.0 == late.id)
+        );
+        check("after a forget");
+
+        // Searches side by side while another handle writes answer only
+        // from their view.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in 0..20 {
+                    writer
+                        .remember(NewMemory::new(
+                            scope("project/b"),
+                            format!("written meanwhile {i}"),
+                        ))
+                        .unwrap();
+                    writer.embed_pending(None, usize::MAX).unwrap();
+                }
+            });
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..30 {
+                        for (id, _) in
+                            nearest(&copied, "written meanwhile", &["project/a"], None, 20)
+                        {
+                            assert_eq!(copied.get(&id).unwrap().unwrap().scope, scope("project/a"));
+                        }
+                    }
+                });
+            }
+        });
+        check("after concurrent writes");
+    }
+
+    #[test]
+    fn a_view_larger_than_the_copy_may_hold_is_read_through_sql() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let writer = engine(&path);
+        let batch = (0..50)
+            .map(|i| NewMemory::new(scope("project/a"), format!("memory number {i}")))
+            .collect();
+        writer.remember_batch(batch, strata::Confirm::No).unwrap();
+        writer.embed_pending(None, usize::MAX).unwrap();
+        // 50 vectors of 16 dimensions do not fit 1,000 bytes.
+        let small = open(&path, 1000);
+        let scanned = open(&path, 0);
+        assert_same(
+            &nearest(&small, "memory number 3", &["project/a"], None, 10),
+            &nearest(&scanned, "memory number 3", &["project/a"], None, 10),
+            "too large",
+        );
+        assert_eq!(small.vectors_in_memory(MODEL), None);
+        // Two views that fit alone but not together: the older goes.
+        let batch = (0..5)
+            .map(|i| NewMemory::new(scope("project/b"), format!("other {i}")))
+            .chain((0..5).map(|i| NewMemory::new(scope("project/c"), format!("third {i}"))))
+            .collect();
+        writer.remember_batch(batch, strata::Confirm::No).unwrap();
+        writer.embed_pending(None, usize::MAX).unwrap();
+        let room = open(&path, 5 * (16 * 4 + 40) + 10);
+        nearest(&room, "other", &["project/b"], None, 10);
+        assert_eq!(room.vectors_in_memory(MODEL), Some(5));
+        nearest(&room, "third", &["project/c"], None, 10);
+        assert_eq!(room.vectors_in_memory(MODEL), Some(5));
+        assert_same(
+            &nearest(&room, "other 3", &["project/b"], None, 10),
+            &nearest(&scanned, "other 3", &["project/b"], None, 10),
+            "after eviction",
         );
     }
 }

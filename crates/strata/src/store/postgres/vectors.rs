@@ -84,10 +84,7 @@ impl VectorCopy {
                 what: "column `scope` of a stored row".into(),
                 source: Box::new(e),
             })?;
-            let v: Vec<f32> = b
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
+            let v = crate::embed::from_bytes(b).unwrap_or_default();
             if let Some(old) = self.scope_of.insert(seq, scope.clone())
                 && let Some(r) = self.rows.get_mut(&old)
             {

@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior, params};
 
 use crate::Result;
 use crate::error::Error;
@@ -78,21 +78,7 @@ pub(super) fn side_file(db: &Path, model: &str) -> PathBuf {
     db.with_file_name(format!("{name}.{safe}.hnsw"))
 }
 
-/// The model's (version, epoch, index_version, dim), if it has vectors.
-pub(super) fn counters(c: &Connection, model: &str) -> Result<Option<(i64, i64, i64, usize)>> {
-    Ok(c.prepare_cached(
-        "SELECT version, epoch, index_version, dim FROM vector_models WHERE model = ?",
-    )?
-    .query_row([model], |r| {
-        Ok((
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get::<_, i64>(3)? as usize,
-        ))
-    })
-    .optional()?)
-}
+use super::vectors::counters;
 
 impl Ann {
     /// The index in the side file, marked with what the database says the

@@ -68,6 +68,7 @@ mod ann;
 mod audit;
 mod checkpoint;
 pub(crate) mod cipher;
+mod copies;
 mod filter_sql;
 mod fts;
 mod group;
@@ -140,6 +141,11 @@ pub struct SqliteOptions {
     /// Views holding at least this many memories search vectors through
     /// the HNSW index (feature `ann`) instead of scanning them.
     pub ann_min_view: usize,
+    /// Bytes of vectors this process keeps in memory for exact search
+    /// (the views recently searched, least recently used out first); a
+    /// view whose vectors do not fit is read through SQL on each search.
+    /// 0 turns the copy off.
+    pub vector_cache_bytes: usize,
     /// The key of an encrypted file (feature `encryption`); `None`: plain.
     pub key: Option<StoreKey>,
 }
@@ -153,6 +159,7 @@ impl Default for SqliteOptions {
             mmap_bytes: 1 << 30,
             vacuum_on_delete: true,
             ann_min_view: 20_000,
+            vector_cache_bytes: 64 << 20,
             key: None,
         }
     }
@@ -168,6 +175,8 @@ pub struct SqliteStore {
     /// Checkpoints, and merges the text index, off the write path
     /// (`checkpoint.rs`).
     checkpointer: checkpoint::Checkpointer,
+    /// This process's copy of recently searched views' vectors.
+    copies: copies::Copies,
     #[cfg(feature = "ann")]
     ann: std::sync::Arc<ann::Indexes>,
 }
@@ -196,6 +205,7 @@ impl SqliteStore {
             vectors_gone(tx, &vectors)?;
             Ok(n)
         })?;
+        self.copies.forget(&vectors);
         #[cfg(feature = "ann")]
         self.forget_in_index(&vectors)?;
         if n > 0 && self.opts.vacuum_on_delete {
@@ -248,6 +258,7 @@ impl SqliteStore {
             pool: Default::default(),
             writer: Arc::new(group::Writer::new(busy_timeout)),
             checkpointer: Default::default(),
+            copies: Default::default(),
             #[cfg(feature = "ann")]
             ann: Default::default(),
         };
@@ -623,6 +634,7 @@ impl Rows for SqliteStore {
                 Ok(out)
             })
         })?;
+        self.copies.forget(&vectors);
         #[cfg(feature = "ann")]
         self.forget_in_index(&vectors)?;
         Ok(out)

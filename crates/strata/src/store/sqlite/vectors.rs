@@ -3,7 +3,22 @@
 
 use super::*;
 
-#[cfg(feature = "ann")]
+/// The model's (version, epoch, index_version, dim), if it has vectors.
+pub(super) fn counters(c: &Connection, model: &str) -> Result<Option<(i64, i64, i64, usize)>> {
+    Ok(c.prepare_cached(
+        "SELECT version, epoch, index_version, dim FROM vector_models WHERE model = ?",
+    )?
+    .query_row([model], |r| {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get::<_, i64>(3)? as usize,
+        ))
+    })
+    .optional()?)
+}
+
 impl SqliteStore {
     /// Active memories in the view (from `scope_counts`).
     pub(super) fn view_size(&self, c: &Connection, q: &Query) -> Result<usize> {
@@ -15,6 +30,89 @@ impl SqliteStore {
         .query_row(params_from_iter(p), |r| r.get::<_, i64>(0))? as usize)
     }
 
+    /// How many vectors of `model` this process holds in memory for exact
+    /// search (`None` before a search of the model has loaded any).
+    pub fn vectors_in_memory(&self, model: &str) -> Option<usize> {
+        self.copies.held(model)
+    }
+
+    /// The best of `cands` checked against their rows (still of this
+    /// model at the stamp the copy holds, in the view and the filter, not
+    /// expired) until `limit` pass and no unchecked candidate could tie
+    /// with the last of them; best first. Candidates whose row is gone or
+    /// was stamped again leave the copy.
+    fn check_hits(
+        &self,
+        c: &Connection,
+        q: &Query,
+        model: &str,
+        mut cands: Vec<copies::Candidate>,
+        limit: usize,
+    ) -> Result<Vec<(Signals, f32)>> {
+        let by =
+            |a: &copies::Candidate, b: &copies::Candidate| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1));
+        // `cands[..sorted]` are the best, in order.
+        let mut sorted = 0;
+        let mut hits: Vec<(Signals, f32)> = Vec::new();
+        let mut stale = Vec::new();
+        let mut chunk = (limit * 2).max(32);
+        while sorted < cands.len() {
+            if hits.len() >= limit && cands[sorted].0 < hits[limit - 1].1 {
+                break;
+            }
+            let end = (sorted + chunk).min(cands.len());
+            chunk *= 2;
+            let rest = &mut cands[sorted..];
+            if end - sorted < rest.len() {
+                rest.select_nth_unstable_by(end - sorted - 1, by);
+            }
+            rest[..end - sorted].sort_unstable_by(by);
+            let part = &cands[sorted..end];
+            sorted = end;
+            let ids: Vec<i64> = part.iter().map(|x| x.1).collect();
+            let mut p = Vec::new();
+            let w = where_sql(q, false, &mut p);
+            p.push(SqlValue::Text(
+                serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()),
+            ));
+            p.push(SqlValue::Text(model.to_string()));
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {SIGNAL_COLS}, m.rowid, m.vector_seq, COALESCE(({w}), 0)
+                 FROM json_each(?) AS j CROSS JOIN memories m ON m.rowid = j.value
+                 WHERE m.embedding_model = ?"
+            ))?;
+            let mut rows: std::collections::HashMap<i64, (Signals, i64, bool)> = st
+                .query_map(params_from_iter(p), |r| {
+                    Ok((
+                        r.get::<_, i64>(SIGNAL_N)?,
+                        (
+                            read_signals(r)?,
+                            r.get::<_, Option<i64>>(SIGNAL_N + 1)?.unwrap_or(0),
+                            r.get::<_, bool>(SIGNAL_N + 2)?,
+                        ),
+                    ))
+                })?
+                .collect::<rusqlite::Result<_>>()?;
+            for &(sim, rowid, seq, entry) in part {
+                match rows.remove(&rowid) {
+                    Some((s, now, pass)) if now == seq => {
+                        if pass {
+                            hits.push((s, sim));
+                        }
+                    }
+                    _ => stale.push((entry, rowid, seq)),
+                }
+            }
+        }
+        self.copies.drop_stale(model, q.view.as_ref(), &stale);
+        crate::store::sort_similar(&mut hits);
+        hits.truncate(limit);
+        Ok(hits)
+    }
+}
+
+#[cfg(feature = "ann")]
+impl SqliteStore {
     /// Vector search through the HNSW index: over-fetch, then check each
     /// hit against its row (view, filter, expiry, model) and score it with
     /// the stored vector. `None` when the index cannot serve the query now
@@ -27,7 +125,7 @@ impl SqliteStore {
         query: &[f32],
         limit: usize,
     ) -> Result<Option<Vec<(Signals, f32)>>> {
-        let Some((version, epoch, _, dim)) = ann::counters(c, model)? else {
+        let Some((version, epoch, _, dim)) = counters(c, model)? else {
             return Ok(Some(Vec::new()));
         };
         if dim != query.len() {
@@ -319,11 +417,34 @@ impl VectorSearch for SqliteStore {
         let c = self.conn()?;
         #[cfg(feature = "ann")]
         let mut c = c;
+        let size = self.view_size(&c, q)?;
         #[cfg(feature = "ann")]
-        if self.view_size(&c, q)? >= self.opts.ann_min_view
+        if size >= self.opts.ann_min_view
             && let Some(hits) = self.search_ann(&mut c, q, model, query, limit)?
         {
             return Ok(hits);
+        }
+        // This process's copy of the view's vectors, when they fit.
+        let cap = self.opts.vector_cache_bytes;
+        if cap > 0 {
+            let Some((version, epoch, _, dim)) = counters(&c, model)? else {
+                return Ok(Vec::new());
+            };
+            if dim != query.len() {
+                return Ok(Vec::new());
+            }
+            let found = self.copies.scan(
+                &c,
+                model,
+                (version, epoch, dim),
+                q.view.as_ref(),
+                size,
+                cap,
+                query,
+            )?;
+            if let Some(cands) = found {
+                return self.check_hits(&c, q, model, cands, limit);
+            }
         }
         let mut p = Vec::new();
         let w = where_sql(q, false, &mut p);
@@ -383,7 +504,8 @@ impl VectorSearch for SqliteStore {
             tx.execute("DELETE FROM vector_models WHERE model IS NOT ?1", [keep])?;
             Ok(n as u64)
         })?;
-        // Their indexes go too.
+        // Their copies and indexes go too.
+        self.copies.keep_only(keep);
         #[cfg(feature = "ann")]
         {
             let mut g = self.ann.loaded.write().unwrap_or_else(|p| p.into_inner());
