@@ -10,25 +10,42 @@
 //! forget); every hit is checked against its row (view, filter, expiry,
 //! model, and the stamp the slab holds) before it is returned, so a row
 //! that left the view, lost its vector or was archived is never a hit,
-//! and it is dropped from the slab when the check finds it. Slabs are
-//! kept within [`SqliteOptions::vector_cache_bytes`], least recently used
-//! first out; a view larger than that is scanned through SQL as before.
+//! and it is dropped from the slab when the check finds it. A view's slabs
+//! are loaded when they fit [`SqliteOptions::vector_cache_bytes`], after
+//! dropping slabs no search used for [`IDLE_MS`] (least recently used
+//! first); otherwise the view is scanned through SQL as before. So views
+//! searched in turn that do not all fit keep what is loaded instead of
+//! pushing each other out on every search.
 
 use super::*;
 use crate::scope::ViewEntry;
 use std::collections::HashMap;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// How long (ms) a slab must go unused before another view's may take its
+/// room.
+pub(super) const IDLE_MS: u64 = 30_000;
 
 /// One model's vectors of one view entry (`None`: every scope).
 type Key = (String, Option<ViewEntry>);
 
 /// This process's slabs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Copies {
     slabs: RwLock<HashMap<Key, Slab>>,
-    /// A clock for "least recently used".
-    tick: AtomicU64,
+    /// When a slab was used is counted in ms from here.
+    born: Instant,
+}
+
+impl Default for Copies {
+    fn default() -> Copies {
+        Copies {
+            slabs: Default::default(),
+            born: Instant::now(),
+        }
+    }
 }
 
 /// The vectors of one entry, contiguous: row `i` is `data[i * dim..][..dim]`.
@@ -42,11 +59,12 @@ struct Slab {
     rows: Vec<(i64, i64)>,
     data: Vec<f32>,
     at: HashMap<i64, usize>,
+    /// When a search last used it (ms, [`Copies::born`]).
     used: AtomicU64,
 }
 
 impl Slab {
-    fn new(epoch: i64, version: i64, dim: usize) -> Slab {
+    fn new(epoch: i64, version: i64, dim: usize, now: u64) -> Slab {
         Slab {
             epoch,
             version,
@@ -54,7 +72,7 @@ impl Slab {
             rows: Vec::new(),
             data: Vec::new(),
             at: HashMap::new(),
-            used: AtomicU64::new(0),
+            used: AtomicU64::new(now),
         }
     }
 
@@ -97,6 +115,33 @@ impl Slab {
         self.rows.pop();
         self.data.truncate(last * self.dim);
     }
+}
+
+/// Makes room for `need` more bytes within `cap` by dropping slabs no
+/// search used for [`IDLE_MS`], least recently used first, never one of
+/// `keep`; whether the room is there.
+fn make_room(
+    slabs: &mut HashMap<Key, Slab>,
+    keep: &[Key],
+    need: usize,
+    cap: usize,
+    now: u64,
+) -> bool {
+    let mut total: usize = slabs.values().map(Slab::bytes).sum();
+    while total.saturating_add(need) > cap {
+        let Some(oldest) = slabs
+            .iter()
+            .filter(|(k, s)| {
+                now.saturating_sub(s.used.load(Ordering::Relaxed)) >= IDLE_MS && !keep.contains(k)
+            })
+            .min_by_key(|(_, s)| s.used.load(Ordering::Relaxed))
+            .map(|(k, _)| k.clone())
+        else {
+            return false;
+        };
+        total -= slabs.remove(&oldest).map_or(0, |s| s.bytes());
+    }
+    true
 }
 
 /// A candidate of the scan: similarity, rowid, stamp, and the entry it
@@ -175,8 +220,11 @@ impl Copies {
                 .map(|e| (model.to_string(), Some(e.clone())))
                 .collect(),
         };
-        let now = self.tick.fetch_add(1, Ordering::Relaxed);
-        self.sync(c, &keys, (version, epoch, dim), cap, now)?;
+        let now = self.born.elapsed().as_millis() as u64;
+        let need = view_size.saturating_mul(dim * 4 + 40);
+        if !self.sync(c, &keys, (version, epoch, dim), (need, cap), now)? {
+            return Ok(None);
+        }
         let g = self.slabs.read().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -204,16 +252,17 @@ impl Copies {
     /// Brings the slabs of `keys` to (`version`, `epoch`): rows stamped
     /// since a slab's version are read through the stamp index, a missing
     /// slab or one of another epoch is read whole. Rows are read without
-    /// the lock; what another search put meanwhile is kept if newer. Then
-    /// the least recently used slabs go until the copies fit `cap`.
+    /// the lock; what another search put meanwhile is kept if newer. A
+    /// slab read whole must first find room for the view (`need` bytes)
+    /// within `cap`: `false` when it cannot (nothing is read).
     fn sync(
         &self,
         c: &Connection,
         keys: &[Key],
         (version, epoch, dim): (i64, i64, usize),
-        cap: usize,
+        (need, cap): (usize, usize),
         now: u64,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let wanted: Vec<(usize, Option<i64>)> = {
             let g = self.slabs.read().unwrap_or_else(|p| p.into_inner());
             keys.iter()
@@ -226,7 +275,13 @@ impl Copies {
                 .collect()
         };
         if wanted.is_empty() {
-            return Ok(());
+            return Ok(true);
+        }
+        if wanted.iter().any(|w| w.1.is_none()) {
+            let mut g = self.slabs.write().unwrap_or_else(|p| p.into_inner());
+            if !make_room(&mut g, keys, need, cap, now) {
+                return Ok(false);
+            }
         }
         let mut read = Vec::with_capacity(wanted.len());
         for (k, since) in wanted {
@@ -238,7 +293,7 @@ impl Copies {
             let slab = match since {
                 None => g
                     .entry(keys[k].clone())
-                    .insert_entry(Slab::new(epoch, version, dim))
+                    .insert_entry(Slab::new(epoch, version, dim, now))
                     .into_mut(),
                 // Rows since `since` complete only a slab that holds every
                 // row up to it (one evicted or loaded again meanwhile
@@ -253,24 +308,7 @@ impl Copies {
             }
             slab.version = slab.version.max(version);
         }
-        // The view's slabs are the most recently used: they stay.
-        for key in keys {
-            if let Some(s) = g.get(key) {
-                s.used.store(now, Ordering::Relaxed);
-            }
-        }
-        let mut total: usize = g.values().map(Slab::bytes).sum();
-        while total > cap {
-            let Some(oldest) = g
-                .iter()
-                .min_by_key(|(_, s)| s.used.load(Ordering::Relaxed))
-                .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
-            total -= g.remove(&oldest).map_or(0, |s| s.bytes());
-        }
-        Ok(())
+        Ok(true)
     }
 
     /// Drops the rows the check found stale: `stale` holds (entry index,
@@ -323,7 +361,7 @@ mod tests {
 
     #[test]
     fn slab_put_replace_and_remove_keep_rows_and_data_in_step() {
-        let mut s = Slab::new(0, 0, 2);
+        let mut s = Slab::new(0, 0, 2, 0);
         s.put(1, 1, &[1.0, 0.0]);
         s.put(2, 2, &[0.0, 1.0]);
         s.put(3, 3, &[0.5, 0.5]);
@@ -345,5 +383,36 @@ mod tests {
         s.remove(3, 3);
         s.remove(2, 4);
         assert!(s.rows.is_empty() && s.data.is_empty() && s.at.is_empty());
+    }
+
+    #[test]
+    fn room_is_made_only_from_idle_slabs_least_recently_used_first() {
+        let key = |scope: &str| ("m".to_string(), Some(ViewEntry::parse(scope).unwrap()));
+        let slab = |used: u64| {
+            let mut s = Slab::new(0, 0, 2, used);
+            s.put(1, 1, &[1.0, 0.0]);
+            s
+        };
+        let one = slab(0).bytes();
+        let mut slabs: HashMap<Key, Slab> = HashMap::new();
+        slabs.insert(key("project/a"), slab(1_000));
+        slabs.insert(key("project/b"), slab(5_000));
+        slabs.insert(key("project/c"), slab(40_000));
+        // Nothing is idle yet at 30.5 s: no room.
+        assert!(!make_room(&mut slabs, &[], one, 3 * one, 30_500));
+        assert_eq!(slabs.len(), 3);
+        // At 40 s, `a` and `b` are idle: `a`, the older, goes first.
+        assert!(make_room(&mut slabs, &[], one, 3 * one, 40_000));
+        assert!(!slabs.contains_key(&key("project/a")) && slabs.len() == 2);
+        // A slab of the view asking is never dropped for it.
+        assert!(!make_room(
+            &mut slabs,
+            &[key("project/b")],
+            2 * one,
+            3 * one,
+            40_000
+        ));
+        assert!(make_room(&mut slabs, &[], 2 * one, 3 * one, 40_000));
+        assert_eq!(slabs.keys().collect::<Vec<_>>(), vec![&key("project/c")]);
     }
 }
