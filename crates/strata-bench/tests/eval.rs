@@ -90,6 +90,14 @@ fn locomo_protocol_on_a_fixture() {
     assert!(big.context_any > 0.99, "{big:?}");
     let small = r.context.iter().find(|c| c.budget == 60).unwrap();
     assert!(small.tokens <= 60.0 && small.items < big.items, "{small:?}");
+    // An agent's recall of 10 is timed beside each question's, and said.
+    let t = &r.timing;
+    assert!(
+        t.top10_p50_ms > 0.0 && t.top10_p95_ms >= t.top10_p50_ms,
+        "{t:?}"
+    );
+    assert!(t.whole10_p95_ms >= t.top10_p95_ms, "{t:?}");
+    assert!(t.to_string().contains("a recall of 10 p50"), "{t}");
 }
 
 #[test]
