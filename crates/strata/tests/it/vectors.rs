@@ -1343,6 +1343,12 @@ mod copies {
             .iter()
             .any(|h| h.0 == late.id)
         );
+        // Only the slab read again is left: the others of the model went
+        // with the old epoch, searched again or not.
+        assert_eq!(
+            copied.vectors_in_memory(MODEL),
+            Some(nearest(&scanned, "x", &["project/**"], None, 10_000).len())
+        );
         check("after a forget");
 
         // Searches side by side while another handle writes answer only

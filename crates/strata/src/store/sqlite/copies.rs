@@ -212,6 +212,9 @@ impl Copies {
         if view_size.saturating_mul(dim * 4 + 40) > cap {
             return Ok(None);
         }
+        if view.is_some_and(|v| v.is_empty()) {
+            return Ok(Some(Vec::new()));
+        }
         let keys: Vec<Key> = match view {
             None => vec![(model.to_string(), None)],
             Some(v) => v
@@ -279,6 +282,11 @@ impl Copies {
         }
         if wanted.iter().any(|w| w.1.is_none()) {
             let mut g = self.slabs.write().unwrap_or_else(|p| p.into_inner());
+            // A new epoch means a forget: every slab of the model from
+            // before it goes now, searched again or not, so no forgotten
+            // vector waits here for its view's next search.
+            let model = &keys[0].0;
+            g.retain(|(m, _), s| m != model || (s.epoch == epoch && s.dim == dim));
             if !make_room(&mut g, keys, need, cap, now) {
                 return Ok(false);
             }

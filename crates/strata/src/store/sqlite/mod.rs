@@ -141,10 +141,11 @@ pub struct SqliteOptions {
     /// Views holding at least this many memories search vectors through
     /// the HNSW index (feature `ann`) instead of scanning them.
     pub ann_min_view: usize,
-    /// Bytes of vectors this process keeps in memory for exact search
-    /// (the views recently searched, least recently used out first); a
-    /// view whose vectors do not fit is read through SQL on each search.
-    /// 0 turns the copy off.
+    /// Bytes of vectors this process keeps in memory for exact search:
+    /// the views searched, each loaded when it fits after dropping views
+    /// no search used for 30 s (least recently used first); a view that
+    /// does not fit is read through SQL on each search. 0 turns the copy
+    /// off.
     pub vector_cache_bytes: usize,
     /// The key of an encrypted file (feature `encryption`); `None`: plain.
     pub key: Option<StoreKey>,
