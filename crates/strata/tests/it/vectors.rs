@@ -1241,7 +1241,7 @@ mod copies {
             for q in ["memory number 7", "something else", "number 42 memory", "x"] {
                 for v in views {
                     for f in [None, decision.clone()] {
-                        for limit in [1, 10, 500] {
+                        for limit in [1, 10, 500, usize::MAX] {
                             assert_same(
                                 &nearest(&copied, q, v, f.clone(), limit),
                                 &nearest(&scanned, q, v, f.clone(), limit),

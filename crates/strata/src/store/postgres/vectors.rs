@@ -530,7 +530,7 @@ impl PostgresStore {
         // candidate could tie with the last of them.
         let mut hits: Vec<(Signals, f32)> = Vec::new();
         let mut at = 0;
-        let mut chunk = (limit * 2).max(32);
+        let mut chunk = limit.saturating_mul(2).max(32);
         while at < cands.len() {
             if hits.len() >= limit {
                 let mut sims: Vec<f32> = hits.iter().map(|h| h.1).collect();
@@ -539,9 +539,9 @@ impl PostgresStore {
                     break;
                 }
             }
-            let part = &cands[at..(at + chunk).min(cands.len())];
+            let part = &cands[at..at.saturating_add(chunk).min(cands.len())];
             at += part.len();
-            chunk *= 2;
+            chunk = chunk.saturating_mul(2);
             let sims: std::collections::HashMap<i64, f32> =
                 part.iter().map(|(s, seq)| (*seq, *s)).collect();
             let mut p: Vec<P> = vec![Box::new(part.iter().map(|x| x.1).collect::<Vec<i64>>())];

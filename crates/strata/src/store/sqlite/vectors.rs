@@ -55,13 +55,13 @@ impl SqliteStore {
         let mut sorted = 0;
         let mut hits: Vec<(Signals, f32)> = Vec::new();
         let mut stale = Vec::new();
-        let mut chunk = (limit * 2).max(32);
+        let mut chunk = limit.saturating_mul(2).max(32);
         while sorted < cands.len() {
             if hits.len() >= limit && cands[sorted].0 < hits[limit - 1].1 {
                 break;
             }
-            let end = (sorted + chunk).min(cands.len());
-            chunk *= 2;
+            let end = sorted.saturating_add(chunk).min(cands.len());
+            chunk = chunk.saturating_mul(2);
             let rest = &mut cands[sorted..];
             if end - sorted < rest.len() {
                 rest.select_nth_unstable_by(end - sorted - 1, by);
