@@ -283,3 +283,18 @@ pub fn fingerprint(e: &Engine) -> String {
         stats.sessions
     )
 }
+
+/// A unit vector of 16 dimensions drawn from `h` by xorshift: well spread
+/// and deterministic, for tests of vector search.
+pub fn unit16(mut h: u64) -> Vec<f32> {
+    let mut v: Vec<f32> = (0..16)
+        .map(|_| {
+            h ^= h << 13;
+            h ^= h >> 7;
+            h ^= h << 17;
+            (h % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect();
+    strata::normalize(&mut v);
+    v
+}

@@ -941,19 +941,7 @@ fn large_views_are_searched_through_an_index() {
         .unwrap()
     };
     let (indexed, scanned, writer) = (open(300), open(usize::MAX), open(usize::MAX));
-    let unit = |i: u64| -> Vec<f32> {
-        let mut h = 0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1);
-        let mut v: Vec<f32> = (0..16)
-            .map(|_| {
-                h ^= h << 13;
-                h ^= h >> 7;
-                h ^= h << 17;
-                (h % 2000) as f32 / 1000.0 - 1.0
-            })
-            .collect();
-        strata::normalize(&mut v);
-        v
-    };
+    let unit = |i: u64| crate::harness::unit16(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1));
     let mut items = Vec::new();
     for i in 0..800u64 {
         let m = mem(

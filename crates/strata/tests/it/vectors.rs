@@ -952,19 +952,9 @@ impl Embedder for Hashed {
         Ok(texts
             .iter()
             .map(|t| {
-                let mut h = t.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                crate::harness::unit16(t.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
                     (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-                });
-                let mut v: Vec<f32> = (0..16)
-                    .map(|_| {
-                        h ^= h << 13;
-                        h ^= h >> 7;
-                        h ^= h << 17;
-                        (h % 2000) as f32 / 1000.0 - 1.0
-                    })
-                    .collect();
-                strata::normalize(&mut v);
-                v
+                }))
             })
             .collect())
     }
