@@ -475,6 +475,9 @@ pub struct FileStore {
     pub busy_timeout_ms: Option<u64>,
     /// MiB of the file read through a memory map (0: none).
     pub mmap_mib: Option<u64>,
+    /// MiB of vectors a process keeps in memory for exact search (0:
+    /// none; `SqliteOptions::vector_cache_bytes`).
+    pub vector_cache_mib: Option<u64>,
     /// SQLite, encrypted (feature `encryption`): the environment variable
     /// holding the key (default `STRATA_KEY`, used when set).
     pub key_env: Option<String>,
@@ -648,7 +651,8 @@ impl Config {
         let store_set = file.store.path.is_some()
             || file.store.durability.is_some()
             || file.store.busy_timeout_ms.is_some()
-            || file.store.mmap_mib.is_some();
+            || file.store.mmap_mib.is_some()
+            || file.store.vector_cache_mib.is_some();
         let pg_set = file.store.url.is_some()
             || file.store.password_env.is_some()
             || file.store.pool_size.is_some()
@@ -677,7 +681,7 @@ impl Config {
             Some("postgres") | Some("postgresql") => {
                 if store_set {
                     return Err(Error::InvalidConfig(
-                        "store: path, durability, busy_timeout_ms and mmap_mib are SQLite settings, but the backend is `postgres`".into(),
+                        "store: path, durability, busy_timeout_ms, mmap_mib and vector_cache_mib are SQLite settings, but the backend is `postgres`".into(),
                     ));
                 }
                 let (mut url, mut options) = match &self.store {
@@ -768,6 +772,16 @@ impl Config {
                     options.mmap_bytes = mib.checked_mul(1 << 20).ok_or_else(|| {
                         Error::InvalidConfig(format!("store.mmap_mib: {mib} MiB is too large"))
                     })?;
+                }
+                if let Some(mib) = file.store.vector_cache_mib {
+                    options.vector_cache_bytes = usize::try_from(mib)
+                        .ok()
+                        .and_then(|m| m.checked_mul(1 << 20))
+                        .ok_or_else(|| {
+                            Error::InvalidConfig(format!(
+                                "store.vector_cache_mib: {mib} MiB is too large"
+                            ))
+                        })?;
                 }
                 self.store = StoreConfig::Sqlite { path, options };
             }
@@ -1042,5 +1056,37 @@ mmap_mib = 64
                 .to_string();
             assert!(e.contains("mmap_mib"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn the_vector_copy_is_set_in_mib_and_bad_values_are_named() {
+        let mut c = Config::default();
+        for (text, bytes) in [("0", 0), ("16", 16usize << 20)] {
+            c.apply_toml(&format!("[store]\nvector_cache_mib = {text}\n"), None)
+                .unwrap();
+            assert!(
+                matches!(&c.store, StoreConfig::Sqlite { options, .. } if options.vector_cache_bytes == bytes),
+                "{text}"
+            );
+        }
+        for bad in [
+            "vector_cache_mib = -1",
+            "vector_cache_mib = \"big\"",
+            "vector_cache_mib = 18446744073709551615",
+        ] {
+            let e = Config::default()
+                .apply_toml(&format!("[store]\n{bad}\n"), None)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("vector_cache_mib"), "{bad}: {e}");
+        }
+        let e = Config::default()
+            .apply_toml(
+                "[store]\nbackend = \"postgres\"\nurl = \"postgres://x@127.0.0.1/db\"\nvector_cache_mib = 8\n",
+                None,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("vector_cache_mib"), "{e}");
     }
 }
