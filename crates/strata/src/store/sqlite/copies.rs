@@ -28,6 +28,15 @@ use std::time::Instant;
 /// room.
 pub(super) const IDLE_MS: u64 = 30_000;
 
+/// What one row costs a slab besides its floats: its (rowid, stamp) and
+/// its place in the slab's map.
+const ROW_BYTES: usize = 40;
+
+/// The bytes a view of `rows` vectors of `dim` floats takes in a slab.
+fn slab_bytes(rows: usize, dim: usize) -> usize {
+    rows.saturating_mul(dim * 4 + ROW_BYTES)
+}
+
 /// One model's vectors of one view entry (`None`: every scope).
 type Key = (String, Option<ViewEntry>);
 
@@ -77,7 +86,7 @@ impl Slab {
     }
 
     fn bytes(&self) -> usize {
-        self.data.len() * 4 + self.rows.len() * 40
+        slab_bytes(self.rows.len(), self.dim)
     }
 
     /// Puts a row's vector, unless the slab holds a newer stamp of it.
@@ -196,20 +205,19 @@ fn read_rows(
 impl Copies {
     /// Every vector of `view`'s entries with its similarity to `query`,
     /// the slabs first brought to the model's (`version`, `epoch`); `None`
-    /// when the view's vectors would not fit the cache (the caller scans
-    /// through SQL).
-    #[allow(clippy::too_many_arguments)]
+    /// when the view's `view_size` vectors would not fit `cap` bytes (the
+    /// caller scans through SQL).
     pub(super) fn scan(
         &self,
         c: &Connection,
         model: &str,
         (version, epoch, dim): (i64, i64, usize),
-        view: Option<&View>,
-        view_size: usize,
+        (view, view_size): (Option<&View>, usize),
         cap: usize,
         query: &[f32],
     ) -> Result<Option<Vec<Candidate>>> {
-        if view_size.saturating_mul(dim * 4 + 40) > cap {
+        let need = slab_bytes(view_size, dim);
+        if need > cap {
             return Ok(None);
         }
         if view.is_some_and(|v| v.is_empty()) {
@@ -224,7 +232,6 @@ impl Copies {
                 .collect(),
         };
         let now = self.born.elapsed().as_millis() as u64;
-        let need = view_size.saturating_mul(dim * 4 + 40);
         if !self.sync(c, &keys, (version, epoch, dim), (need, cap), now)? {
             return Ok(None);
         }

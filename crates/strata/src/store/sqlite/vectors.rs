@@ -56,6 +56,13 @@ impl SqliteStore {
         let mut hits: Vec<(Signals, f32)> = Vec::new();
         let mut stale = Vec::new();
         let mut chunk = limit.saturating_mul(2).max(32);
+        let mut filter = Vec::new();
+        let w = where_sql(q, false, &mut filter);
+        let sql = format!(
+            "SELECT {SIGNAL_COLS}, m.rowid, m.vector_seq, COALESCE(({w}), 0)
+             FROM json_each(?) AS j CROSS JOIN memories m ON m.rowid = j.value
+             WHERE m.embedding_model = ?"
+        );
         while sorted < cands.len() {
             if hits.len() >= limit && cands[sorted].0 < hits[limit - 1].1 {
                 break;
@@ -70,17 +77,13 @@ impl SqliteStore {
             let part = &cands[sorted..end];
             sorted = end;
             let ids: Vec<i64> = part.iter().map(|x| x.1).collect();
-            let mut p = Vec::new();
-            let w = where_sql(q, false, &mut p);
+            // The filter's values come first: its terms are in the SELECT.
+            let mut p = filter.clone();
             p.push(SqlValue::Text(
                 serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into()),
             ));
             p.push(SqlValue::Text(model.to_string()));
-            let mut st = c.prepare_cached(&format!(
-                "SELECT {SIGNAL_COLS}, m.rowid, m.vector_seq, COALESCE(({w}), 0)
-                 FROM json_each(?) AS j CROSS JOIN memories m ON m.rowid = j.value
-                 WHERE m.embedding_model = ?"
-            ))?;
+            let mut st = c.prepare_cached(&sql)?;
             let mut rows: std::collections::HashMap<i64, (Signals, i64, bool)> = st
                 .query_map(params_from_iter(p), |r| {
                     Ok((
@@ -437,8 +440,7 @@ impl VectorSearch for SqliteStore {
                 &c,
                 model,
                 (version, epoch, dim),
-                q.view.as_ref(),
-                size,
+                (q.view.as_ref(), size),
                 cap,
                 query,
             )?;
