@@ -122,6 +122,13 @@ pub struct BenchArgs {
     /// 4 × CPUs).
     #[arg(long, default_value_t = 0)]
     pub pool: usize,
+    /// The http benchmark server's `[server] recall_threads` (default: the
+    /// CPUs; 0 runs recalls on the event loop).
+    #[arg(long)]
+    pub recall_threads: Option<usize>,
+    /// The http benchmark server's `[server] recall_nice` (default 10).
+    #[arg(long)]
+    pub recall_nice: Option<u8>,
     /// Total request rate of the http benchmark's paced phase (0: half the
     /// measured HTTP throughput).
     #[arg(long, default_value_t = 0.0)]
@@ -1484,6 +1491,12 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
             h.http.per_sec,
             lat_line(&format!("{} clients", h.clients), &h.http.latency)
         ))?;
+        output::line(match h.recall_threads {
+            Some((n, nice)) => format!(
+                "                   the server's recalls on {n} recall threads, niceness +{nice}"
+            ),
+            None => "                   the server's recalls on the event loop".into(),
+        })?;
         output::line(format!(
             "                   HTTP / best in process = {:.2}, / in process on {} threads = {:.2}; errors {} in process, {} over HTTP",
             h.ratio,
@@ -1547,6 +1560,10 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
                 m.refused[0],
                 m.refused[1],
                 m.refused[2]
+            ))?;
+            output::line(format!(
+                "                   recalls run on the event loop {}, on the recall threads {}, on the blocking pool {}",
+                m.recalls_on[0], m.recalls_on[1], m.recalls_on[2]
             ))?;
         }
         if !h.scaling.is_empty() {

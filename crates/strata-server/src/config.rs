@@ -47,11 +47,32 @@ pub struct ServerConfig {
     /// it once); 0 never runs it. Default 3600.
     #[serde(default = "default_upkeep_every_secs")]
     pub upkeep_every_secs: u64,
+    /// Threads that run recalls that never wait (SQLite with no embedder
+    /// or the local one), below the event loop's priority, so the event
+    /// loop's threads stay free to read requests and run remembers; 0 runs
+    /// those recalls on the event loop's threads. Default: the CPUs.
+    #[serde(default = "default_recall_threads")]
+    pub recall_threads: usize,
+    /// How much lower the recall threads' priority is: their niceness
+    /// above the process's (Linux; 0–19, default 10). 0 keeps the process's.
+    #[serde(default = "default_recall_nice")]
+    pub recall_nice: u8,
 }
 
 fn default_upkeep_every_secs() -> u64 {
     3600
 }
+
+fn default_recall_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn default_recall_nice() -> u8 {
+    10
+}
+
+/// The most `recall_threads` accepted.
+const MAX_RECALL_THREADS: usize = 1024;
 
 impl Default for ServerConfig {
     fn default() -> ServerConfig {
@@ -63,6 +84,8 @@ impl Default for ServerConfig {
             mcp: McpDefaults::default(),
             access_log: false,
             upkeep_every_secs: default_upkeep_every_secs(),
+            recall_threads: default_recall_threads(),
+            recall_nice: default_recall_nice(),
         }
     }
 }
@@ -207,6 +230,18 @@ impl ServerConfig {
                 self.upkeep_every_secs
             )));
         }
+        if self.recall_threads > MAX_RECALL_THREADS {
+            return Err(ConfigError(format!(
+                "server.recall_threads: {} is more than {MAX_RECALL_THREADS}; 0 runs recalls on the event loop",
+                self.recall_threads
+            )));
+        }
+        if self.recall_nice > 19 {
+            return Err(ConfigError(format!(
+                "server.recall_nice: {} is outside 0–19 (how far below the process's priority recall threads run)",
+                self.recall_nice
+            )));
+        }
         let l = &self.limits;
         for (name, v) in [
             ("max_body_bytes", l.max_body_bytes),
@@ -274,12 +309,27 @@ mod tests {
         assert!(!cfg.access_log);
         let cfg = ServerConfig::from_toml("[server]\naccess_log = true").unwrap();
         assert!(cfg.access_log);
+        assert!(cfg.recall_threads >= 1);
+        assert_eq!(cfg.recall_nice, 10);
+        let cfg =
+            ServerConfig::from_toml("[server]\nrecall_threads = 0\nrecall_nice = 19").unwrap();
+        assert_eq!((cfg.recall_threads, cfg.recall_nice), (0, 19));
     }
 
     #[test]
     fn unknown_keys_and_bad_values_are_named() {
         let e = ServerConfig::from_toml("[server]\nlisten_on = 'x'").unwrap_err();
         assert!(e.to_string().contains("listen_on"), "{e}");
+        for (bad, named) in [
+            ("recall_threads = 5000", "server.recall_threads"),
+            ("recall_threads = -1", "recall_threads"),
+            ("recall_nice = 20", "server.recall_nice"),
+            ("recall_nice = -5", "recall_nice"),
+            ("recall_nice = 'low'", "recall_nice"),
+        ] {
+            let e = ServerConfig::from_toml(&format!("[server]\n{bad}")).unwrap_err();
+            assert!(e.to_string().contains(named), "{bad}: {e}");
+        }
         let e = ServerConfig::from_toml("[server.limits]\nmax_batch = 0").unwrap_err();
         assert!(e.to_string().contains("server.limits.max_batch"), "{e}");
         for key in [

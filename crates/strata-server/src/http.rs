@@ -671,6 +671,7 @@ async fn recall(State(st): St, g: G, JsonBody(b): JsonBody<RecallBody>) -> Resul
     let results = if b.is_light() {
         st.run_recall(g.0, move |c| c.recall(&b)).await?
     } else {
+        st.metrics.record_recall(crate::RanOn::Pool);
         run(&st, g.0, move |c| c.recall(&b)).await?
     };
     // Written straight from the results: no JSON tree built in between.

@@ -37,6 +37,20 @@ pub struct Metrics {
     /// those that waited out another writer first.
     writes: [AtomicU64; 2],
     waited: AtomicU64,
+    /// Recalls run on the event loop's thread, on a recall thread, on the
+    /// blocking pool.
+    recalls: [AtomicU64; 3],
+}
+
+/// Where a recall ran ([`Metrics::record_recall`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RanOn {
+    /// The event loop's thread that read the request.
+    EventLoop,
+    /// A recall thread (`[server] recall_threads`).
+    RecallThread,
+    /// The blocking pool (a recall that may wait).
+    Pool,
 }
 
 impl Metrics {
@@ -61,6 +75,18 @@ impl Metrics {
         if inline && waited {
             self.waited.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Records where one recall ran.
+    pub fn record_recall(&self, on: RanOn) {
+        self.recalls[on as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Recalls so far: on the event loop's thread, on the recall threads,
+    /// on the blocking pool.
+    pub fn recalls(&self) -> (u64, u64, u64) {
+        let n = |i: usize| self.recalls[i].load(Ordering::Relaxed);
+        (n(0), n(1), n(2))
     }
 
     /// Remembers and updates so far: on the event loop's thread, on the
@@ -131,6 +157,17 @@ impl Metrics {
         let (inline, pooled) = self.writes();
         let _ = writeln!(out, "strata_writes_total{{thread=\"event_loop\"}} {inline}");
         let _ = writeln!(out, "strata_writes_total{{thread=\"pool\"}} {pooled}");
+        out.push_str(
+            "# HELP strata_recalls_total Recalls, by the thread that ran them: the event loop's, a recall thread (while writes arrive), or the blocking pool's (a recall that may wait).\n",
+        );
+        out.push_str("# TYPE strata_recalls_total counter\n");
+        let (inline, threads, pooled) = self.recalls();
+        let _ = writeln!(
+            out,
+            "strata_recalls_total{{thread=\"event_loop\"}} {inline}"
+        );
+        let _ = writeln!(out, "strata_recalls_total{{thread=\"recall\"}} {threads}");
+        let _ = writeln!(out, "strata_recalls_total{{thread=\"pool\"}} {pooled}");
         out.push_str(
             "# HELP strata_writes_waited_total Writes on the event loop that first waited out another writer of this process (its commit, say) without holding the thread.\n",
         );

@@ -33,6 +33,9 @@ pub struct HttpBench {
     pub clients: usize,
     /// The server's pool (`limits.max_concurrent`).
     pub pool: usize,
+    /// The server's recall threads and their niceness (`[server]
+    /// recall_threads`, `recall_nice`); `None`: recalls on the event loop.
+    pub recall_threads: Option<(usize, u8)>,
     /// The same recalls in process, on as many threads as there are CPUs,
     /// as the server's pool, and as `--clients`.
     pub in_process: Vec<InProcess>,
@@ -105,6 +108,9 @@ pub struct Mixed {
     /// by why: another writer of the process at it, SQLite's lock held
     /// elsewhere, an eviction ahead.
     pub refused: [u64; 3],
+    /// The mix's recalls by where the server ran them: the event loop's
+    /// thread, a recall thread, the blocking pool.
+    pub recalls_on: [u64; 3],
 }
 
 /// One row of the in-process scaling table.
@@ -518,6 +524,12 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     if a.pool > 0 {
         cfg.limits.max_concurrent = a.pool;
     }
+    if let Some(t) = a.recall_threads {
+        cfg.recall_threads = t;
+    }
+    if let Some(n) = a.recall_nice {
+        cfg.recall_nice = n;
+    }
     // Start from an empty write-ahead log: pages still in it from loading
     // the data (read with pread, not through the memory map) would slow
     // whichever side ran first.
@@ -540,6 +552,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     drive_http(&[addr], &token, clients, warm, None, &never, &recall, &fine)?;
 
     let pool = shared.limits.max_concurrent;
+    let recall_threads = shared.recall_threads();
     let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
     let mut counts = vec![cpus, pool, clients];
     counts.sort_unstable();
@@ -669,6 +682,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             Ok(())
         };
         let before = shared.metrics.writes();
+        let recalls_before = shared.metrics.recalls();
         let waited_before = shared.metrics.writes_waited();
         let refused_before = strata::refusals();
         let m = drive_http(
@@ -682,6 +696,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             &record,
         )?;
         let after = shared.metrics.writes();
+        let recalls_after = shared.metrics.recalls();
         let ids = ids.into_inner().unwrap();
         mixed.push(Mixed {
             write_percent: 10 * w,
@@ -695,6 +710,11 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             written_pooled: after.1 - before.1,
             written_after_waiting: shared.metrics.writes_waited() - waited_before,
             refused: std::array::from_fn(|k| strata::refusals()[k] - refused_before[k]),
+            recalls_on: [
+                recalls_after.0 - recalls_before.0,
+                recalls_after.1 - recalls_before.1,
+                recalls_after.2 - recalls_before.2,
+            ],
         });
         acked.push(ids);
     }
@@ -735,6 +755,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
                 .fold(f64::MIN_POSITIVE, f64::max),
         in_process,
         pool,
+        recall_threads,
         http,
         floor,
         paced,

@@ -419,6 +419,7 @@ fn without_authentication_the_actor_is_anonymous_and_off_records_nothing() {
     assert_eq!(v["entries"][0]["actor"], "anonymous", "{v}");
     // A recorded recall writes: it never runs on the event loop.
     assert!(!s.shared.inline_recall);
+    assert_eq!(s.shared.recall_threads(), None);
 
     let (o, c) = token("ops", &["global"], Access::Admin);
     let off = Server::start(ServerConfig {

@@ -17,6 +17,7 @@ mod openapi;
 mod probes;
 mod routes;
 mod secrets;
+mod threads;
 mod tokens;
 mod transport;
 mod ui;

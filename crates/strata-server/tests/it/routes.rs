@@ -399,6 +399,9 @@ fn a_remember_behind_another_process_waits_on_the_pool_while_reads_go_on() {
         "strata_writes_total{thread=\"pool\"} 1",
         // Another process's lock is not waited out on the event loop.
         "strata_writes_waited_total 0",
+        // Recalls while writes arrive run on the recall threads.
+        "strata_recalls_total{thread=\"recall\"} 4",
+        "strata_recalls_total{thread=\"event_loop\"} 0",
     ] {
         assert!(text.contains(want), "missing {want} in\n{text}");
     }

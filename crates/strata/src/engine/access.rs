@@ -218,6 +218,16 @@ impl Engine {
         let _ = self.flush_accesses();
     }
 
+    /// Starts now, from the calling thread, the threads the engine would
+    /// otherwise start on first use: the access log's writer (started by
+    /// the first recall that records access). A thread takes its creator's
+    /// scheduling priority; a server that runs recalls on threads of lower
+    /// priority calls this first, so the writer, which holds the store's
+    /// write path while it writes, never runs at theirs.
+    pub fn start_threads(&self) {
+        self.access_writer();
+    }
+
     /// Starts the writer thread if it is not running; false if it cannot
     /// be started.
     fn access_writer(&self) -> bool {
