@@ -40,6 +40,7 @@ mod store;
 mod sync;
 mod text;
 mod tokens;
+mod when;
 
 #[cfg(test)]
 pub(crate) mod testutil;
@@ -82,8 +83,8 @@ pub use audit::{
 // Ranking and filtering.
 pub use filter::{Field, Filter, Op, Scalar};
 pub use rank::{
-    DEFAULT_NEIGHBOUR_WEIGHT, DEFAULT_SESSION_WEIGHT, Fusion, RankConfig, Relevance, ScoreParts,
-    Signals, Strategy, Weights,
+    DEFAULT_NEIGHBOUR_WEIGHT, DEFAULT_SESSION_WEIGHT, DEFAULT_TIME_WEIGHT, Fusion, RankConfig,
+    Relevance, ScoreParts, Signals, Strategy, Weights,
 };
 pub use text::query_terms;
 

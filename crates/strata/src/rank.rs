@@ -141,6 +141,10 @@ pub struct RankConfig {
     /// Share of the best relevance among the other candidates of its
     /// session a memory gets (0–1; 0 = off): see docs/retrieval.md.
     pub session_weight: f64,
+    /// How much more a memory written in the time the question names
+    /// counts ("on 25 October 2022", "last month"): its relevance × (1 +
+    /// this); 0 = off. See docs/retrieval.md.
+    pub time_weight: f64,
 }
 
 impl Default for RankConfig {
@@ -179,9 +183,13 @@ impl Default for RankConfig {
             min_relevance: DEFAULT_MIN_RELEVANCE,
             neighbour_weight: DEFAULT_NEIGHBOUR_WEIGHT,
             session_weight: DEFAULT_SESSION_WEIGHT,
+            time_weight: DEFAULT_TIME_WEIGHT,
         }
     }
 }
+
+/// The default weight of the time a question names.
+pub const DEFAULT_TIME_WEIGHT: f64 = 0.3;
 
 /// The default share of a neighbour's relevance, the relevance floor's
 /// number for a reason of its own: a memory with no match of its own that
@@ -243,6 +251,7 @@ impl RankConfig {
         unit("min_relevance", self.min_relevance)?;
         unit("neighbour_weight", self.neighbour_weight)?;
         unit("session_weight", self.session_weight)?;
+        unit("time_weight", self.time_weight)?;
         pos("rrf_k", self.rrf_k)?;
         if !(self.access_boost.is_finite() && self.access_boost >= 0.0) {
             return Err(Error::InvalidConfig(format!(
@@ -313,6 +322,11 @@ pub struct ScoreParts {
     /// its session, when it got a share of it (`ranking.session_weight`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_best: Option<f64>,
+    /// Written in the time the question names ("on 25 October 2022",
+    /// "last week"), which weighs its relevance × (1 +
+    /// `ranking.time_weight`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_named_time: bool,
     /// The stored importance.
     pub importance: f64,
     /// The memory's kind (the weight below is this kind's).
@@ -399,6 +413,8 @@ pub struct Relevance {
     /// The best relevance among the other candidates of its session, when
     /// it got a share of it (`ranking.session_weight`).
     pub session_best: Option<f64>,
+    /// Written in the time the question names (`ranking.time_weight`).
+    pub in_named_time: bool,
 }
 
 impl Relevance {
@@ -538,6 +554,34 @@ fn fuse_among(
             (i, r)
         })
         .collect()
+}
+
+/// Memories written in the time the question names count `time_weight`
+/// more: each candidate whose `created_at` falls in `span` has its fused
+/// relevance × (1 + `time_weight`), and relevance is spread over 0–1
+/// again by the best. Nothing changes without a span or a weight.
+pub fn prefer_named_time(
+    cfg: &RankConfig,
+    span: Option<crate::when::Span>,
+    cands: &mut [(Signals, Relevance)],
+) {
+    let Some(span) = span.filter(|_| cfg.time_weight > 0.0) else {
+        return;
+    };
+    let mut any = false;
+    for (s, r) in cands.iter_mut() {
+        if r.fused > 0.0 && span.contains(s.created_at) {
+            r.fused *= 1.0 + cfg.time_weight;
+            r.in_named_time = true;
+            any = true;
+        }
+    }
+    if any {
+        let top = cands.iter().map(|(_, r)| r.fused).fold(0.0f64, f64::max);
+        for (_, r) in cands.iter_mut() {
+            r.fused /= top;
+        }
+    }
 }
 
 /// Conversation neighbours and sessions share relevance. Where a
@@ -686,6 +730,7 @@ pub fn score(
         relevance,
         neighbour: rel.neighbour,
         session_best: rel.session_best,
+        in_named_time: rel.in_named_time,
         importance: m.importance,
         kind: m.kind.clone(),
         kind_weight,

@@ -172,7 +172,7 @@ struct Variant {
 }
 
 /// The ideas `--ablation` turns off, each alone.
-const VARIANTS: [Variant; 6] = [
+const VARIANTS: [Variant; 7] = [
     Variant {
         name: "without session neighbours",
         setting: "[ranking] neighbour_weight = 0",
@@ -184,6 +184,13 @@ const VARIANTS: [Variant; 6] = [
         name: "without the session's share",
         setting: "[ranking] session_weight = 0",
         change: |c| c.ranking.session_weight = 0.0,
+        vectors: false,
+        reembed: false,
+    },
+    Variant {
+        name: "without the named time",
+        setting: "[ranking] time_weight = 0",
+        change: |c| c.ranking.time_weight = 0.0,
         vectors: false,
         reembed: false,
     },

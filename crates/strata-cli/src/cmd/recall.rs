@@ -146,6 +146,12 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
                     "          in a session whose best other match has relevance {b:.3} (ranking.session_weight)"
                 ))?;
             }
+            if p.in_named_time {
+                output::line(
+                    "          written in the time the question names (ranking.time_weight)"
+                        .to_string(),
+                )?;
+            }
             if let Some(l) = strata::Learned::of(&h.memory) {
                 output::line(format!(
                     "          learned by {} (confidence {:.2}, {}) from {}",

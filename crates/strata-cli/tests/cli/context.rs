@@ -602,6 +602,7 @@ fn eval_locomo_reads_the_protocol_and_refuses_bad_input() {
         [
             "without session neighbours",
             "without the session's share",
+            "without the named time",
             "without the relevance floor"
         ],
         "the vector ideas are left out of a run without vectors"
@@ -609,8 +610,9 @@ fn eval_locomo_reads_the_protocol_and_refuses_bad_input() {
     assert_eq!(r["ablation"][0]["overall"]["recall"]["2"], 0.0);
     assert_eq!(r["ablation"][1]["overall"]["recall"]["2"], 0.0);
     assert_eq!(r["ablation"][1]["setting"], "[ranking] session_weight = 0");
-    assert_eq!(r["ablation"][2]["overall"]["recall"]["2"], 1.0);
-    assert_eq!(r["ablation"][2]["setting"], "[ranking] min_relevance = 0");
+    assert_eq!(r["ablation"][2]["setting"], "[ranking] time_weight = 0");
+    assert_eq!(r["ablation"][3]["overall"]["recall"]["2"], 1.0);
+    assert_eq!(r["ablation"][3]["setting"], "[ranking] min_relevance = 0");
     let out = e.ok(&args);
     assert!(
         out.contains("ablation: each idea turned off alone")

@@ -323,6 +323,7 @@ impl Engine {
         let counter = self.token_counter();
         let terms = text::query_terms(&req.query);
         text::check_query_terms(&terms)?;
+        let span = crate::when::named_span(&req.query, now);
         let qvec = match prof.strategy {
             Strategy::Relevance | Strategy::Hybrid => self.query_vector(&req.query)?,
             Strategy::Recency | Strategy::Importance => None,
@@ -401,6 +402,7 @@ impl Engine {
                             filter,
                             terms,
                             qvec,
+                            span,
                             window,
                             now,
                             &mut costs,
@@ -451,6 +453,7 @@ impl Engine {
                         filter,
                         &terms,
                         qvec.as_ref(),
+                        span,
                         src.window,
                         now,
                         &mut costs,
@@ -604,6 +607,7 @@ impl Engine {
         filter: &Filter,
         terms: &[String],
         qvec: Option<&QueryVector>,
+        span: Option<crate::when::Span>,
         window: usize,
         now: Timestamp,
         costs: &mut Costs<'_>,
@@ -688,7 +692,7 @@ impl Engine {
                     .or_insert((Signals::of(&m), Relevance::default()));
             }
         }
-        let ranked = self.rank(pool.into_values().collect(), strategy, now);
+        let ranked = self.rank(pool.into_values().collect(), strategy, now, span);
         let mut by_id: HashMap<String, (Signals, ScoreParts)> = HashMap::new();
         let mut order: Vec<String> = Vec::with_capacity(ranked.len());
         for (s, parts) in ranked {

@@ -273,8 +273,9 @@ impl Engine {
             }
         }
         let has_query = !terms.is_empty() || qvec.is_some();
+        let span = crate::when::named_span(&req.query, req.as_of.unwrap_or(now));
         let mut ranked: Vec<(Signals, ScoreParts, bool)> = self
-            .rank_floored(cands, strategy, now, has_query.then_some(floor))
+            .rank_floored(cands, strategy, now, has_query.then_some(floor), span)
             .into_iter()
             .map(|(s, p)| {
                 let arch = archived.contains_key(&s.id);
@@ -354,8 +355,10 @@ impl Engine {
         mut cands: Vec<(Signals, Relevance)>,
         strategy: Strategy,
         now: Timestamp,
+        span: Option<crate::when::Span>,
     ) -> Vec<(Signals, ScoreParts)> {
         rank::fuse(&self.cfg.ranking, &mut cands);
+        rank::prefer_named_time(&self.cfg.ranking, span, &mut cands);
         rank::share_with_neighbours(&self.cfg.ranking, &mut cands);
         let mut scored: Vec<(Signals, ScoreParts)> = cands
             .into_iter()
@@ -376,11 +379,13 @@ impl Engine {
         strategy: Strategy,
         now: Timestamp,
         floor: Option<f64>,
+        span: Option<crate::when::Span>,
     ) -> Vec<(Signals, ScoreParts)> {
         let Some(floor) = floor.filter(|f| *f > 0.0) else {
-            return self.rank(cands, strategy, now);
+            return self.rank(cands, strategy, now, span);
         };
         rank::fuse(&self.cfg.ranking, &mut cands);
+        rank::prefer_named_time(&self.cfg.ranking, span, &mut cands);
         let mut passed: Vec<(Signals, Relevance)> = Vec::new();
         let mut why: Vec<String> = Vec::new();
         for (m, r) in cands {
@@ -455,7 +460,7 @@ impl Engine {
                     .collect();
                 cands.extend(hot.iter().map(|m| (Signals::of(m), Relevance::default())));
                 let ids: Vec<String> = self
-                    .rank(cands, Strategy::Importance, now)
+                    .rank(cands, Strategy::Importance, now, None)
                     .into_iter()
                     .skip(req.offset)
                     .take(req.limit)

@@ -4,7 +4,7 @@ use strata::{Kind, NewMemory, Recall, Strategy};
 
 use crate::harness::{MakeEngine, scope, view};
 
-backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, short_ids_name_one_memory, a_turn_beside_a_strong_match_shares_its_relevance, a_turn_of_the_conversation_that_matched_shares_its_relevance);
+backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, short_ids_name_one_memory, a_turn_beside_a_strong_match_shares_its_relevance, a_turn_of_the_conversation_that_matched_shares_its_relevance, a_memory_written_in_the_named_time_leads);
 
 /// A conversation turn in `project/a`, in `session`.
 fn turn(e: &strata::Engine, session: &str, text: &str) -> strata::Memory {
@@ -543,4 +543,63 @@ fn recency_with_a_query_orders_every_match(make: MakeEngine) {
         got[0].starts_with("deploy 299") && got[2].starts_with("deploy 297"),
         "{got:?}"
     );
+}
+
+/// Of two equal matches, the one written in the time the question names
+/// leads (`ranking.time_weight`), and `--explain` says so; at weight 0
+/// the newer memory wins the tie.
+fn a_memory_written_in_the_named_time_leads(make: MakeEngine) {
+    let first = |weight: f64, question: &str| {
+        let e = make(&|c| c.ranking.time_weight = weight);
+        let at = |t: &str| t.parse::<jiff::Timestamp>().unwrap();
+        let then = e
+            .remember(
+                NewMemory::new(scope("project/a"), "we chose postgres for billing")
+                    .created_at(at("2025-10-25T15:00:00Z")),
+            )
+            .unwrap();
+        let later = e
+            .remember(
+                NewMemory::new(scope("project/a"), "we chose sqlite for billing")
+                    .created_at(at("2026-02-03T09:00:00Z")),
+            )
+            .unwrap();
+        let mut r = Recall::new(question, view(&["project/a"]));
+        r.strategy = Some(Strategy::Relevance);
+        r.explain = true;
+        let hits = e.recall(&r).unwrap();
+        assert_eq!(hits.len(), 2);
+        let named = hits[0].explain.as_ref().unwrap().in_named_time;
+        assert!(!hits[1].explain.as_ref().unwrap().in_named_time);
+        assert_ne!(hits[0].memory.id, hits[1].memory.id);
+        let led = if hits[0].memory.id == then.id {
+            "then"
+        } else {
+            assert_eq!(hits[0].memory.id, later.id);
+            "later"
+        };
+        (led, named)
+    };
+    for q in [
+        "what did we choose for billing on October 25, 2025?",
+        "what did we choose for billing in October 2025",
+        "what did we choose for billing in 2025",
+    ] {
+        assert_eq!(first(strata::DEFAULT_TIME_WEIGHT, q), ("then", true), "{q}");
+        assert_eq!(first(0.0, q), ("later", false), "{q}");
+    }
+    // No time named: the newer wins the tie, with or without the weight.
+    assert_eq!(
+        first(
+            strata::DEFAULT_TIME_WEIGHT,
+            "what did we choose for billing"
+        ),
+        ("later", false)
+    );
+    for bad in [-0.1, 1.5, f64::NAN] {
+        let mut cfg = strata::Config::in_memory();
+        cfg.ranking.time_weight = bad;
+        let err = strata::Engine::open(cfg).unwrap_err().to_string();
+        assert!(err.contains("ranking.time_weight"), "{err}");
+    }
 }
