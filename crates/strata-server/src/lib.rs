@@ -198,9 +198,10 @@ impl Shared {
     /// access log's write) with `grant`.
     ///
     /// A recall on SQLite with a local embedder (or none) is a fraction of
-    /// a millisecond of CPU that never waits: it runs on a recall thread
-    /// ([`Shared::recall_threads`]), or here, on the event loop's thread,
-    /// under a permit, when there are none. Either saves the blocking
+    /// a millisecond of CPU that never waits: while writes arrive it runs
+    /// on a recall thread ([`Shared::recall_threads`]), else (or when there
+    /// are none) here, on the event loop's thread, under a permit. Either
+    /// saves the blocking
     /// pool's two thread hand-offs per request (as much as the HTTP
     /// transport costs). Anything that can wait (a remote embedder, the
     /// HNSW index's lock, a networked store) goes to the blocking pool.
