@@ -322,21 +322,7 @@ pub fn parse_date(text: &str) -> Option<Timestamp> {
     let [day, month, year] = parts.as_slice() else {
         return None;
     };
-    let months = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    let mo = months.iter().position(|x| x.eq_ignore_ascii_case(month))? as i8 + 1;
+    let mo = strata::month_number(month)?;
     let d = jiff::civil::date(year.parse().ok()?, mo, day.parse().ok()?);
     let dt = d.at(h, m, 0, 0);
     dt.to_zoned(jiff::tz::TimeZone::UTC)

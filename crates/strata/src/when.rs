@@ -59,7 +59,9 @@ const MONTHS: [&str; 12] = [
     "december",
 ];
 
-fn month_of(w: &str) -> Option<i8> {
+/// The month a word names, 1–12: its English name or the name's first
+/// three letters, in any case.
+pub fn month_of(w: &str) -> Option<i8> {
     let w = w.to_ascii_lowercase();
     MONTHS
         .iter()
