@@ -84,10 +84,10 @@ pub struct Shared {
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Bounds engine calls in flight (`limits.max_concurrent`).
     pub permits: Arc<tokio::sync::Semaphore>,
-    /// Recalls run on a recall thread, or on the thread that read the
-    /// request when there are none
-    /// ([`strata::Engine::recall_never_waits`]), not on the blocking pool;
-    /// never while `[audit]` records calls (each recall then writes).
+    /// Recalls that never wait ([`strata::Engine::recall_never_waits`])
+    /// run on a recall thread while writes arrive, else on the thread that
+    /// read the request, not on the blocking pool; never while `[audit]`
+    /// records calls (each recall then writes).
     pub inline_recall: bool,
     /// The recall threads (`[server] recall_threads`), where the recalls
     /// that never wait run; without them, on the event loop.
@@ -201,12 +201,11 @@ impl Shared {
     /// a millisecond of CPU that never waits: while writes arrive it runs
     /// on a recall thread ([`Shared::recall_threads`]), else (or when there
     /// are none) here, on the event loop's thread, under a permit. Either
-    /// saves the blocking
-    /// pool's two thread hand-offs per request (as much as the HTTP
-    /// transport costs). Anything that can wait (a remote embedder, the
-    /// HNSW index's lock, a networked store) goes to the blocking pool.
-    /// The recall threads are their own bound on recalls in flight; they
-    /// take no permit.
+    /// saves the blocking pool's two thread hand-offs per request (as much
+    /// as the HTTP transport costs). Anything that can wait (a remote
+    /// embedder, the HNSW index's lock, a networked store) goes to the
+    /// blocking pool. The recall threads are their own bound on recalls in
+    /// flight; they take no permit.
     pub async fn run_recall<T, F>(self: &Arc<Self>, grant: Grant, f: F) -> Result<T, ApiError>
     where
         T: Send + 'static,

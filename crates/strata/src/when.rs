@@ -127,7 +127,7 @@ pub fn named_span(question: &str, now: Timestamp) -> Option<Span> {
             "yesterday" => return today.yesterday().ok().and_then(Span::day),
             "today" => return Span::day(today),
             "last" | "this" => {
-                let back = i8::from(lower == "last");
+                let last = lower == "last";
                 match at(i + 1).to_ascii_lowercase().as_str() {
                     "week" => {
                         // Weeks start on Monday; this week runs to today.
@@ -135,7 +135,7 @@ pub fn named_span(question: &str, now: Timestamp) -> Option<Span> {
                         let monday = today
                             .checked_sub(jiff::Span::new().days(back_to_monday))
                             .ok()?;
-                        return Some(if back == 1 {
+                        return Some(if last {
                             Span {
                                 start: monday.checked_sub(jiff::Span::new().days(7)).ok()?,
                                 end: monday,
@@ -149,14 +149,10 @@ pub fn named_span(question: &str, now: Timestamp) -> Option<Span> {
                     }
                     "month" => {
                         let first = today.first_of_month();
-                        let d = if back == 1 {
-                            first.yesterday().ok()?
-                        } else {
-                            first
-                        };
+                        let d = if last { first.yesterday().ok()? } else { first };
                         return Span::month(d.year(), d.month());
                     }
-                    "year" => return Span::year(today.year() - i16::from(back)),
+                    "year" => return Span::year(today.year() - i16::from(last)),
                     _ => {}
                 }
             }
