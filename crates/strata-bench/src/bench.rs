@@ -123,7 +123,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub pool: usize,
     /// The http benchmark server's `[server] recall_threads` (default: the
-    /// CPUs; 0 runs recalls on the event loop).
+    /// CPUs on a machine of at most 4, else 0; 0 runs recalls on the event
+    /// loop).
     #[arg(long)]
     pub recall_threads: Option<usize>,
     /// The http benchmark server's `[server] recall_nice` (default 10).

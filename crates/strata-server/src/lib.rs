@@ -42,7 +42,10 @@ pub use api::{
     PatchBody, PromoteBody, RecallAnswer, RecallBody, RememberBody, RestoreBody, SessionBody,
 };
 pub use auth::{Access, Entry, Grant, TokenTable, Tokens, new_token, sha256_hex};
-pub use config::{DEFAULT_LISTEN, Limits, McpDefaults, ServerConfig, TokenConfig};
+pub use config::{
+    DEFAULT_LISTEN, Limits, McpDefaults, RECALL_THREADS_UP_TO, ServerConfig, TokenConfig,
+    recall_threads_for,
+};
 pub use error::{ApiError, ConfigError, ErrorBody};
 pub use http::{openapi_doc, router};
 pub use mcp::{StrataMcp, serve_stdio};

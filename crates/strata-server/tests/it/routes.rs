@@ -355,7 +355,13 @@ fn health_and_metrics() {
 /// blocking pool, and the server goes on answering reads meanwhile.
 #[test]
 fn a_remember_behind_another_process_waits_on_the_pool_while_reads_go_on() {
-    let (s, t) = server();
+    // Recall threads whatever the machine's CPUs (their default).
+    let (t, cfg) = token("rw", &["project/acme"], Access::ReadWrite);
+    let s = Server::start(ServerConfig {
+        tokens: vec![cfg],
+        recall_threads: 2,
+        ..Default::default()
+    });
     let tk = Some(t.as_str());
     s.expect(
         201,
