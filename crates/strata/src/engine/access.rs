@@ -10,9 +10,10 @@
 //! recall. Writing them from the recall itself cost more than half of a
 //! recall's time under load. Nor does a recall count its reads: it
 //! appends them to a list that the writer thread folds into the counts
-//! (by id) when it grows long or before a write; counting them in a map
-//! of every memory read since the last write, at a cache miss or two per
-//! id, was 8 % of the server's CPU in a recall-only load on 2 vCPUs.
+//! (by id) when it grows long or before a write. Counting them in a map
+//! of every memory read since the last write cost a cache miss or two per
+//! id under the process's one lock; on 16 cores the 90/10 mix's remember
+//! p95 fell from 11.2–11.6 to 9.6–10.4 ms without it.
 //!
 //! [`Engine::flush_accesses`] writes the log at once; `get`, `list` and
 //! exports call it first, so a caller always reads its own recalls'
@@ -214,11 +215,16 @@ impl AccessLog {
         }
     }
 
-    /// Waits `d`, or until the engine closes: false then.
+    /// Waits `d`, or until the engine closes: false then. Meanwhile it
+    /// counts the appended reads whenever they pass [`FOLD_AT`] (a recall
+    /// that passes it wakes the thread).
     fn rest(&self, d: Duration) -> bool {
         let due = Instant::now() + d;
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         while !self.stop.load(Ordering::Acquire) {
+            if self.recent_len.load(Ordering::Relaxed) >= FOLD_AT {
+                self.fold(&mut pending);
+            }
             let Some(left) = due.checked_duration_since(Instant::now()) else {
                 return true;
             };
@@ -227,9 +233,6 @@ impl AccessLog {
                 .wait_timeout(pending, left)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
-            if self.recent_len.load(Ordering::Relaxed) >= FOLD_AT {
-                self.fold(&mut pending);
-            }
         }
         false
     }
