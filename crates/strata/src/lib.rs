@@ -87,7 +87,7 @@ pub use rank::{
     Relevance, ScoreParts, Signals, Strategy, Weights,
 };
 pub use text::query_terms;
-pub use when::month_of as month_number;
+pub use when::month_number;
 
 // Context assembly.
 pub use context::render::{markdown_heading, markdown_line};

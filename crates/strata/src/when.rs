@@ -61,7 +61,7 @@ const MONTHS: [&str; 12] = [
 
 /// The month a word names, 1–12: its English name or the name's first
 /// three letters, in any case.
-pub fn month_of(w: &str) -> Option<i8> {
+pub fn month_number(w: &str) -> Option<i8> {
     let w = w.to_ascii_lowercase();
     MONTHS
         .iter()
@@ -100,10 +100,12 @@ pub fn named_span(question: &str, now: Timestamp) -> Option<Span> {
     for (i, &w) in words.iter().enumerate() {
         let before = i.checked_sub(1).map_or("", at);
         // "25 October 2022", "1st September, 2023"
-        if let (Some(d), Some(m), Some(y)) = (day_of(w), month_of(at(i + 1)), year_of(at(i + 2))) {
+        if let (Some(d), Some(m), Some(y)) =
+            (day_of(w), month_number(at(i + 1)), year_of(at(i + 2)))
+        {
             return Date::new(y, m, d).ok().and_then(Span::day);
         }
-        if let Some(m) = month_of(w) {
+        if let Some(m) = month_number(w) {
             // "October 25, 2022"
             if let (Some(d), Some(y)) = (day_of(at(i + 1)), year_of(at(i + 2))) {
                 return Date::new(y, m, d).ok().and_then(Span::day);

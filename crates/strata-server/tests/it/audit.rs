@@ -403,7 +403,12 @@ fn mcp_calls_are_recorded_and_the_audit_tool_is_for_admins() {
 #[test]
 fn without_authentication_the_actor_is_anonymous_and_off_records_nothing() {
     let s = Server::start_configured(
-        ServerConfig::default(),
+        // Recall threads asked for, whatever the machine's CPUs: auditing
+        // still keeps recalls off them.
+        ServerConfig {
+            recall_threads: 2,
+            ..Default::default()
+        },
         AuthMode::Off,
         |c| c.audit.enabled = true,
         |_| {},

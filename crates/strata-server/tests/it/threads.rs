@@ -1,6 +1,7 @@
 //! Where recalls run (`[server] recall_threads`, `recall_nice`): on recall
-//! threads below the event loop's priority by default, on the event loop
-//! with 0, with the same answers either way, while writes interleave.
+//! threads below the event loop's priority (by default on machines of up to
+//! 4 CPUs), on the event loop with 0, with the same answers either way,
+//! while writes interleave.
 
 use serde_json::json;
 use strata_server::{Access, ServerConfig};
@@ -41,13 +42,15 @@ fn recalls_answer_the_same_on_recall_threads_and_on_the_event_loop() {
     assert_eq!(pooled.shared.metrics.recalls(), (1, 0, 0));
     assert_eq!(pooled.shared.recall_threads(), Some((3, 7)));
     assert_eq!(inline.shared.recall_threads(), None);
+    // By default one a CPU, niced 10, on machines of up to 4 CPUs.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(
         Server::start(ServerConfig::default())
             .shared
-            .recall_threads()
-            .map(|(_, nice)| nice),
-        Some(10),
-        "recall threads by default, niced 10"
+            .recall_threads(),
+        Some(strata_server::recall_threads_for(cpus))
+            .filter(|&n| n > 0)
+            .map(|n| (n, 10)),
     );
     let notes = [
         "the billing service uses postgres",
