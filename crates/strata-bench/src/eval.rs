@@ -66,6 +66,54 @@ pub struct LocomoOptions {
     /// was learned.
     #[serde(default)]
     pub learn: bool,
+    /// Write one JSON line per question here ([`QuestionLine`]): where its
+    /// evidence ranked, and every candidate's signals before the floor, so
+    /// a ranking idea can be tried on them without running the engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_question: Option<std::path::PathBuf>,
+}
+
+/// One question of `--per-question`: its evidence's ranks and the
+/// candidates' signals.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QuestionLine {
+    /// Index of its conversation in the file.
+    pub conversation: usize,
+    /// The question as asked.
+    pub question: String,
+    /// LoCoMo's category.
+    pub category: u8,
+    /// Its evidence turns (`dia_id`s).
+    pub evidence: Vec<String>,
+    /// Each evidence turn's 1-based rank in the recall that was scored,
+    /// `None` when it was not among the results.
+    pub ranks: Vec<Option<usize>>,
+    /// The first ten results' `dia_id`s.
+    pub top: Vec<String>,
+    /// Every memory of the conversation that matched the question's words
+    /// or has a vector, before the relevance floor, best first.
+    pub candidates: Vec<Candidate>,
+}
+
+/// A candidate's signals in a [`QuestionLine`] (as `--explain` names them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// Its `dia_id`.
+    pub key: String,
+    /// Its id (turns of a session said at one time are in id order).
+    pub id: String,
+    /// Its session (the store's session id).
+    pub session: Option<String>,
+    /// When it was said.
+    pub created_at: Timestamp,
+    /// BM25 (higher is better), when its text matched.
+    pub bm25: Option<f64>,
+    /// Cosine similarity to the question, when it has a vector.
+    pub similarity: Option<f32>,
+    /// Written in the time the question names.
+    pub in_named_time: bool,
+    /// The relevance it was ranked by without the floor (0–1).
+    pub relevance: f64,
 }
 
 impl Default for LocomoOptions {
@@ -78,6 +126,7 @@ impl Default for LocomoOptions {
             reuse: false,
             summary_share: 0.3,
             learn: false,
+            per_question: None,
         }
     }
 }
@@ -448,6 +497,13 @@ pub fn locomo(
         return Err(invalid("budgets", "budgets must be positive"));
     }
     let kmax = *opts.ks.iter().max().unwrap_or(&10);
+    let mut per_question = match &opts.per_question {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .map_err(|e| invalid("per_question", format!("{}: {e}", path.display())))?,
+        )),
+        None => None,
+    };
     let mut rep = LocomoReport {
         strategy: opts.strategy.as_str().into(),
         conversations: samples.len(),
@@ -538,6 +594,13 @@ pub fn locomo(
                 .iter()
                 .map(|h| h.memory.key.as_deref().unwrap_or(""))
                 .collect();
+            if let Some(out) = per_question.as_mut() {
+                let line = question_line(engine, &r, i, category, &evidence, &keys)?;
+                serde_json::to_writer(&mut *out, &line)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| std::io::Write::write_all(out, b"\n"))
+                    .map_err(|e| invalid("per_question", e))?;
+            }
             let sq = measure(&keys, &ev, &opts.ks, category);
             scored.push(sq);
 
@@ -649,7 +712,56 @@ pub fn locomo(
             p95_ms: percentile(lat, 0.95),
         });
     }
+    if let Some(mut out) = per_question {
+        std::io::Write::flush(&mut out).map_err(|e| invalid("per_question", e))?;
+    }
     Ok(rep)
+}
+
+/// A question's [`QuestionLine`]: the ranks of its evidence among `keys`
+/// (the scored recall's results) and the candidates of `asked` recalled
+/// again without a floor or a limit, with their signals.
+fn question_line(
+    engine: &Engine,
+    asked: &Recall,
+    conversation: usize,
+    category: u8,
+    evidence: &[String],
+    keys: &[&str],
+) -> Result<QuestionLine> {
+    let mut all = asked.clone();
+    all.limit = usize::MAX;
+    all.explain = true;
+    all.min_relevance = Some(0.0);
+    let candidates = engine
+        .recall(&all)?
+        .into_iter()
+        .filter_map(|h| {
+            let p = h.explain?;
+            Some(Candidate {
+                key: h.memory.key?,
+                id: h.memory.id,
+                session: h.memory.session,
+                created_at: h.memory.created_at,
+                bm25: p.bm25,
+                similarity: p.similarity,
+                in_named_time: p.in_named_time,
+                relevance: p.relevance,
+            })
+        })
+        .collect();
+    Ok(QuestionLine {
+        conversation,
+        question: asked.query.clone(),
+        category,
+        evidence: evidence.to_vec(),
+        ranks: evidence
+            .iter()
+            .map(|e| keys.iter().position(|k| k == e).map(|r| r + 1))
+            .collect(),
+        top: keys.iter().take(10).map(|k| k.to_string()).collect(),
+        candidates,
+    })
 }
 
 /// One package over a conversation's scope.

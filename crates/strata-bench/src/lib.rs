@@ -27,8 +27,8 @@ mod secrets;
 pub use bench::{BenchArgs, bench};
 pub use eval::cmd::{EvalCmd, eval};
 pub use eval::{
-    CATEGORIES, ContextMetrics, LocomoOptions, LocomoReport, Metrics, RetrievalOptions,
-    RetrievalReport, Timing, evidence_ids, locomo, parse_date, retrieval,
+    CATEGORIES, Candidate, ContextMetrics, LocomoOptions, LocomoReport, Metrics, QuestionLine,
+    RetrievalOptions, RetrievalReport, Timing, evidence_ids, locomo, parse_date, retrieval,
 };
 pub use learn::{DetectorScore, LearningOptions, LearningReport, LearningTiming, learning};
 pub use out::UsageError;

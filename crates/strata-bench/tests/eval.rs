@@ -125,3 +125,77 @@ fn malformed_files_are_named() {
             .contains("k")
     );
 }
+
+#[test]
+fn per_question_lines_say_where_the_evidence_ranked() {
+    let e = Engine::open(Config {
+        embedder: strata::EmbedderConfig::none(),
+        ..Config::in_memory()
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("questions.jsonl");
+    let opts = LocomoOptions {
+        ks: vec![1, 5],
+        budgets: Vec::new(),
+        per_question: Some(path.clone()),
+        ..LocomoOptions::default()
+    };
+    let r = locomo(&e, &fixture(), &opts).unwrap();
+    let lines: Vec<strata_bench::QuestionLine> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // One line per question with evidence, in the file's order.
+    assert_eq!(lines.len(), r.questions);
+    let q: Vec<(usize, &str, u8)> = lines
+        .iter()
+        .map(|l| (l.conversation, l.question.as_str(), l.category))
+        .collect();
+    assert_eq!(
+        q,
+        vec![
+            (0, "What is the name of Ann's greyhound?", 4),
+            (0, "What did Bob's kiln do?", 1),
+            (0, "Which clay bowl?", 5),
+            (1, "Where did Cy move?", 2),
+        ]
+    );
+    for l in &lines {
+        // A rank points at its evidence in the results.
+        for (ev, rank) in l.evidence.iter().zip(&l.ranks) {
+            if let Some(k) = rank.filter(|&k| k <= l.top.len()) {
+                assert_eq!(&l.top[k - 1], ev, "{l:?}");
+            }
+        }
+        // Candidates come best first.
+        assert!(
+            l.candidates
+                .windows(2)
+                .all(|w| w[0].relevance >= w[1].relevance),
+            "{l:?}"
+        );
+    }
+    // The greyhound is first; the kiln's second evidence names no turn.
+    assert_eq!(lines[0].ranks, vec![Some(1)]);
+    assert_eq!(lines[0].top[0], "D1:1");
+    let greyhound = &lines[0].candidates[0];
+    assert!(greyhound.bm25.is_some_and(|b| b > 0.0) && greyhound.similarity.is_none());
+    assert_eq!(greyhound.session.as_deref(), Some("conv-a-session-1"));
+    assert_eq!(lines[1].evidence, vec!["D2:2", "D9:9"]);
+    assert_eq!(lines[1].ranks[1], None);
+    // Conv-b's two turns only: questions stay in their conversation.
+    assert!(lines[3].candidates.len() <= 2);
+
+    // A file that cannot be written is named, and nothing is asked.
+    let bad = LocomoOptions {
+        per_question: Some(dir.path().join("no/such/dir/q.jsonl")),
+        ..opts
+    };
+    let err = locomo(&e, &fixture(), &bad).unwrap_err().to_string();
+    assert!(
+        err.contains("per_question") && err.contains("no/such/dir"),
+        "{err}"
+    );
+}

@@ -147,6 +147,12 @@ pub struct LocomoArgs {
     /// confidence as when the conversations were fresh.
     #[arg(long)]
     pub at_last_session: bool,
+    /// Write one JSON line per question to this file: where each evidence
+    /// turn ranked, the first ten results, and every candidate's signals
+    /// (bm25, similarity, named time, relevance) before the relevance floor,
+    /// to study misses or try a ranking idea offline.
+    #[arg(long, value_name = "FILE")]
+    pub per_question: Option<PathBuf>,
     /// Then ask the questions again with each idea of the ranking turned
     /// off in turn (session neighbours, the session's share, vectors,
     /// weighted fusion, the relevance floor, reply context), the rest as
@@ -248,6 +254,7 @@ fn ablation(
             budgets: Vec::new(),
             reuse: true,
             learn: false,
+            per_question: None,
             ..opts.clone()
         };
         if v.reembed {
@@ -408,6 +415,7 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         reuse: a.common.reuse,
         summary_share: a.summary_share,
         learn: a.learn,
+        per_question: a.per_question.clone(),
     };
     let (mut engine, cfg, dir, tmp) = open(g, &a.common)?;
     let mut clock = None;

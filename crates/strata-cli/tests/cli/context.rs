@@ -562,6 +562,25 @@ fn eval_locomo_reads_the_protocol_and_refuses_bad_input() {
     let err = e.fails(&["eval", "locomo", "mini.json", "--k", "0"], 1);
     assert!(err.contains("positive"), "{err}");
 
+    // One line per question: where its evidence ranked, the candidates.
+    e.ok(&["eval", "locomo", "mini.json", "--per-question", "q.jsonl"]);
+    let q: serde_json::Value =
+        serde_json::from_str(std::fs::read_to_string(e.path("q.jsonl")).unwrap().trim()).unwrap();
+    assert_eq!(q["question"], "What did Ann adopt?");
+    assert_eq!(q["ranks"], serde_json::json!([1]));
+    assert_eq!(q["candidates"][0]["key"], "D1:1");
+    let err = e.fails(
+        &[
+            "eval",
+            "locomo",
+            "mini.json",
+            "--per-question",
+            "no/dir/q.jsonl",
+        ],
+        1,
+    );
+    assert!(err.contains("no/dir/q.jsonl"), "{err}");
+
     // The ablation: each idea of the ranking off alone. Without a model
     // only the text ideas can be turned off; the floor here cuts the
     // evidence (a reply that shares one word with the question, beside
