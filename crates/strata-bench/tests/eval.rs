@@ -43,13 +43,18 @@ fn fixture() -> serde_json::Value {
     ])
 }
 
-#[test]
-fn locomo_protocol_on_a_fixture() {
-    let e = Engine::open(Config {
+/// An in-memory engine without vectors (BM25 alone).
+fn engine() -> Engine {
+    Engine::open(Config {
         embedder: strata::EmbedderConfig::none(),
         ..Config::in_memory()
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn locomo_protocol_on_a_fixture() {
+    let e = engine();
     let opts = LocomoOptions {
         ks: vec![1, 5],
         budgets: vec![60, 1000],
@@ -102,11 +107,7 @@ fn locomo_protocol_on_a_fixture() {
 
 #[test]
 fn malformed_files_are_named() {
-    let e = Engine::open(Config {
-        embedder: strata::EmbedderConfig::none(),
-        ..Config::in_memory()
-    })
-    .unwrap();
+    let e = engine();
     let o = LocomoOptions::default();
     let err = |v: serde_json::Value| locomo(&e, &v, &o).unwrap_err().to_string();
     assert!(err(serde_json::json!({"a": 1})).contains("JSON list"));
@@ -128,11 +129,7 @@ fn malformed_files_are_named() {
 
 #[test]
 fn per_question_lines_say_where_the_evidence_ranked() {
-    let e = Engine::open(Config {
-        embedder: strata::EmbedderConfig::none(),
-        ..Config::in_memory()
-    })
-    .unwrap();
+    let e = engine();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("questions.jsonl");
     let opts = LocomoOptions {
