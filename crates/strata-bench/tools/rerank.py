@@ -84,7 +84,9 @@ def rank(line, vw=0.5, floor=0.3, wt=0.3, wn=0.3, ws=0.3, fuse=None, after=None)
             g[i] *= before / after_
     if after:
         g = after(line, g)
-    return [c[i]["key"] for i in sorted(g, key=lambda i: -g[i])]
+    # Best first; ties go to the larger id (the newer), as in rank.rs.
+    by_id = sorted(g, key=lambda i: c[i]["id"], reverse=True)
+    return [c[i]["key"] for i in sorted(by_id, key=lambda i: -g[i])]
 
 
 def figures(lines, **kw):
