@@ -185,7 +185,7 @@ fn per_question_lines_say_where_the_evidence_ranked() {
     // Conv-b's two turns only: questions stay in their conversation.
     assert!(lines[3].candidates.len() <= 2);
 
-    // A file that cannot be written is named, and nothing is asked.
+    // A file that cannot be created is named.
     let bad = LocomoOptions {
         per_question: Some(dir.path().join("no/such/dir/q.jsonl")),
         ..opts

@@ -90,7 +90,8 @@ def rank(line, vw=0.5, floor=0.3, wt=0.3, wn=0.3, ws=0.3, fuse=None, after=None)
 
 
 def figures(lines, **kw):
-    """Sums by group (0: all): R@1/5/10 (the fraction of evidence found) and MRR."""
+    """Means by group (0: all, else the category): R@1/5/10 (the fraction
+    of evidence found) and MRR."""
     acc = collections.defaultdict(lambda: collections.defaultdict(list))
     for line in lines:
         ranked = rank(line, **kw)[:200]
@@ -102,17 +103,16 @@ def figures(lines, **kw):
         rr = next((1 / (j + 1) for j, key in enumerate(ranked) if key in ev), 0.0)
         for g in (0, line["category"]):
             acc[g]["mrr"].append(rr)
-    return acc
+    return {g: {k: sum(v) / len(v) for k, v in by.items()} for g, by in acc.items()}
 
 
 def score(lines, **kw):
     """The figures as a line: overall, then R@5 / MRR by category."""
-    acc = figures(lines, **kw)
-    m = lambda v: sum(v) / len(v)
+    f = figures(lines, **kw)
     out = "R@1 %.1f  R@5 %.1f  R@10 %.1f  MRR %.3f |" % (
-        100 * m(acc[0][1]), 100 * m(acc[0][5]), 100 * m(acc[0][10]), m(acc[0]["mrr"]))
-    for cat in sorted(k for k in acc if k):
-        out += "  c%d %.1f/%.3f" % (cat, 100 * m(acc[cat][5]), m(acc[cat]["mrr"]))
+        100 * f[0][1], 100 * f[0][5], 100 * f[0][10], f[0]["mrr"])
+    for cat in sorted(k for k in f if k):
+        out += "  c%d %.1f/%.3f" % (cat, 100 * f[cat][5], f[cat]["mrr"])
     return out
 
 
@@ -147,9 +147,8 @@ if __name__ == "__main__":
     lines = [json.loads(l) for l in open(a.file)]
     if a.check:
         overall = json.load(open(a.check))["overall"]
-        acc = figures(lines)
-        m = lambda v: sum(v) / len(v)
-        ours = {"1": m(acc[0][1]), "5": m(acc[0][5]), "10": m(acc[0][10]), "mrr": m(acc[0]["mrr"])}
+        f = figures(lines)[0]
+        ours = {"1": f[1], "5": f[5], "10": f[10], "mrr": f["mrr"]}
         theirs = {k: overall["recall"][k] for k in ("1", "5", "10")} | {"mrr": overall["mrr"]}
         if len(lines) != overall["questions"] or any(abs(ours[k] - theirs[k]) > 1e-9 for k in ours):
             sys.exit("rerank.py and rank.rs differ: %d questions %s here, %d %s in the eval"
