@@ -30,6 +30,7 @@ backends!(store:
     ids_with_prefix_reads_active_and_archived,
     leases_exclude_other_holders_until_they_run_out,
     counts_by_kind_stay_in_the_view,
+    counts_with_expired_follow_every_write,
     learned_memories_stay_out_of_text_statistics,
 );
 
@@ -1048,6 +1049,94 @@ fn leases_exclude_other_holders_until_they_run_out(make: MakeStore) {
             .take_lease("upkeep", "b", t(3_000), t(4_000))
             .unwrap()
     );
+}
+
+/// A count of every row of a view, expired ones too (what a project's
+/// bound reads on every write), agrees with the rows themselves after each
+/// kind of write: puts, a batch that fails, a move to another scope, a
+/// same-key supersede, archive and restore, a move to the cold tier, delete.
+fn counts_with_expired_follow_every_write(make: MakeStore) {
+    let b = make();
+    let queries: Vec<Query> = [
+        Some(&["project/a/**"][..]),
+        Some(&["project/a"][..]),
+        Some(&["project/a/sprint/s", "project/b/**"][..]),
+        Some(&["project/ab"][..]),
+        None,
+    ]
+    .into_iter()
+    .map(|v| match v {
+        Some(v) => Query::view(view(v), now()),
+        None => Query::everything(now()),
+    })
+    .map(|q| q.include_expired(true))
+    .collect();
+    let counts = |b: &crate::harness::Backend, step: &str| -> Vec<u64> {
+        queries
+            .iter()
+            .map(|q| {
+                let rows = b.store.query(q).unwrap().len() as u64;
+                assert_eq!(
+                    b.store.count(q).unwrap(),
+                    rows,
+                    "after {step}: {:?}",
+                    q.view
+                );
+                rows
+            })
+            .collect()
+    };
+    let put = |s: &str, text: &str| {
+        let m = mem(s, text);
+        b.store.put(&m).unwrap();
+        m
+    };
+    let a1 = put("project/a", "one");
+    let a2 = put("project/a", "two");
+    put("project/a", "three");
+    let s1 = put("project/a/sprint/s", "sprint one");
+    put("project/a/sprint/s", "sprint two");
+    put("project/b", "beside");
+    put("project/ab", "a sibling whose name starts the same");
+    let mut expired = mem("project/a", "expired, still counted");
+    expired.expires_at = Some(jiff::Timestamp::from_millisecond(1).unwrap());
+    b.store.put(&expired).unwrap();
+    assert_eq!(counts(&b, "puts"), [6, 4, 3, 1, 8]);
+
+    let fresh = mem("project/a", "never stored");
+    let mut it = vec![Ok(fresh), Ok(a1.clone())].into_iter();
+    assert!(b.store.put_batch(&mut it).is_err());
+    assert_eq!(counts(&b, "a failed batch"), [6, 4, 3, 1, 8]);
+
+    let mut moved = a2.clone();
+    moved.scope = scope("project/b/deep");
+    b.store.update(&moved, 1).unwrap();
+    assert_eq!(counts(&b, "a move"), [5, 3, 4, 1, 8]);
+
+    let mut k1 = mem("project/a", "theme: dark");
+    k1.key = Some("theme".into());
+    let mut k2 = mem("project/a", "theme: light");
+    k2.key = Some("theme".into());
+    b.store.put(&k1).unwrap();
+    assert!(matches!(b.store.put(&k2).unwrap(), Put::Superseded(_)));
+    assert_eq!(counts(&b, "a supersede"), [6, 4, 4, 1, 9]);
+
+    let archived = [a1.id.clone(), s1.id.clone()];
+    assert_eq!(b.store.archive(&archived, "evicted", now()).unwrap(), 2);
+    assert_eq!(counts(&b, "archive"), [4, 3, 3, 1, 7]);
+    assert_eq!(b.store.restore(&archived[1..]).unwrap(), 1);
+    assert_eq!(counts(&b, "restore"), [5, 3, 4, 1, 8]);
+
+    assert_eq!(
+        b.store.delete_moved(&[(k1.id.clone(), 2)]).unwrap(),
+        [k1.id.clone()]
+    );
+    assert_eq!(counts(&b, "a move to the cold tier"), [4, 2, 4, 1, 7]);
+    assert_eq!(
+        b.store.delete(std::slice::from_ref(&expired.id)).unwrap(),
+        1
+    );
+    assert_eq!(counts(&b, "delete"), [3, 1, 4, 1, 6]);
 }
 
 fn counts_by_kind_stay_in_the_view(make: MakeStore) {
