@@ -1002,7 +1002,7 @@ fn raw_insert(path: &Path, rows: &[strata::Memory]) -> Result<Duration> {
     drop(strata::SqliteStore::open(path, Default::default())?);
     let c = rusqlite::Connection::open(path)?;
     c.execute_batch("PRAGMA synchronous=FULL; PRAGMA secure_delete=ON; PRAGMA cache_size=-32768;")?;
-    let prepared: Vec<(String, String, String, String, String)> = rows
+    let prepared: Vec<(String, String, String, String, String, String)> = rows
         .iter()
         .map(|m| {
             (
@@ -1011,6 +1011,7 @@ fn raw_insert(path: &Path, rows: &[strata::Memory]) -> Result<Duration> {
                 serde_json::to_string(&m.tags).unwrap_or_default(),
                 m.checksum.clone(),
                 strata::SqliteStore::scope_terms(&m.scope),
+                strata::SqliteStore::scoped_terms(&m.content, &m.scope),
             )
         })
         .collect();
@@ -1021,9 +1022,10 @@ fn raw_insert(path: &Path, rows: &[strata::Memory]) -> Result<Duration> {
             "INSERT INTO memories (id, scope, kind, content, tags, importance, source, created_at, updated_at,
                access_count, pinned, sensitive, tokens, checksum, version) VALUES (?,?,?,?,?,?,?,?,?,0,0,0,?,?,1)",
         )?;
-        let mut fts =
-            tx.prepare("INSERT INTO memories_fts(rowid, content, scopes) VALUES (?, ?, ?)")?;
-        for (m, (id, scope, tags, sum, terms)) in rows.iter().zip(&prepared) {
+        let mut fts = tx.prepare(
+            "INSERT INTO memories_fts(rowid, content, scopes, scoped) VALUES (?, ?, ?, ?)",
+        )?;
+        for (m, (id, scope, tags, sum, terms, scoped)) in rows.iter().zip(&prepared) {
             let ms = m.created_at.as_millisecond();
             ins.execute(rusqlite::params![
                 id,
@@ -1038,7 +1040,12 @@ fn raw_insert(path: &Path, rows: &[strata::Memory]) -> Result<Duration> {
                 m.tokens,
                 sum
             ])?;
-            fts.execute(rusqlite::params![tx.last_insert_rowid(), m.content, terms])?;
+            fts.execute(rusqlite::params![
+                tx.last_insert_rowid(),
+                m.content,
+                terms,
+                scoped
+            ])?;
         }
     }
     tx.commit()?;

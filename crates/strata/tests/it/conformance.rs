@@ -733,7 +733,11 @@ fn text_search_matches_the_brute_force_reference() {
         seed ^= seed << 17;
         (seed % n as u64) as usize
     };
-    for round in 0..12 {
+    // `project/w` holds more scopes than SQLite names one by one
+    // (`SCOPED_MAX`, 32): a view of it reads the whole store's postings
+    // within its scope terms instead.
+    let wide: Vec<String> = (0..40).map(|i| format!("project/w/s{i}")).collect();
+    for round in 0..15 {
         let reference = MemoryStore::new();
         let dir = tempfile::tempdir().unwrap();
         let sqlite = SqliteStore::open(dir.path().join("t.db"), Default::default()).unwrap();
@@ -741,13 +745,16 @@ fn text_search_matches_the_brute_force_reference() {
         let pg = crate::harness::Backend::postgres();
         #[cfg(not(feature = "postgres"))]
         let pg: Option<crate::harness::Backend> = None;
-        for i in 0..(20 + next(60)) {
+        let n = 20 + next(60);
+        for i in 0..n + wide.len() {
             let len = 1 + next(9);
             let text: Vec<&str> = (0..len).map(|_| words[next(words.len())]).collect();
-            let mut m = crate::harness::mem(
-                scopes[next(scopes.len())],
-                &format!("{} n{i}", text.join(" ")),
-            );
+            let scope = match i.checked_sub(n) {
+                Some(w) => wide[w].as_str(),
+                None if next(4) == 0 => wide[next(wide.len())].as_str(),
+                None => scopes[next(scopes.len())],
+            };
+            let mut m = crate::harness::mem(scope, &format!("{} n{i}", text.join(" ")));
             m.tokens = (len + 1) as u32;
             if next(3) == 0 {
                 m.kind = strata::Kind::Decision;
@@ -764,12 +771,14 @@ fn text_search_matches_the_brute_force_reference() {
         let terms: Vec<String> = (0..1 + next(3))
             .map(|_| words[next(words.len())].to_string())
             .collect();
-        let views: [&[&str]; 3] = [
+        let views: [&[&str]; 5] = [
             &["project/a/**"],
             &["project/b", "global"],
             &["project/a", "project/b/**", "global"],
+            &["project/w/**"],
+            &["project/w/s1", "project/w/s7", "project/a/**"],
         ];
-        let view = crate::harness::view(views[round % 3]);
+        let view = crate::harness::view(views[round % 5]);
         let mut q = Query::view(view, crate::harness::now());
         if round % 2 == 1 {
             q = q.filter(strata::Filter::parse(&serde_json::json!({"kind": "decision"})).unwrap());

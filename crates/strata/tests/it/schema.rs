@@ -90,10 +90,12 @@ fn a_version_1_file_is_upgraded_in_place() {
          DROP INDEX memories_learned;
          DROP INDEX memories_scope; CREATE INDEX memories_scope ON memories(scope, created_at);
          DROP INDEX archive_scope; CREATE INDEX archive_scope ON archive(scope, created_at);
-         DELETE FROM schema_version WHERE version > 1;
-         INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 4);",
+         DELETE FROM schema_version WHERE version > 1;",
     )
     .unwrap();
+    text_index_of_version_8(&c);
+    c.execute_batch("INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 4);")
+        .unwrap();
     drop(c);
     let s = SqliteStore::open(&path, Default::default()).unwrap();
     assert_eq!(s.get(&m.id).unwrap(), Some(m));
@@ -139,6 +141,129 @@ fn a_version_1_file_is_upgraded_in_place() {
         )
         .unwrap();
     assert_eq!(automerge, 0);
+}
+
+/// The text index of a file from before version 9: `content` and
+/// `scopes`, positions and lengths kept, filled from the rows.
+fn text_index_of_version_8(c: &rusqlite::Connection) {
+    c.execute_batch(
+        "DROP TABLE memories_fts;
+         CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, content='',
+             tokenize='porter unicode61 remove_diacritics 2');
+         INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1);
+         INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);",
+    )
+    .unwrap();
+    let rows: Vec<(i64, String, String)> = c
+        .prepare("SELECT rowid, content, scope FROM memories")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    for (rowid, content, scope) in rows {
+        let terms = SqliteStore::scope_terms(&strata::Scope::parse(&scope).unwrap());
+        c.execute(
+            "INSERT INTO memories_fts(rowid, content, scopes) VALUES (?, ?, ?)",
+            rusqlite::params![rowid, content, terms],
+        )
+        .unwrap();
+    }
+}
+
+/// The rowids FTS5 holds under `token` in the `scoped` column.
+fn scoped_postings(c: &rusqlite::Connection, token: &str) -> Vec<i64> {
+    c.prepare("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")
+        .unwrap()
+        .query_map([format!("scoped : \"{token}\"")], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+#[test]
+fn a_version_8_file_gets_the_scoped_text_index() {
+    use strata::{Query, Rows, TextSearch};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let texts = [
+        ("project/a", "billing moved to postgres"),
+        ("project/a", "postgres replication lag"),
+        ("project/a/x", "billing invoices run nightly"),
+        ("project/ab", "billing for the other project"),
+        ("task/t1", "postgres upgrade checklist"),
+        ("global", "always page the billing owner"),
+    ];
+    let ms: Vec<_> = texts.iter().map(|(s, t)| mem(s, t)).collect();
+    let views: [&[&str]; 4] = [
+        &["project/a"],
+        &["project/a/**"],
+        &["task/t1", "project/a", "global"],
+        &["project/ab"],
+    ];
+    let search = |s: &SqliteStore| -> Vec<Vec<(String, u64)>> {
+        views
+            .iter()
+            .map(|v| {
+                let q = Query::view(crate::harness::view(v), crate::harness::now());
+                s.search_signals(&q, &strata::query_terms("billing postgres"), 10)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(sig, score)| (sig.id, (score * 1e9) as u64))
+                    .collect()
+            })
+            .collect()
+    };
+    let want = {
+        let s = SqliteStore::open(&path, Default::default()).unwrap();
+        for m in &ms {
+            s.put(m).unwrap();
+        }
+        search(&s)
+    };
+    assert_eq!(want[0].len(), 2, "{want:?}");
+    assert_eq!(want[1].len(), 3, "{want:?}");
+    assert_eq!(want[2].len(), 4, "{want:?}");
+    assert_eq!(want[3].len(), 1, "{want:?}");
+    let c = rusqlite::Connection::open(&path).unwrap();
+    text_index_of_version_8(&c);
+    c.execute_batch("DELETE FROM schema_version WHERE version > 8")
+        .unwrap();
+    let s = SqliteStore::open(&path, Default::default()).unwrap();
+    assert_eq!(s.stats().unwrap().schema_version, strata::SCHEMA_VERSION);
+    // Version 9 indexed every row under its scoped terms, kept FTS5's
+    // options, and ranks as before.
+    assert_eq!(search(&s), want);
+    let token = |m: &strata::Memory, word: &str| SqliteStore::scoped_terms(word, &m.scope);
+    let rowid = |id: &str| -> i64 {
+        c.query_row("SELECT rowid FROM memories WHERE id = ?", [id], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    };
+    assert_eq!(
+        scoped_postings(&c, &token(&ms[0], "postgres")),
+        vec![rowid(&ms[0].id), rowid(&ms[1].id)]
+    );
+    for (k, v) in [("secure-delete", 1), ("automerge", 0)] {
+        let got: i64 = c
+            .query_row("SELECT v FROM memories_fts_config WHERE k = ?", [k], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(got, v, "{k}");
+    }
+    // A delete takes the scoped terms out with the rest.
+    let gone = rowid(&ms[0].id);
+    s.delete(std::slice::from_ref(&ms[0].id)).unwrap();
+    assert_eq!(
+        scoped_postings(&c, &token(&ms[0], "postgres")),
+        vec![rowid(&ms[1].id)]
+    );
+    assert!(!scoped_postings(&c, &token(&ms[0], "moved")).contains(&gone));
+    c.execute_batch("INSERT INTO memories_fts(memories_fts) VALUES('integrity-check')")
+        .unwrap();
+    assert_eq!(search(&s)[0].len(), 1);
 }
 
 /// docs/schema.md is the contract: every table, column and index of a new

@@ -9,6 +9,18 @@
 //! (`x<hash>`); a view becomes `scopes : (x… OR p…)` inside the MATCH. The
 //! store still checks the view on the joined row, so a hash collision can
 //! cost speed, never isolation.
+//!
+//! Why scoped terms (schema 9): `scopes : (x…) AND content : (term)` still
+//! walks the term's postings in the whole store, so a project's recall
+//! cost grew with every other project's memories. Each row therefore also
+//! indexes, in `scoped`, each distinct stem of its content joined to its
+//! exact scope ([`scoped_term`]); a view of at most [`SCOPED_MAX`] scopes
+//! holding memories reads just its own postings, `scoped : (stem<x> OR
+//! stem<y>)`. Stems are `text::stem`'s, as the PostgreSQL backend's postings
+//! are: a change to `text::words` or `text::stem` changes these tokens,
+//! and a delete must pass the tokens that were indexed, so it needs a
+//! migration that rebuilds the index (as version 9 did,
+//! [`super::schema::reindex_text`]).
 
 use crate::scope::{Scope, View};
 
@@ -48,6 +60,54 @@ pub fn scope_terms(scope: &Scope) -> String {
     out
 }
 
+/// Most scopes a view's text search names one by one in the `scoped`
+/// column. A view whose memories lie in more (a subtree of many projects)
+/// reads each term's postings in the whole store within its scope terms,
+/// as before schema 9: naming hundreds of scopes would cost more.
+pub const SCOPED_MAX: usize = 32;
+
+/// The token `stem` of a memory in the scope hashed `scope_hash` is indexed
+/// under in the `scoped` column: the stem, then the hash as 20 digits (a
+/// fixed width, so no two pairs make one token). Ending in a digit, it
+/// passes FTS5's porter stemmer unchanged.
+pub fn scoped_term(stem: &str, scope_hash: u64) -> String {
+    format!("{stem}{scope_hash:020}")
+}
+
+/// The `scoped` column's text for a memory of `content` in `scope`: each
+/// distinct stem of the content as [`scoped_term`].
+pub fn scoped_terms(content: &str, scope: &Scope) -> String {
+    let h = fnv1a(scope.as_str());
+    let mut stems: Vec<String> = crate::text::words(content)
+        .map(|w| crate::text::stem(&w))
+        .collect();
+    stems.sort_unstable();
+    stems.dedup();
+    let mut out = String::with_capacity(stems.iter().map(|s| s.len() + 21).sum());
+    for s in stems {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&scoped_term(&s, h));
+    }
+    out
+}
+
+/// The hashes of the scopes holding a view's active memories (from
+/// `scope_counts`), or `None` when there are more than [`SCOPED_MAX`].
+fn view_scope_hashes(c: &Connection, view: &View) -> Result<Option<Vec<u64>>> {
+    let mut p = Vec::new();
+    let v = view_sql(Some(view), "", &mut p);
+    let mut st = c.prepare_cached(&format!(
+        "SELECT scope FROM scope_counts WHERE {v} LIMIT {}",
+        SCOPED_MAX + 1
+    ))?;
+    let scopes: Vec<String> = st
+        .query_map(params_from_iter(p), |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok((scopes.len() <= SCOPED_MAX).then(|| scopes.iter().map(|s| fnv1a(s)).collect()))
+}
+
 /// The FTS5 expression selecting the rows a view may see.
 pub fn view_expr(view: &View) -> String {
     let parts: Vec<String> = view
@@ -65,29 +125,42 @@ pub fn view_expr(view: &View) -> String {
 }
 
 /// The text index's answers to BM25 ([`search::text_search`]) for one
-/// query: one FTS5 lookup per term, inside the view's scope terms; the
-/// view's size from `scope_counts`; the candidates' signals checked against
-/// view, expiry and filter on the row itself.
+/// query: one FTS5 lookup per term, of the term's scoped tokens in the
+/// view's scopes or inside the view's scope terms; the view's size from
+/// `scope_counts`; the candidates' signals checked against view, expiry
+/// and filter on the row itself.
 pub(super) struct FtsPostings<'a> {
     c: &'a Connection,
     q: &'a Query,
     /// `scopes : (…) AND `, or empty without a view.
     scope_part: String,
+    /// The hashes of the scopes holding the view's memories, when the
+    /// view's postings are read from `scoped`.
+    scoped: Option<Vec<u64>>,
 }
 
 impl search::Postings for FtsPostings<'_> {
     type Doc = i64;
 
     fn docs_with(&mut self, term: &str) -> Result<Vec<i64>> {
-        let Some(expr) = fts::fts_terms_expr(&[term.to_string()]) else {
-            return Ok(Vec::new());
+        let expr = match &self.scoped {
+            Some(hashes) => {
+                let stem = crate::text::stem(term);
+                let tokens: Vec<String> = hashes.iter().map(|h| scoped_term(&stem, *h)).collect();
+                match fts::fts_terms_expr(&tokens) {
+                    Some(e) => format!("scoped : ({e})"),
+                    None => return Ok(Vec::new()),
+                }
+            }
+            None => match fts::fts_terms_expr(&[term.to_string()]) {
+                Some(e) => format!("{}content : ({e})", self.scope_part),
+                None => return Ok(Vec::new()),
+            },
         };
         let mut st = self
             .c
             .prepare_cached("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")?;
-        let rows = st.query_map([format!("{}content : ({expr})", self.scope_part)], |r| {
-            r.get::<_, i64>(0)
-        })?;
+        let rows = st.query_map([expr], |r| r.get::<_, i64>(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
@@ -145,6 +218,10 @@ impl TextSearch for SqliteStore {
             return Ok(Vec::new());
         }
         let c = self.conn()?;
+        let scoped = match &q.view {
+            Some(v) => view_scope_hashes(&c, v)?,
+            None => None,
+        };
         let scope_part = q
             .view
             .as_ref()
@@ -155,6 +232,7 @@ impl TextSearch for SqliteStore {
                 c: &c,
                 q,
                 scope_part,
+                scoped,
             },
             terms,
             limit,
@@ -243,6 +321,21 @@ mod tests {
             let ours: Vec<String> = text::words(t).map(|w| text::stem(&w)).collect();
             assert_eq!(&ours, f, "{t}");
         }
+    }
+
+    #[test]
+    fn scoped_terms_pass_fts5_unchanged() {
+        let s = Scope::parse("project/a").unwrap();
+        let text = "The café's crème brûlée: running, happiness, generalization, 42, \
+            snake_case, 日本語のテキスト, किताबें, sing, agreed";
+        let ours = scoped_terms(text, &s);
+        let tokens: Vec<&str> = ours.split(' ').collect();
+        assert_eq!(tokens.len(), text::stems(text).len());
+        // FTS5 (porter over unicode61) keeps each as one token, as written.
+        assert_eq!(fts5_tokens(&[ours.as_str()])[0], tokens);
+        let other = scoped_terms(text, &Scope::parse("project/b").unwrap());
+        assert!(tokens.iter().all(|t| !other.split(' ').any(|o| o == *t)));
+        assert!(tokens.contains(&scoped_term("run", fnv1a("project/a")).as_str()));
     }
 
     #[test]

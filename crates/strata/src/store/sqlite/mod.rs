@@ -108,7 +108,7 @@ impl From<rusqlite::Error> for Error {
 }
 
 /// Newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -289,6 +289,13 @@ impl SqliteStore {
         fts::scope_terms(scope)
     }
 
+    /// The terms this store indexes a memory of `content` in `scope` under
+    /// in `memories_fts.scoped` (each distinct stem joined to the scope),
+    /// for tools that write rows themselves.
+    pub fn scoped_terms(content: &str, scope: &Scope) -> String {
+        fts::scoped_terms(content, scope)
+    }
+
     fn conn(&self) -> Result<Conn<'_>> {
         Ok(Conn {
             store: self,
@@ -321,7 +328,7 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        let migrations: [fn() -> String; 8] = [
+        let migrations: [fn() -> String; 9] = [
             migration_1,
             migration_2,
             migration_3,
@@ -330,11 +337,17 @@ impl SqliteStore {
             migration_6,
             migration_7,
             migration_8,
+            migration_9,
         ];
         for (i, m) in migrations.iter().enumerate() {
             let v = i as i64 + 1;
             if v > current {
                 tx.execute_batch(&m())?;
+                if v == 9 {
+                    // The new text index is filled from the rows, which
+                    // takes the stemmer: no SQL does it.
+                    reindex_text(&tx)?;
+                }
                 tx.execute(
                     "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)",
                     params![v, Timestamp::now().as_millisecond()],

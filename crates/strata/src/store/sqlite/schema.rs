@@ -147,6 +147,50 @@ pub(super) fn migration_8() -> String {
     "INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);".into()
 }
 
+/// Version 9: the text index gains `scoped`, each distinct stem of a
+/// memory's content joined to its exact scope (`fts::scoped_term`), so a
+/// recall reads the postings of its view's scopes instead of walking each
+/// term's postings in the whole store (`fts.rs`). FTS5 cannot add a column,
+/// so the index is made anew and [`reindex_text`] fills it from the rows.
+/// It keeps no positions (`detail=column`: recall matches terms, never
+/// phrases) and no lengths (`columnsize=0`: BM25 reads `memories.tokens`),
+/// which pays back part of the added column's size. Stale entries
+/// (`text_index_state`) go with the old index.
+pub(super) fn migration_9() -> String {
+    "DROP TABLE memories_fts;
+     CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, scoped, content='',
+         detail=column, columnsize=0, tokenize='porter unicode61 remove_diacritics 2');
+     INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1);
+     INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);
+     UPDATE text_index_state SET stale = 0;"
+        .into()
+}
+
+/// Indexes every row of `memories` in a new, empty `memories_fts`
+/// (migration 9), then merges the index into one segment.
+pub(super) fn reindex_text(tx: &Connection) -> Result<()> {
+    let mut rows = tx.prepare("SELECT rowid, content, scope FROM memories")?;
+    let mut ins =
+        tx.prepare("INSERT INTO memories_fts(rowid, content, scopes, scoped) VALUES (?, ?, ?, ?)")?;
+    let mut terms: std::collections::HashMap<String, String> = Default::default();
+    let mut it = rows.query([])?;
+    while let Some(r) = it.next()? {
+        let (rowid, content, scope): (i64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let scope = Scope::parse(&scope)?;
+        let t = terms
+            .entry(scope.to_string())
+            .or_insert_with(|| fts::scope_terms(&scope));
+        ins.execute(params![
+            rowid,
+            content,
+            t.as_str(),
+            fts::scoped_terms(&content, &scope)
+        ])?;
+    }
+    tx.execute_batch("INSERT INTO memories_fts(memories_fts) VALUES('optimize');")?;
+    Ok(())
+}
+
 /// Refuses a file that is another application's SQLite database, before
 /// anything (the switch to WAL, strata's tables) changes it. A new or empty
 /// file, or one holding strata's `schema_version`, is strata's.

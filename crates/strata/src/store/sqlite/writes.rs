@@ -33,8 +33,9 @@ pub(super) fn fts_insert(tx: &Connection, rowid: i64, m: &Memory) -> Result<()> 
     thread_local! {
         static TERMS: std::cell::RefCell<std::collections::HashMap<String, String>> = Default::default();
     }
-    let mut st =
-        tx.prepare_cached("INSERT INTO memories_fts(rowid, content, scopes) VALUES (?, ?, ?)")?;
+    let mut st = tx.prepare_cached(
+        "INSERT INTO memories_fts(rowid, content, scopes, scoped) VALUES (?, ?, ?, ?)",
+    )?;
     TERMS.with(|t| {
         let mut t = t.borrow_mut();
         if t.len() > 256 {
@@ -43,7 +44,12 @@ pub(super) fn fts_insert(tx: &Connection, rowid: i64, m: &Memory) -> Result<()> 
         if !t.contains_key(m.scope.as_str()) {
             t.insert(m.scope.to_string(), fts::scope_terms(&m.scope));
         }
-        st.execute(params![rowid, m.content, t[m.scope.as_str()].as_str()])
+        st.execute(params![
+            rowid,
+            m.content,
+            t[m.scope.as_str()].as_str(),
+            fts::scoped_terms(&m.content, &m.scope)
+        ])
     })?;
     count_scope(tx, &m.scope, 1)?;
     stamp_vector(tx, rowid, m)
@@ -75,11 +81,24 @@ pub(super) fn stamp_vector(tx: &Connection, rowid: i64, m: &Memory) -> Result<()
 /// Removes a row's entries from the index; `old` must be the memory exactly
 /// as it was indexed.
 pub(super) fn fts_delete(tx: &Connection, rowid: i64, old: &Memory) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO memories_fts(memories_fts, rowid, content, scopes) VALUES ('delete', ?, ?, ?)",
-    )?
-    .execute(params![rowid, old.content, fts::scope_terms(&old.scope)])?;
+    fts_remove(tx, rowid, &old.content, &old.scope)?;
     count_scope(tx, &old.scope, -1)
+}
+
+/// Removes the index entries of a row holding `content` in `scope`, which
+/// must be what was indexed: FTS5's `'delete'` is given the old values.
+fn fts_remove(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO memories_fts(memories_fts, rowid, content, scopes, scoped)
+         VALUES ('delete', ?, ?, ?, ?)",
+    )?
+    .execute(params![
+        rowid,
+        content,
+        fts::scope_terms(scope),
+        fts::scoped_terms(content, scope)
+    ])?;
+    Ok(())
 }
 
 /// Keeps `scope_counts` (active memories per scope) in step with the rows
@@ -246,11 +265,7 @@ pub(super) fn delete_moved_in(
             }
             tx.prepare_cached("DELETE FROM memories WHERE rowid = ?")?
                 .execute([rowid])?;
-            let terms = fts::scope_terms(&Scope::parse(&scope)?);
-            tx.prepare_cached(
-                "INSERT INTO memories_fts(memories_fts, rowid, content, scopes) VALUES ('delete', ?, ?, ?)",
-            )?
-            .execute(params![rowid, content, terms])?;
+            fts_remove(tx, rowid, &content, &Scope::parse(&scope)?)?;
             *per_scope.entry(scope).or_default() += 1;
             MovedOut {
                 vector: model.map(|m| (m, rowid)),
