@@ -77,18 +77,22 @@ pub fn scoped_term(stem: &str, scope_hash: u64) -> String {
 /// The `scoped` column's text for a memory of `content` in `scope`: each
 /// distinct stem of the content as [`scoped_term`].
 pub fn scoped_terms(content: &str, scope: &Scope) -> String {
-    let h = fnv1a(scope.as_str());
-    let mut stems: Vec<String> = crate::text::words(content)
-        .map(|w| crate::text::stem(&w))
-        .collect();
+    // Written on every insert and delete: each distinct word is stemmed
+    // once, and the scope's digits are formatted once.
+    let mut words: Vec<String> = crate::text::words(content).collect();
+    words.sort_unstable();
+    words.dedup();
+    let mut stems: Vec<String> = words.iter().map(|w| crate::text::stem(w)).collect();
     stems.sort_unstable();
     stems.dedup();
+    let digits = scoped_term("", fnv1a(scope.as_str()));
     let mut out = String::with_capacity(stems.iter().map(|s| s.len() + 21).sum());
     for s in stems {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.push_str(&scoped_term(&s, h));
+        out.push_str(&s);
+        out.push_str(&digits);
     }
     out
 }
