@@ -266,6 +266,50 @@ fn a_version_8_file_gets_the_scoped_text_index() {
     assert_eq!(search(&s)[0].len(), 1);
 }
 
+/// A row migration 9 cannot index (its scope unreadable) stops the
+/// migration with an error naming the value, and the file stays as it was:
+/// version 8, its old text index.
+#[test]
+fn a_corrupt_row_stops_migration_9_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let s = SqliteStore::open(&path, Default::default()).unwrap();
+        s.put(&mem("project/a", "indexed before")).unwrap();
+        s.put(&mem("project/a", "soon corrupt")).unwrap();
+    }
+    let c = rusqlite::Connection::open(&path).unwrap();
+    text_index_of_version_8(&c);
+    c.execute_batch(
+        "DELETE FROM schema_version WHERE version > 8;
+         UPDATE memories SET scope = 'not a scope' WHERE content = 'soon corrupt';",
+    )
+    .unwrap();
+    let err = SqliteStore::open(&path, Default::default()).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("not a scope"), "{err}");
+    let version: i64 = c
+        .query_row("SELECT MAX(version) FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 8);
+    let columns: Vec<String> = c
+        .prepare("SELECT name FROM pragma_table_info('memories_fts')")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(columns, ["content", "scopes"]);
+    let found: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH 'content : indexed'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(found, 1);
+}
+
 /// docs/schema.md is the contract: every table, column and index of a new
 /// file is named there.
 #[test]

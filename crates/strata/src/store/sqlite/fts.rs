@@ -136,30 +136,33 @@ pub fn view_expr(view: &View) -> String {
 pub(super) struct FtsPostings<'a> {
     c: &'a Connection,
     q: &'a Query,
-    /// `scopes : (…) AND `, or empty without a view.
-    scope_part: String,
-    /// The hashes of the scopes holding the view's memories, when the
-    /// view's postings are read from `scoped`.
-    scoped: Option<Vec<u64>>,
+    within: Within,
+}
+
+/// Where [`FtsPostings`] looks a term up.
+enum Within {
+    /// In `scoped`, under these scopes' hashes (the scopes holding the
+    /// view's memories).
+    Scopes(Vec<u64>),
+    /// In `content`, within `scopes : (…) AND ` (empty without a view).
+    Terms(String),
 }
 
 impl search::Postings for FtsPostings<'_> {
     type Doc = i64;
 
     fn docs_with(&mut self, term: &str) -> Result<Vec<i64>> {
-        let expr = match &self.scoped {
-            Some(hashes) => {
+        let expr = match &self.within {
+            Within::Scopes(hashes) => {
                 let stem = crate::text::stem(term);
                 let tokens: Vec<String> = hashes.iter().map(|h| scoped_term(&stem, *h)).collect();
-                match fts::fts_terms_expr(&tokens) {
-                    Some(e) => format!("scoped : ({e})"),
-                    None => return Ok(Vec::new()),
-                }
+                fts::fts_terms_expr(&tokens).map(|e| format!("scoped : ({e})"))
             }
-            None => match fts::fts_terms_expr(&[term.to_string()]) {
-                Some(e) => format!("{}content : ({e})", self.scope_part),
-                None => return Ok(Vec::new()),
-            },
+            Within::Terms(scope_part) => fts::fts_terms_expr(&[term.to_string()])
+                .map(|e| format!("{scope_part}content : ({e})")),
+        };
+        let Some(expr) = expr else {
+            return Ok(Vec::new());
         };
         let mut st = self
             .c
@@ -222,25 +225,14 @@ impl TextSearch for SqliteStore {
             return Ok(Vec::new());
         }
         let c = self.conn()?;
-        let scoped = match &q.view {
-            Some(v) => view_scope_hashes(&c, v)?,
-            None => None,
-        };
-        let scope_part = q
-            .view
-            .as_ref()
-            .map(|v| format!("scopes : ({}) AND ", fts::view_expr(v)))
-            .unwrap_or_default();
-        search::text_search(
-            &mut FtsPostings {
-                c: &c,
-                q,
-                scope_part,
-                scoped,
+        let within = match &q.view {
+            Some(v) => match view_scope_hashes(&c, v)? {
+                Some(hashes) => Within::Scopes(hashes),
+                None => Within::Terms(format!("scopes : ({}) AND ", fts::view_expr(v))),
             },
-            terms,
-            limit,
-        )
+            None => Within::Terms(String::new()),
+        };
+        search::text_search(&mut FtsPostings { c: &c, q, within }, terms, limit)
     }
 }
 

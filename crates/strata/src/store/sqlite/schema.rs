@@ -167,25 +167,16 @@ pub(super) fn migration_9() -> String {
 }
 
 /// Indexes every row of `memories` in a new, empty `memories_fts`
-/// (migration 9), then merges the index into one segment.
+/// (migration 9), then merges the index into one segment. A row whose
+/// scope cannot be read is a corrupt row: the migration stops, and its
+/// transaction leaves the file as it was.
 pub(super) fn reindex_text(tx: &Connection) -> Result<()> {
     let mut rows = tx.prepare("SELECT rowid, content, scope FROM memories")?;
-    let mut ins =
-        tx.prepare("INSERT INTO memories_fts(rowid, content, scopes, scoped) VALUES (?, ?, ?, ?)")?;
-    let mut terms: std::collections::HashMap<String, String> = Default::default();
     let mut it = rows.query([])?;
     while let Some(r) = it.next()? {
-        let (rowid, content, scope): (i64, String, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
-        let scope = Scope::parse(&scope)?;
-        let t = terms
-            .entry(scope.to_string())
-            .or_insert_with(|| fts::scope_terms(&scope));
-        ins.execute(params![
-            rowid,
-            content,
-            t.as_str(),
-            fts::scoped_terms(&content, &scope)
-        ])?;
+        let scope: String = r.get(2)?;
+        let scope = Scope::parse(&scope).map_err(|e| conv_err(2, e))?;
+        fts_add(tx, r.get(0)?, &r.get::<_, String>(1)?, &scope)?;
     }
     tx.execute_batch("INSERT INTO memories_fts(memories_fts) VALUES('optimize');")?;
     Ok(())

@@ -29,6 +29,14 @@ pub(super) fn session_delta(
 }
 
 pub(super) fn fts_insert(tx: &Connection, rowid: i64, m: &Memory) -> Result<()> {
+    fts_add(tx, rowid, &m.content, &m.scope)?;
+    count_scope(tx, &m.scope, 1)?;
+    stamp_vector(tx, rowid, m)
+}
+
+/// Indexes a row holding `content` in `scope`: the content, the scope's
+/// terms and the scoped terms ([`fts_remove`] takes them out).
+pub(super) fn fts_add(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Result<()> {
     // Batches write many memories to few scopes; their terms are cached.
     thread_local! {
         static TERMS: std::cell::RefCell<std::collections::HashMap<String, String>> = Default::default();
@@ -41,18 +49,17 @@ pub(super) fn fts_insert(tx: &Connection, rowid: i64, m: &Memory) -> Result<()> 
         if t.len() > 256 {
             t.clear();
         }
-        if !t.contains_key(m.scope.as_str()) {
-            t.insert(m.scope.to_string(), fts::scope_terms(&m.scope));
+        if !t.contains_key(scope.as_str()) {
+            t.insert(scope.to_string(), fts::scope_terms(scope));
         }
         st.execute(params![
             rowid,
-            m.content,
-            t[m.scope.as_str()].as_str(),
-            fts::scoped_terms(&m.content, &m.scope)
+            content,
+            t[scope.as_str()].as_str(),
+            fts::scoped_terms(content, scope)
         ])
     })?;
-    count_scope(tx, &m.scope, 1)?;
-    stamp_vector(tx, rowid, m)
+    Ok(())
 }
 
 /// A row that enters `memories` with a vector (restore, import, a key
@@ -86,7 +93,8 @@ pub(super) fn fts_delete(tx: &Connection, rowid: i64, old: &Memory) -> Result<()
 }
 
 /// Removes the index entries of a row holding `content` in `scope`, which
-/// must be what was indexed: FTS5's `'delete'` is given the old values.
+/// must be what [`fts_add`] indexed: FTS5's `'delete'` is given the old
+/// values.
 fn fts_remove(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Result<()> {
     tx.prepare_cached(
         "INSERT INTO memories_fts(memories_fts, rowid, content, scopes, scoped)
