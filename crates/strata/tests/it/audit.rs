@@ -386,7 +386,7 @@ fn a_version_4_file_gains_an_empty_chain() {
     sql(
         dir.path(),
         "DROP TABLE audit; DROP TABLE audit_chain; DROP INDEX memories_learned;
-         DROP TABLE text_index_state;
+         DROP TABLE text_index_state; DROP TABLE scope_ids;
          DELETE FROM schema_version WHERE version > 4;",
     );
     let e = sqlite_engine(dir.path());

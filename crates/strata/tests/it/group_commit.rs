@@ -367,7 +367,7 @@ fn checkpoint_merges_what_is_left_to_merge() {
     let c = rusqlite::Connection::open(&path).unwrap();
     for i in 0..40 {
         c.execute(
-            "INSERT INTO memories_fts(rowid, content, scopes) VALUES (?1, ?2, 'project/a')",
+            "INSERT INTO memories_fts(rowid, scoped, scopes) VALUES (?1, ?2, 'project/a')",
             rusqlite::params![1_000_000 + i, format!("left behind {i}")],
         )
         .unwrap();

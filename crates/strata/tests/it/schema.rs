@@ -144,15 +144,29 @@ fn a_version_1_file_is_upgraded_in_place() {
 }
 
 /// The text index of a file from before version 9: `content` and
-/// `scopes`, positions and lengths kept, filled from the rows.
+/// `scopes`, positions and lengths kept, filled from the rows; no
+/// `scope_ids` (version 10).
 fn text_index_of_version_8(c: &rusqlite::Connection) {
-    c.execute_batch(
-        "DROP TABLE memories_fts;
-         CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, content='',
+    text_index_before_10(c, false);
+}
+
+/// The text index of a file before version 10 (`content` and `scopes`
+/// filled from the rows), with version 9's empty `scoped` column when
+/// `scoped`: version 10 drops that index whatever it holds.
+fn text_index_before_10(c: &rusqlite::Connection, scoped: bool) {
+    let (columns, options) = if scoped {
+        ("content, scopes, scoped", "detail=column, columnsize=0,")
+    } else {
+        ("content, scopes", "")
+    };
+    c.execute_batch(&format!(
+        "DROP TABLE scope_ids;
+         DROP TABLE memories_fts;
+         CREATE VIRTUAL TABLE memories_fts USING fts5({columns}, content='', {options}
              tokenize='porter unicode61 remove_diacritics 2');
          INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1);
-         INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);",
-    )
+         INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);"
+    ))
     .unwrap();
     let rows: Vec<(i64, String, String)> = c
         .prepare("SELECT rowid, content, scope FROM memories")
@@ -181,8 +195,27 @@ fn scoped_postings(c: &rusqlite::Connection, token: &str) -> Vec<i64> {
         .unwrap()
 }
 
+/// The number `scope_ids` gave `scope`.
+fn scope_id(c: &rusqlite::Connection, scope: &strata::Scope) -> i64 {
+    c.query_row(
+        "SELECT id FROM scope_ids WHERE scope = ?",
+        [scope.as_str()],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// Files of versions 8 (no scoped terms) and 9 (scoped terms beside the
+/// stemmed content) get version 10's index: scopes numbered, every row
+/// indexed under its scoped terms, the same results and scores.
 #[test]
-fn a_version_8_file_gets_the_scoped_text_index() {
+fn older_files_get_the_scoped_text_index() {
+    for version in [8, 9] {
+        upgrade_text_index_from(version);
+    }
+}
+
+fn upgrade_text_index_from(version: i64) {
     use strata::{Query, Rows, TextSearch};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.db");
@@ -201,12 +234,18 @@ fn a_version_8_file_gets_the_scoped_text_index() {
         &["task/t1", "project/a", "global"],
         &["project/ab"],
     ];
+    // The views, then every scope (looked up by prefix, as views of more
+    // than `SCOPED_MAX` scopes are).
+    let queries: Vec<Query> = views
+        .iter()
+        .map(|v| Query::view(crate::harness::view(v), crate::harness::now()))
+        .chain([Query::everything(crate::harness::now())])
+        .collect();
     let search = |s: &SqliteStore| -> Vec<Vec<(String, u64)>> {
-        views
+        queries
             .iter()
-            .map(|v| {
-                let q = Query::view(crate::harness::view(v), crate::harness::now());
-                s.search_signals(&q, &strata::query_terms("billing postgres"), 10)
+            .map(|q| {
+                s.search_signals(q, &strata::query_terms("billing postgres"), 10)
                     .unwrap()
                     .into_iter()
                     .map(|(sig, score)| (sig.id, (score * 1e9) as u64))
@@ -225,16 +264,30 @@ fn a_version_8_file_gets_the_scoped_text_index() {
     assert_eq!(want[1].len(), 3, "{want:?}");
     assert_eq!(want[2].len(), 4, "{want:?}");
     assert_eq!(want[3].len(), 1, "{want:?}");
+    assert_eq!(want[4].len(), 6, "{want:?}");
     let c = rusqlite::Connection::open(&path).unwrap();
-    text_index_of_version_8(&c);
-    c.execute_batch("DELETE FROM schema_version WHERE version > 8")
+    text_index_before_10(&c, version == 9);
+    c.execute("DELETE FROM schema_version WHERE version > ?", [version])
         .unwrap();
     let s = SqliteStore::open(&path, Default::default()).unwrap();
     assert_eq!(s.stats().unwrap().schema_version, strata::SCHEMA_VERSION);
-    // Version 9 indexed every row under its scoped terms, kept FTS5's
-    // options, and ranks as before.
-    assert_eq!(search(&s), want);
-    let token = |m: &strata::Memory, word: &str| SqliteStore::scoped_terms(word, &m.scope);
+    // Version 10 numbered each scope holding memories, indexed every row
+    // under its scoped terms, kept FTS5's options, and ranks as before.
+    assert_eq!(search(&s), want, "from version {version}");
+    let numbered: i64 = c
+        .query_row("SELECT COUNT(*) FROM scope_ids", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(numbered, 5);
+    let columns: Vec<String> = c
+        .prepare("SELECT name FROM pragma_table_info('memories_fts')")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(columns, ["scopes", "scoped"]);
+    let token =
+        |m: &strata::Memory, word: &str| SqliteStore::scoped_terms(word, scope_id(&c, &m.scope));
     let rowid = |id: &str| -> i64 {
         c.query_row("SELECT rowid FROM memories WHERE id = ?", [id], |r| {
             r.get(0)
@@ -263,14 +316,36 @@ fn a_version_8_file_gets_the_scoped_text_index() {
     assert!(!scoped_postings(&c, &token(&ms[0], "moved")).contains(&gone));
     c.execute_batch("INSERT INTO memories_fts(memories_fts) VALUES('integrity-check')")
         .unwrap();
-    assert_eq!(search(&s)[0].len(), 1);
+    let after = search(&s);
+    assert_eq!((after[0].len(), after[4].len()), (1, 5));
 }
 
-/// A row migration 9 cannot index (its scope unreadable) stops the
-/// migration with an error naming the value, and the file stays as it was:
-/// version 8, its old text index.
+/// A delete names the index entries it removes by the scope's number: a
+/// row whose scope has lost its number (a hand-edited file) cannot be
+/// taken out of the index, so the delete fails as corrupt data, naming the
+/// scope, and the row stays.
 #[test]
-fn a_corrupt_row_stops_migration_9_and_changes_nothing() {
+fn a_delete_without_the_scopes_number_is_refused() {
+    use strata::Rows;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let s = SqliteStore::open(&path, Default::default()).unwrap();
+    let m = mem("project/lost", "a memory whose scope loses its number");
+    s.put(&m).unwrap();
+    let c = rusqlite::Connection::open(&path).unwrap();
+    c.execute("DELETE FROM scope_ids WHERE scope = 'project/lost'", [])
+        .unwrap();
+    let err = s.delete(std::slice::from_ref(&m.id)).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("project/lost"), "{err}");
+    assert_eq!(s.get(&m.id).unwrap(), Some(m));
+}
+
+/// A row migration 10 cannot index (its scope unreadable) stops the
+/// migration with an error naming the value, and the file stays as it was:
+/// version 8, its old text index, no scope numbers.
+#[test]
+fn a_corrupt_row_stops_migration_10_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.db");
     {
@@ -300,6 +375,14 @@ fn a_corrupt_row_stops_migration_9_and_changes_nothing() {
         .collect::<rusqlite::Result<_>>()
         .unwrap();
     assert_eq!(columns, ["content", "scopes"]);
+    let numbers: i64 = c
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'scope_ids'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(numbers, 0);
     let found: i64 = c
         .query_row(
             "SELECT COUNT(*) FROM memories_fts WHERE memories_fts MATCH 'content : indexed'",

@@ -6,20 +6,29 @@
 //! joined table runs, so a scoped query costs as much as an unscoped one
 //! (PERF-NOTES: 5× slower at 100k rows, 9× at 1M). Each row therefore also
 //! indexes one term per scope prefix (`p<hash>`) and one for its exact scope
-//! (`x<hash>`); a view becomes `scopes : (x… OR p…)` inside the MATCH. The
-//! store still checks the view on the joined row, so a hash collision can
-//! cost speed, never isolation.
+//! (`x<hash>`); a wide view becomes `scopes : (x… OR p…)` inside the MATCH.
+//! The store still checks the view on the joined row, so a hash collision
+//! can cost speed, never isolation.
 //!
-//! Why scoped terms (schema 9): `scopes : (x…) AND content : (term)` still
-//! walks the term's postings in the whole store, so a project's recall
-//! cost grew with every other project's memories. Each row therefore also
-//! indexes, in `scoped`, each distinct stem of its content joined to its
-//! exact scope ([`scoped_term`]); a view of at most [`SCOPED_MAX`] scopes
-//! holding memories reads just its own postings, `scoped : (stem<x> OR
-//! stem<y>)`. Stems are `text::stem`'s, as the PostgreSQL backend's postings
-//! are: a change to `text::words` or `text::stem` changes these tokens,
-//! and a delete must pass the tokens that were indexed, so it needs a
-//! migration that rebuilds the index (as version 9 did,
+//! Why scoped terms (schemas 9 and 10): a term's postings in the whole
+//! store grow with every other project's memories. The index therefore
+//! holds each distinct stem of a memory's content joined to its exact
+//! scope's number ([`scoped_term`]: `stem_12`, the number from
+//! `scope_ids`), and nothing else of the content. A view of at most
+//! [`SCOPED_MAX`] scopes holding memories reads just its own postings,
+//! `scoped : (stem_3 OR stem_12)`; a wider view reads the stem's postings
+//! in every scope, `scopes : (…) AND scoped : ("stem_" *)`, a prefix
+//! query: stems hold no `_` (`text::words` splits there), so the prefix
+//! `stem_` is that stem's and no other's. Schema 9 kept the stemmed
+//! content beside `scoped` for the wide views; version 10 dropped it
+//! (every posting was written twice) and numbered scopes instead of
+//! hashing them (a token's bytes are most of the index).
+//!
+//! Stems are `text::stem`'s, as the PostgreSQL backend's postings are, and
+//! the index's tokenizer only folds them (`unicode61`, no stemmer): a
+//! change to `text::words` or `text::stem` changes these tokens, and a
+//! delete must pass the tokens that were indexed, so it needs a migration
+//! that rebuilds the index (as versions 9 and 10 did,
 //! [`super::schema::reindex_text`]).
 
 use crate::scope::{Scope, View};
@@ -66,50 +75,71 @@ pub fn scope_terms(scope: &Scope) -> String {
 /// as before schema 9: naming hundreds of scopes would cost more.
 pub const SCOPED_MAX: usize = 32;
 
-/// The token `stem` of a memory in the scope hashed `scope_hash` is indexed
-/// under in the `scoped` column: the stem, then the hash as 20 digits (a
-/// fixed width, so no two pairs make one token). Ending in a digit, it
-/// passes FTS5's porter stemmer unchanged.
-pub fn scoped_term(stem: &str, scope_hash: u64) -> String {
-    format!("{stem}{scope_hash:020}")
+/// The token `stem` of a memory in the scope numbered `scope_id`
+/// (`scope_ids`) is indexed under in the `scoped` column: `stem_12`. Stems
+/// hold no `_`, so the token names its stem and scope unambiguously, and
+/// `stem_` is a prefix of that stem's tokens alone.
+pub fn scoped_term(stem: &str, scope_id: i64) -> String {
+    format!("{stem}_{scope_id}")
 }
 
-/// The `scoped` column's text for a memory of `content` in `scope`: each
-/// distinct stem of the content as [`scoped_term`].
-pub fn scoped_terms(content: &str, scope: &Scope) -> String {
+/// The `scoped` column's text for a memory of `content` in the scope
+/// numbered `scope_id`: each distinct stem of the content as
+/// [`scoped_term`].
+pub fn scoped_terms(content: &str, scope_id: i64) -> String {
     // Written on every insert and delete: each distinct word is stemmed
-    // once, and the scope's digits are formatted once.
+    // once, and the scope's number is formatted once.
     let mut words: Vec<String> = crate::text::words(content).collect();
     words.sort_unstable();
     words.dedup();
     let mut stems: Vec<String> = words.iter().map(|w| crate::text::stem(w)).collect();
     stems.sort_unstable();
     stems.dedup();
-    let digits = scoped_term("", fnv1a(scope.as_str()));
-    let mut out = String::with_capacity(stems.iter().map(|s| s.len() + 21).sum());
+    let suffix = scoped_term("", scope_id);
+    let mut out = String::with_capacity(stems.iter().map(|s| s.len() + suffix.len() + 1).sum());
     for s in stems {
         if !out.is_empty() {
             out.push(' ');
         }
         out.push_str(&s);
-        out.push_str(&digits);
+        out.push_str(&suffix);
     }
     out
 }
 
-/// The hashes of the scopes holding a view's active memories (from
+/// The number `scope_ids` gives `scope`, given now when it has none yet
+/// (numbers are never taken back: the index may hold them).
+pub(super) fn scope_id(tx: &Connection, scope: &Scope) -> Result<i64> {
+    if let Some(id) = known_scope_id(tx, scope)? {
+        return Ok(id);
+    }
+    tx.prepare_cached("INSERT INTO scope_ids (scope) VALUES (?)")?
+        .execute([scope.as_str()])?;
+    Ok(tx.last_insert_rowid())
+}
+
+/// The number `scope_ids` gave `scope`, if any.
+pub(super) fn known_scope_id(c: &Connection, scope: &Scope) -> Result<Option<i64>> {
+    Ok(
+        c.prepare_cached("SELECT id FROM scope_ids WHERE scope = ?")?
+            .query_row([scope.as_str()], |r| r.get(0))
+            .optional()?,
+    )
+}
+
+/// The numbers of the scopes holding a view's active memories (from
 /// `scope_counts`), or `None` when there are more than [`SCOPED_MAX`].
-fn view_scope_hashes(c: &Connection, view: &View) -> Result<Option<Vec<u64>>> {
+fn view_scope_ids(c: &Connection, view: &View) -> Result<Option<Vec<i64>>> {
     let mut p = Vec::new();
-    let v = view_sql(Some(view), "", &mut p);
+    let v = view_sql(Some(view), "m.", &mut p);
     let mut st = c.prepare_cached(&format!(
-        "SELECT scope FROM scope_counts WHERE {v} LIMIT {}",
+        "SELECT i.id FROM scope_counts m JOIN scope_ids i ON i.scope = m.scope WHERE {v} LIMIT {}",
         SCOPED_MAX + 1
     ))?;
-    let scopes: Vec<String> = st
+    let ids: Vec<i64> = st
         .query_map(params_from_iter(p), |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    Ok((scopes.len() <= SCOPED_MAX).then(|| scopes.iter().map(|s| fnv1a(s)).collect()))
+    Ok((ids.len() <= SCOPED_MAX).then_some(ids))
 }
 
 /// The FTS5 expression selecting the rows a view may see.
@@ -130,9 +160,9 @@ pub fn view_expr(view: &View) -> String {
 
 /// The text index's answers to BM25 ([`search::text_search`]) for one
 /// query: one FTS5 lookup per term, of the term's scoped tokens in the
-/// view's scopes or inside the view's scope terms; the view's size from
-/// `scope_counts`; the candidates' signals checked against view, expiry
-/// and filter on the row itself.
+/// view's scopes, or of all its scoped tokens inside the view's scope
+/// terms; the view's size from `scope_counts`; the candidates' signals
+/// checked against view, expiry and filter on the row itself.
 pub(super) struct FtsPostings<'a> {
     c: &'a Connection,
     q: &'a Query,
@@ -141,10 +171,10 @@ pub(super) struct FtsPostings<'a> {
 
 /// Where [`FtsPostings`] looks a term up.
 enum Within {
-    /// In `scoped`, under these scopes' hashes (the scopes holding the
-    /// view's memories).
-    Scopes(Vec<u64>),
-    /// In `content`, within `scopes : (…) AND ` (empty without a view).
+    /// Under these scopes' numbers (the scopes holding the view's
+    /// memories).
+    Scopes(Vec<i64>),
+    /// Under any scope, within `scopes : (…) AND ` (empty without a view).
     Terms(String),
 }
 
@@ -152,14 +182,19 @@ impl search::Postings for FtsPostings<'_> {
     type Doc = i64;
 
     fn docs_with(&mut self, term: &str) -> Result<Vec<i64>> {
+        let stem = crate::text::stem(term);
         let expr = match &self.within {
-            Within::Scopes(hashes) => {
-                let stem = crate::text::stem(term);
-                let tokens: Vec<String> = hashes.iter().map(|h| scoped_term(&stem, *h)).collect();
+            Within::Scopes(ids) => {
+                let tokens: Vec<String> = ids.iter().map(|id| scoped_term(&stem, *id)).collect();
                 fts::fts_terms_expr(&tokens).map(|e| format!("scoped : ({e})"))
             }
-            Within::Terms(scope_part) => fts::fts_terms_expr(&[term.to_string()])
-                .map(|e| format!("{scope_part}content : ({e})")),
+            // A prefix query: the stem's tokens in every scope.
+            Within::Terms(scope_part) => (!stem.is_empty()).then(|| {
+                format!(
+                    "{scope_part}scoped : (\"{}_\" *)",
+                    stem.replace('"', "\"\"")
+                )
+            }),
         };
         let Some(expr) = expr else {
             return Ok(Vec::new());
@@ -226,8 +261,8 @@ impl TextSearch for SqliteStore {
         }
         let c = self.conn()?;
         let within = match &q.view {
-            Some(v) => match view_scope_hashes(&c, v)? {
-                Some(hashes) => Within::Scopes(hashes),
+            Some(v) => match view_scope_ids(&c, v)? {
+                Some(ids) => Within::Scopes(ids),
                 None => Within::Terms(format!("scopes : ({}) AND ", fts::view_expr(v))),
             },
             None => Within::Terms(String::new()),
@@ -250,14 +285,20 @@ mod tests {
         assert!(fts_terms_expr(&text::query_terms("?!")).is_none());
     }
 
-    /// FTS5's own tokens (porter over unicode61 with diacritics removed) for
-    /// each text, read back through `fts5vocab`.
-    fn fts5_tokens(texts: &[&str]) -> Vec<Vec<String>> {
+    /// The tokenizer of the content of strata's text index before schema 10,
+    /// whose tokens `text::words` and `text::stem` reproduce.
+    const PORTER: &str = "'porter unicode61 remove_diacritics 2'";
+    /// The text index's tokenizer since schema 10 (migration 10).
+    const INDEX: &str = "\"unicode61 remove_diacritics 2 tokenchars '_'\"";
+
+    /// FTS5's own tokens (by `tokenizer`) for each text, read back through
+    /// `fts5vocab`.
+    fn fts5_tokens(tokenizer: &str, texts: &[&str]) -> Vec<Vec<String>> {
         let c = rusqlite::Connection::open_in_memory().unwrap();
-        c.execute_batch(
-            "CREATE VIRTUAL TABLE f USING fts5(x, tokenize='porter unicode61 remove_diacritics 2');
-             CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance');",
-        )
+        c.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE f USING fts5(x, tokenize={tokenizer});
+             CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance');"
+        ))
         .unwrap();
         for (i, t) in texts.iter().enumerate() {
             c.execute(
@@ -294,7 +335,7 @@ mod tests {
             running runner ran generously communication community apologies biology biologist \
             whispering whispered skiing skies cooking cookies studies studying meeting meetings";
         let words: Vec<&str> = words_list.split_whitespace().collect();
-        let fts = fts5_tokens(&words);
+        let fts = fts5_tokens(PORTER, &words);
         for (w, f) in words.iter().zip(&fts) {
             let ours: Vec<String> = text::words(w).map(|t| text::stem(&t)).collect();
             assert_eq!(&ours, f, "{w}");
@@ -312,7 +353,7 @@ mod tests {
             "emoji 😀 and CJK 日本語のテキスト and Hangul 한국어",
             "apostrophes don't won't it's",
         ];
-        let fts = fts5_tokens(&texts);
+        let fts = fts5_tokens(PORTER, &texts);
         for (t, f) in texts.iter().zip(&fts) {
             let ours: Vec<String> = text::words(t).map(|w| text::stem(&w)).collect();
             assert_eq!(&ours, f, "{t}");
@@ -321,17 +362,59 @@ mod tests {
 
     #[test]
     fn scoped_terms_pass_fts5_unchanged() {
-        let s = Scope::parse("project/a").unwrap();
         let text = "The café's crème brûlée: running, happiness, generalization, 42, \
-            snake_case, 日本語のテキスト, किताबें, sing, agreed";
-        let ours = scoped_terms(text, &s);
+            snake_case, 日本語のテキスト, किताबें, sing, agreed, Ünïcödé ÅNGSTRÖM Straße ΆΛΦΑ";
+        let ours = scoped_terms(text, 7);
         let tokens: Vec<&str> = ours.split(' ').collect();
         assert_eq!(tokens.len(), text::stems(text).len());
-        // FTS5 (porter over unicode61) keeps each as one token, as written.
-        assert_eq!(fts5_tokens(&[ours.as_str()])[0], tokens);
-        let other = scoped_terms(text, &Scope::parse("project/b").unwrap());
+        // The index's tokenizer keeps each as one token, as written.
+        assert_eq!(fts5_tokens(INDEX, &[ours.as_str()])[0], tokens);
+        let other = scoped_terms(text, 12);
         assert!(tokens.iter().all(|t| !other.split(' ').any(|o| o == *t)));
-        assert!(tokens.contains(&scoped_term("run", fnv1a("project/a")).as_str()));
+        assert!(tokens.contains(&"run_7"));
+        assert!(tokens.contains(&"snake_7") && tokens.contains(&"case_7"));
+    }
+
+    /// A stem's prefix query finds that stem in every scope and no other
+    /// stem, however the stems begin (`run`, `runner`, `run42`) and
+    /// whatever the scope's number.
+    #[test]
+    fn a_stem_prefix_names_that_stem_alone() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        c.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE f USING fts5(scoped, content='', detail=column, tokenize={INDEX});"
+        ))
+        .unwrap();
+        let docs = [
+            (1, "run", 1),
+            (2, "runner", 1),
+            (3, "run42 runs", 2),
+            (4, "running", 13),
+            (5, "ran rune", 130),
+            (6, "r u n", 1),
+        ];
+        for (rowid, text, scope) in docs {
+            c.execute(
+                "INSERT INTO f(rowid, scoped) VALUES (?, ?)",
+                rusqlite::params![rowid, scoped_terms(text, scope)],
+            )
+            .unwrap();
+        }
+        let find = |q: &str| -> Vec<i64> {
+            c.prepare("SELECT rowid FROM f WHERE f MATCH ? ORDER BY rowid")
+                .unwrap()
+                .query_map([q], |r| r.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        // "run", "runs" and "running" stem to `run`.
+        assert_eq!(find("scoped : (\"run_\" *)"), [1, 3, 4]);
+        assert_eq!(find("scoped : (\"runner_\" *)"), [2]);
+        assert_eq!(find("scoped : (\"run42_\" *)"), [3]);
+        assert_eq!(find("scoped : (\"rune_\" *)"), [5]);
+        assert_eq!(find("scoped : (\"run_1\")"), [1]);
+        assert_eq!(find("scoped : (\"run_1\" OR \"run_13\")"), [1, 4]);
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! Schema (version 1; `docs/schema.md` records every version):
 //! - `memories`: one row per active memory; `rowid` links it to the index.
 //! - `memories_fts`: contentless FTS5 (`content=''`, `secure-delete` on) over
-//!   `content` and `scopes`, the scope terms of `fts::scope_terms`. The text
-//!   is stored once, in `memories`. A delete hands FTS5 the row's old values
+//!   `scopes`, the scope terms of `fts::scope_terms`, and `scoped`, each
+//!   distinct stem of the content joined to its scope's number in
+//!   `scope_ids` (`fts::scoped_terms`; version 10). The text is stored
+//!   once, in `memories`. A delete hands FTS5 the row's old values
 //!   (the `'delete'` command), so FTS5 re-tokenizes them and, with
 //!   `secure-delete`, removes every term entry from the index pages
 //!   (archiving and moves to the cold tier, whose text lives on, delete
@@ -12,7 +14,7 @@
 //!   scrub merges the index first, dropping what they left). (A
 //!   `contentless_delete=1` table would only tombstone the rowid and leave the
 //!   forgotten terms in its segments until a merge.) The invariant this needs:
-//!   the indexed values are exactly the row's `content` and the terms of its
+//!   the indexed values are exactly the terms of the row's `content` and
 //!   `scope`, which every write keeps by updating both in one transaction.
 //! - `archive`: the same columns plus `archived_at` and `reason`.
 //! - `history`: superseded versions, one JSON document each.
@@ -108,7 +110,7 @@ impl From<rusqlite::Error> for Error {
 }
 
 /// Newest schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// How hard a commit waits for the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -289,11 +291,12 @@ impl SqliteStore {
         fts::scope_terms(scope)
     }
 
-    /// The terms this store indexes a memory of `content` in `scope` under
-    /// in `memories_fts.scoped` (each distinct stem joined to the scope),
-    /// for tools that write rows themselves.
-    pub fn scoped_terms(content: &str, scope: &Scope) -> String {
-        fts::scoped_terms(content, scope)
+    /// The terms this store indexes a memory of `content` under in
+    /// `memories_fts.scoped`, in the scope `scope_ids` numbers `scope_id`
+    /// (each distinct stem joined to that number), for tools that write
+    /// rows themselves.
+    pub fn scoped_terms(content: &str, scope_id: i64) -> String {
+        fts::scoped_terms(content, scope_id)
     }
 
     fn conn(&self) -> Result<Conn<'_>> {
@@ -328,7 +331,7 @@ impl SqliteStore {
                 supported: SCHEMA_VERSION,
             });
         }
-        let migrations: [fn() -> String; 9] = [
+        let migrations: [fn() -> String; 10] = [
             migration_1,
             migration_2,
             migration_3,
@@ -338,12 +341,13 @@ impl SqliteStore {
             migration_7,
             migration_8,
             migration_9,
+            migration_10,
         ];
         for (i, m) in migrations.iter().enumerate() {
             let v = i as i64 + 1;
             if v > current {
                 tx.execute_batch(&m())?;
-                if v == 9 {
+                if v == 10 {
                     // The new text index is filled from the rows, which
                     // takes the stemmer: no SQL does it.
                     reindex_text(&tx)?;

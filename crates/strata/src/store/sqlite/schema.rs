@@ -148,14 +148,14 @@ pub(super) fn migration_8() -> String {
 }
 
 /// Version 9: the text index gains `scoped`, each distinct stem of a
-/// memory's content joined to its exact scope (`fts::scoped_term`), so a
-/// recall reads the postings of its view's scopes instead of walking each
-/// term's postings in the whole store (`fts.rs`). FTS5 cannot add a column,
-/// so the index is made anew and [`reindex_text`] fills it from the rows.
-/// It keeps no positions (`detail=column`: recall matches terms, never
-/// phrases) and no lengths (`columnsize=0`: BM25 reads `memories.tokens`),
-/// which pays back part of the added column's size. Stale entries
-/// (`text_index_state`) go with the old index.
+/// memory's content joined to its exact scope, so a recall reads the
+/// postings of its view's scopes instead of walking each term's postings
+/// in the whole store (`fts.rs`). It keeps no positions (`detail=column`:
+/// recall matches terms, never phrases) and no lengths (`columnsize=0`:
+/// BM25 reads `memories.tokens`). Stale entries (`text_index_state`) go
+/// with the old index. Version 10 replaces this index, and fills it from
+/// the rows ([`reindex_text`]); version 9 alone is never left in a file
+/// this build writes.
 pub(super) fn migration_9() -> String {
     "DROP TABLE memories_fts;
      CREATE VIRTUAL TABLE memories_fts USING fts5(content, scopes, scoped, content='',
@@ -166,8 +166,29 @@ pub(super) fn migration_9() -> String {
         .into()
 }
 
+/// Version 10: the text index holds only `scopes` and `scoped`. Version
+/// 9's `content` (the stemmed content, for views of many scopes) doubled
+/// every posting a write made and every merge; such a view now reads a
+/// stem's scoped tokens in every scope with one prefix query
+/// (`scoped : ("stem_" *)`). Scopes are numbered in `scope_ids` (never
+/// renumbered, never taken back) and a scoped token is `stem_<number>`:
+/// version 9's 20-digit scope hashes were most of a token's bytes. The
+/// tokens are stemmed in Rust already, so the tokenizer only folds
+/// (`unicode61`, `_` kept inside a token). FTS5 cannot drop a column: the
+/// index is made anew and [`reindex_text`] fills it from the rows.
+pub(super) fn migration_10() -> String {
+    "CREATE TABLE scope_ids (id INTEGER PRIMARY KEY, scope TEXT NOT NULL UNIQUE);
+     DROP TABLE memories_fts;
+     CREATE VIRTUAL TABLE memories_fts USING fts5(scopes, scoped, content='',
+         detail=column, columnsize=0, tokenize=\"unicode61 remove_diacritics 2 tokenchars '_'\");
+     INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1);
+     INSERT INTO memories_fts(memories_fts, rank) VALUES('automerge', 0);
+     UPDATE text_index_state SET stale = 0;"
+        .into()
+}
+
 /// Indexes every row of `memories` in a new, empty `memories_fts`
-/// (migration 9), then merges the index into one segment. A row whose
+/// (migration 10), then merges the index into one segment. A row whose
 /// scope cannot be read is a corrupt row: the migration stops, and its
 /// transaction leaves the file as it was.
 pub(super) fn reindex_text(tx: &Connection) -> Result<()> {

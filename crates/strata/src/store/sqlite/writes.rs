@@ -34,32 +34,35 @@ pub(super) fn fts_insert(tx: &Connection, rowid: i64, m: &Memory) -> Result<()> 
     stamp_vector(tx, rowid, m)
 }
 
-/// Indexes a row holding `content` in `scope`: the content, the scope's
-/// terms and the scoped terms ([`fts_remove`] takes them out).
+/// Indexes a row holding `content` in `scope`: the scope's terms and the
+/// scoped terms, the scope numbered now if it is new ([`fts_remove`]
+/// takes them out).
 pub(super) fn fts_add(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Result<()> {
-    // Batches write many memories to few scopes; their terms are cached.
+    let id = fts::scope_id(tx, scope)?;
+    tx.prepare_cached("INSERT INTO memories_fts(rowid, scopes, scoped) VALUES (?, ?, ?)")?
+        .execute(params![
+            rowid,
+            scope_terms_cached(scope),
+            fts::scoped_terms(content, id)
+        ])?;
+    Ok(())
+}
+
+/// [`fts::scope_terms`], remembered per thread for the last few hundred
+/// scopes: batches write many memories to few scopes.
+fn scope_terms_cached(scope: &Scope) -> String {
     thread_local! {
         static TERMS: std::cell::RefCell<std::collections::HashMap<String, String>> = Default::default();
     }
-    let mut st = tx.prepare_cached(
-        "INSERT INTO memories_fts(rowid, content, scopes, scoped) VALUES (?, ?, ?, ?)",
-    )?;
     TERMS.with(|t| {
         let mut t = t.borrow_mut();
         if t.len() > 256 {
             t.clear();
         }
-        if !t.contains_key(scope.as_str()) {
-            t.insert(scope.to_string(), fts::scope_terms(scope));
-        }
-        st.execute(params![
-            rowid,
-            content,
-            t[scope.as_str()].as_str(),
-            fts::scoped_terms(content, scope)
-        ])
-    })?;
-    Ok(())
+        t.entry(scope.to_string())
+            .or_insert_with(|| fts::scope_terms(scope))
+            .clone()
+    })
 }
 
 /// A row that enters `memories` with a vector (restore, import, a key
@@ -94,17 +97,22 @@ pub(super) fn fts_delete(tx: &Connection, rowid: i64, old: &Memory) -> Result<()
 
 /// Removes the index entries of a row holding `content` in `scope`, which
 /// must be what [`fts_add`] indexed: FTS5's `'delete'` is given the old
-/// values.
+/// values. A scope without a number was never indexed: the file is corrupt,
+/// and nothing is removed.
 fn fts_remove(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Result<()> {
+    let Some(id) = fts::known_scope_id(tx, scope)? else {
+        return Err(Error::Corrupt {
+            what: format!("memory {rowid}: scope {scope} has no number in scope_ids"),
+            source: "its text index entries cannot be named".into(),
+        });
+    };
     tx.prepare_cached(
-        "INSERT INTO memories_fts(memories_fts, rowid, content, scopes, scoped)
-         VALUES ('delete', ?, ?, ?, ?)",
+        "INSERT INTO memories_fts(memories_fts, rowid, scopes, scoped) VALUES ('delete', ?, ?, ?)",
     )?
     .execute(params![
         rowid,
-        content,
-        fts::scope_terms(scope),
-        fts::scoped_terms(content, scope)
+        scope_terms_cached(scope),
+        fts::scoped_terms(content, id)
     ])?;
     Ok(())
 }
