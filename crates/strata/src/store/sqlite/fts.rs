@@ -17,7 +17,8 @@
 //! `scope_ids`), and nothing else of the content. A view of at most
 //! [`SCOPED_MAX`] scopes holding memories reads just its own postings,
 //! `scoped : (stem_3 OR stem_12)`; a wider view reads the stem's postings
-//! in every scope, `scopes : (…) AND scoped : ("stem_" *)`, a prefix
+//! in every scope, `scopes : (…) AND scoped : ("stem_" *)` (without the
+//! scope terms when the view holds every scope with memories), a prefix
 //! query: stems hold no `_` (`text::words` splits there), so the prefix
 //! `stem_` is that stem's and no other's. Schema 9 kept the stemmed
 //! content beside `scoped` for the wide views; version 10 dropped it
@@ -142,6 +143,18 @@ fn view_scope_ids(c: &Connection, view: &View) -> Result<Option<Vec<i64>>> {
     Ok((ids.len() <= SCOPED_MAX).then_some(ids))
 }
 
+/// Whether every scope holding active memories (`scope_counts`) is in
+/// the view. A write between this and the lookup can only add candidates
+/// outside the view, which the row check drops.
+fn view_covers_store(c: &Connection, view: &View) -> Result<bool> {
+    let mut p = Vec::new();
+    let v = view_sql(Some(view), "m.", &mut p);
+    Ok(c.prepare_cached(&format!(
+        "SELECT NOT EXISTS (SELECT 1 FROM scope_counts m WHERE NOT {v})"
+    ))?
+    .query_row(params_from_iter(p), |r| r.get(0))?)
+}
+
 /// The FTS5 expression selecting the rows a view may see.
 pub fn view_expr(view: &View) -> String {
     let parts: Vec<String> = view
@@ -263,6 +276,11 @@ impl TextSearch for SqliteStore {
         let within = match &q.view {
             Some(v) => match view_scope_ids(&c, v)? {
                 Some(ids) => Within::Scopes(ids),
+                // Every memory of the store is in the view: the same
+                // postings without ANDing a scope term's list, which is as
+                // long as the store (a recall over all 50 projects of the
+                // bench, p50 2.7 → 1.7 ms).
+                None if view_covers_store(&c, v)? => Within::Terms(String::new()),
                 None => Within::Terms(format!("scopes : ({}) AND ", fts::view_expr(v))),
             },
             None => Within::Terms(String::new()),
@@ -415,6 +433,22 @@ mod tests {
         assert_eq!(find("scoped : (\"rune_\" *)"), [5]);
         assert_eq!(find("scoped : (\"run_1\")"), [1]);
         assert_eq!(find("scoped : (\"run_1\" OR \"run_13\")"), [1, 4]);
+    }
+
+    #[test]
+    fn a_view_covers_the_store_when_it_holds_every_counted_scope() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE scope_counts (scope TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+             INSERT INTO scope_counts VALUES ('project/a', 3), ('project/b/x', 1), ('global', 2);",
+        )
+        .unwrap();
+        let covers = |v: &[&str]| view_covers_store(&c, &View::parse(v).unwrap()).unwrap();
+        assert!(covers(&["project/**", "global"]));
+        assert!(covers(&["project/a", "project/b/**", "global"]));
+        assert!(!covers(&["project/**"]));
+        assert!(!covers(&["project/a/**", "project/b/x", "task/**"]));
+        assert!(!covers(&["project/b", "project/a", "global"]));
     }
 
     #[test]
