@@ -185,6 +185,16 @@ fn text_index_before_10(c: &rusqlite::Connection, scoped: bool) {
     }
 }
 
+/// The columns of the text index.
+fn fts_columns(c: &rusqlite::Connection) -> Vec<String> {
+    c.prepare("SELECT name FROM pragma_table_info('memories_fts')")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
 /// The rowids FTS5 holds under `token` in the `scoped` column.
 fn scoped_postings(c: &rusqlite::Connection, token: &str) -> Vec<i64> {
     c.prepare("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?")
@@ -278,13 +288,7 @@ fn upgrade_text_index_from(version: i64) {
         .query_row("SELECT COUNT(*) FROM scope_ids", [], |r| r.get(0))
         .unwrap();
     assert_eq!(numbered, 5);
-    let columns: Vec<String> = c
-        .prepare("SELECT name FROM pragma_table_info('memories_fts')")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let columns = fts_columns(&c);
     assert_eq!(columns, ["scopes", "scoped"]);
     let token =
         |m: &strata::Memory, word: &str| SqliteStore::scoped_terms(word, scope_id(&c, &m.scope));
@@ -367,13 +371,7 @@ fn a_corrupt_row_stops_migration_10_and_changes_nothing() {
         .query_row("SELECT MAX(version) FROM schema_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, 8);
-    let columns: Vec<String> = c
-        .prepare("SELECT name FROM pragma_table_info('memories_fts')")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<rusqlite::Result<_>>()
-        .unwrap();
+    let columns = fts_columns(&c);
     assert_eq!(columns, ["content", "scopes"]);
     let numbers: i64 = c
         .query_row(

@@ -39,12 +39,20 @@ pub(super) fn fts_insert(tx: &Connection, rowid: i64, m: &Memory) -> Result<()> 
 /// takes them out).
 pub(super) fn fts_add(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Result<()> {
     let id = fts::scope_id(tx, scope)?;
-    tx.prepare_cached("INSERT INTO memories_fts(rowid, scopes, scoped) VALUES (?, ?, ?)")?
-        .execute(params![
-            rowid,
-            scope_terms_cached(scope),
-            fts::scoped_terms(content, id)
-        ])?;
+    fts_write(
+        tx,
+        "INSERT INTO memories_fts(rowid, scopes, scoped) VALUES (?, ?, ?)",
+        rowid,
+        scope,
+        &fts::scoped_terms(content, id),
+    )
+}
+
+/// Runs `sql`, a write to `memories_fts` of a row's rowid, scope terms and
+/// scoped terms.
+fn fts_write(tx: &Connection, sql: &str, rowid: i64, scope: &Scope, scoped: &str) -> Result<()> {
+    tx.prepare_cached(sql)?
+        .execute(params![rowid, scope_terms_cached(scope), scoped])?;
     Ok(())
 }
 
@@ -106,15 +114,13 @@ fn fts_remove(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Resu
             source: "its text index entries cannot be named".into(),
         });
     };
-    tx.prepare_cached(
+    fts_write(
+        tx,
         "INSERT INTO memories_fts(memories_fts, rowid, scopes, scoped) VALUES ('delete', ?, ?, ?)",
-    )?
-    .execute(params![
         rowid,
-        scope_terms_cached(scope),
-        fts::scoped_terms(content, id)
-    ])?;
-    Ok(())
+        scope,
+        &fts::scoped_terms(content, id),
+    )
 }
 
 /// Keeps `scope_counts` (active memories per scope) in step with the rows
