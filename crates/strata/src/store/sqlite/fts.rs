@@ -72,8 +72,9 @@ pub fn scope_terms(scope: &Scope) -> String {
 
 /// Most scopes a view's text search names one by one in the `scoped`
 /// column. A view whose memories lie in more (a subtree of many projects)
-/// reads each term's postings in the whole store within its scope terms,
-/// as before schema 9: naming hundreds of scopes would cost more.
+/// reads each stem's tokens in every scope by prefix, within its scope
+/// terms: naming hundreds of scopes would cost more. (Chosen against
+/// schema 9's lookup of the stemmed content; not measured again since.)
 pub const SCOPED_MAX: usize = 32;
 
 /// The token `stem` of a memory in the scope numbered `scope_id`
