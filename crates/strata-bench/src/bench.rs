@@ -1233,33 +1233,30 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
             "timing {} hybrid recalls over one project view…",
             a.queries
         ));
-        let mut lat = Vec::with_capacity(a.queries);
-        for i in 0..a.queries {
-            let view = strata::View::scope(strata::Scope::parse(&format!(
+        // `n` recalls, the i-th over `view(i)`.
+        let mut time_recalls = |n: usize, view: &dyn Fn(usize) -> Result<strata::View>| {
+            let mut lat = Vec::with_capacity(n);
+            for i in 0..n {
+                let mut req = strata::Recall::new(datagen.query(), view(i)?);
+                req.touch = !a.no_touch;
+                let t = Instant::now();
+                let hits = engine.recall(&req)?;
+                lat.push(t.elapsed());
+                std::hint::black_box(hits);
+            }
+            Ok::<_, anyhow::Error>(latency(lat))
+        };
+        rep.recall = Some(time_recalls(a.queries, &|i| {
+            Ok(strata::View::scope(strata::Scope::parse(&format!(
                 "project/p{:02}",
                 (i * 7) % a.scopes
-            ))?);
-            let mut req = strata::Recall::new(datagen.query(), view);
-            req.touch = !a.no_touch;
-            let t = Instant::now();
-            let hits = engine.recall(&req)?;
-            lat.push(t.elapsed());
-            std::hint::black_box(hits);
-        }
-        rep.recall = Some(latency(lat));
+            ))?))
+        })?);
         let n_all = (a.queries / 4).max(5);
         say(format!("timing {n_all} hybrid recalls over every project…"));
-        let mut lat = Vec::with_capacity(n_all);
-        for _ in 0..n_all {
-            let mut req =
-                strata::Recall::new(datagen.query(), strata::View::parse(&["project/**"])?);
-            req.touch = !a.no_touch;
-            let t = Instant::now();
-            let hits = engine.recall(&req)?;
-            lat.push(t.elapsed());
-            std::hint::black_box(hits);
-        }
-        rep.recall_all = Some(latency(lat));
+        rep.recall_all = Some(time_recalls(n_all, &|_| {
+            Ok(strata::View::parse(&["project/**"])?)
+        })?);
     }
     drop(engine);
 
