@@ -380,3 +380,77 @@ fn checkpoint_merges_what_is_left_to_merge() {
         .unwrap();
     assert!(!merge_pending(&path));
 }
+
+/// Segments of the text index, counted on a connection of its own.
+fn segments(path: &std::path::Path) -> i64 {
+    rusqlite::Connection::open(path)
+        .unwrap()
+        .query_row(
+            "SELECT count(DISTINCT segid) FROM memories_fts_idx",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+/// FTS5 writes its pending changes out as a segment whenever a change
+/// names a lower rowid than the one before: a batch of deletes in the
+/// caller's order (by age, by importance) would write a segment per
+/// memory. The store takes a batch in row order, so each batch of
+/// archives or moves to the cold tier adds one segment, and every row it
+/// touched is out of the index.
+#[test]
+fn a_batch_of_deletes_in_any_order_writes_one_text_index_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.db");
+    let st = store(&dir);
+    let ms: Vec<_> = (0..360)
+        .map(|i| mem("project/a", &format!("batch member{i} common")))
+        .collect();
+    st.put_batch(&mut ms.iter().cloned().map(Ok)).unwrap();
+    st.checkpoint().unwrap();
+    // FTS5 merges a level of 16 segments in the commit that makes it:
+    // not here, so the count shows every segment written.
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("INSERT INTO memories_fts(memories_fts, rank) VALUES('crisismerge', 1000)")
+        .unwrap();
+    // Newest first, and then every third: far from row order.
+    let mut order: Vec<usize> = (0..360).rev().collect();
+    order.sort_by_key(|i| i % 3);
+    let archived: Vec<String> = order[..120].iter().map(|&i| ms[i].id.clone()).collect();
+    let moved: Vec<(String, u64)> = order[120..240]
+        .iter()
+        .map(|&i| (ms[i].id.clone(), ms[i].version))
+        .chain([("no-such-id".to_string(), 1)])
+        .collect();
+
+    let before = segments(&path);
+    let n = st
+        .archive(&archived, "test", crate::harness::now())
+        .unwrap();
+    assert_eq!(n, 120);
+    assert!(
+        segments(&path) <= before + 1,
+        "archiving 120 memories out of row order wrote {} segments",
+        segments(&path) - before
+    );
+    let before = segments(&path);
+    let gone = st.delete_moved(&moved).unwrap();
+    // The ids deleted come back in the order given.
+    let expected: Vec<String> = moved[..120].iter().map(|(id, _)| id.clone()).collect();
+    assert_eq!(gone, expected);
+    assert!(
+        segments(&path) <= before + 1,
+        "moving 120 memories out of row order wrote {} segments",
+        segments(&path) - before
+    );
+    let q = strata::Query::view(crate::harness::view(&["project/a"]), crate::harness::now());
+    let hits =
+        strata::TextSearch::search_signals(&st, &q, &strata::query_terms("common"), 1000).unwrap();
+    let mut left: Vec<&str> = hits.iter().map(|h| h.0.id.as_str()).collect();
+    let mut kept: Vec<&str> = order[240..].iter().map(|&i| ms[i].id.as_str()).collect();
+    left.sort_unstable();
+    kept.sort_unstable();
+    assert_eq!(left, kept);
+}

@@ -201,9 +201,9 @@ impl SqliteStore {
         let mut vectors: Vec<(String, i64)> = Vec::new();
         let n = self.write(|tx| {
             let mut n = 0;
-            for id in ids {
-                vectors.extend(vector_of(tx, id)?);
-                n += delete_in(tx, id)? as usize;
+            for i in in_row_order(tx, ids.iter().map(String::as_str))? {
+                vectors.extend(vector_of(tx, &ids[i])?);
+                n += delete_in(tx, &ids[i])? as usize;
             }
             vectors_gone(tx, &vectors)?;
             Ok(n)
@@ -633,15 +633,22 @@ impl Rows for SqliteStore {
         let mut vectors: Vec<(String, i64)> = Vec::new();
         let out = self.write(|tx| {
             without_secure_delete(tx, || {
-                let mut out = Vec::new();
+                let mut deleted = vec![false; moved.len()];
                 let mut per_scope: std::collections::HashMap<String, i64> = Default::default();
-                for (id, version) in moved {
+                for i in in_row_order(tx, moved.iter().map(|(id, _)| id.as_str()))? {
+                    let (id, version) = &moved[i];
                     // Changed since it was read, or gone: it stays.
                     if let Some(m) = delete_moved_in(tx, id, *version, &mut per_scope)? {
                         vectors.extend(m.vector);
-                        out.push(id.clone());
+                        deleted[i] = true;
                     }
                 }
+                let out = moved
+                    .iter()
+                    .zip(deleted)
+                    .filter(|(_, d)| *d)
+                    .map(|((id, _), _)| id.clone())
+                    .collect::<Vec<_>>();
                 for (scope, n) in &per_scope {
                     count_scope(tx, &Scope::parse(scope)?, -n)?;
                 }
@@ -834,9 +841,7 @@ impl Rows for SqliteStore {
         // An archived memory's text lives on, in the archive table.
         self.write(|tx| {
             without_secure_delete(tx, || {
-                let n = ids.iter().try_fold(0, |n, id| {
-                    Ok::<_, Error>(n + archive_in(tx, id, reason, at)? as usize)
-                })?;
+                let n = archive_in(tx, ids, reason, at)?;
                 if n > 0 {
                     tx.execute_batch("UPDATE text_index_state SET stale = 1")?;
                 }
@@ -990,9 +995,7 @@ impl Sessions for SqliteStore {
             if !ids.is_empty() {
                 // Their text lives on, in the archive table.
                 without_secure_delete(tx, || {
-                    for mid in &ids {
-                        archive_in(tx, mid, "session_archived", at)?;
-                    }
+                    archive_in(tx, &ids, "session_archived", at)?;
                     tx.execute_batch("UPDATE text_index_state SET stale = 1")?;
                     Ok(())
                 })?;

@@ -123,6 +123,26 @@ fn fts_remove(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Resu
     )
 }
 
+/// The positions of `ids` in the order of their rows in `memories`, those
+/// without an active row last. FTS5 writes its pending changes out as a
+/// new segment whenever a change names a rowid below the one before it,
+/// so a batch of deletes taken in any other order writes (and later
+/// merges) a segment per memory (docs/performance.md, "Batches of
+/// deletes write one segment").
+pub(super) fn in_row_order<'a>(
+    tx: &Connection,
+    ids: impl Iterator<Item = &'a str>,
+) -> Result<Vec<usize>> {
+    let mut st = tx.prepare_cached("SELECT rowid FROM memories WHERE id = ?")?;
+    let mut keyed = Vec::new();
+    for (i, id) in ids.enumerate() {
+        let row: Option<i64> = st.query_row([id], |r| r.get(0)).optional()?;
+        keyed.push((row.unwrap_or(i64::MAX), i));
+    }
+    keyed.sort_unstable();
+    Ok(keyed.into_iter().map(|(_, i)| i).collect())
+}
+
 /// Keeps `scope_counts` (active memories per scope) in step with the rows
 /// entering and leaving `memories`; a scope's row goes when it reaches 0.
 pub(super) fn count_scope(tx: &Connection, scope: &Scope, delta: i64) -> Result<()> {
@@ -217,9 +237,39 @@ pub(super) fn replace_row(tx: &Connection, rowid: i64, old: &Memory, m: &Memory)
     Ok(())
 }
 
-pub(super) fn archive_in(tx: &Connection, id: &str, reason: &str, at: Timestamp) -> Result<bool> {
+/// Moves the active memories among `ids` to the archive; returns how
+/// many moved. Every row moves first, and then their text index entries
+/// go, in rowid order: FTS5 writes its pending changes out as a segment
+/// at each statement that takes a statement journal (the `INSERT …
+/// SELECT` of a move) and at each change to a lower rowid than the one
+/// before, so interleaved, a batch would write a segment per memory.
+pub(super) fn archive_in(
+    tx: &Connection,
+    ids: &[String],
+    reason: &str,
+    at: Timestamp,
+) -> Result<usize> {
+    let mut moved = Vec::new();
+    for id in ids {
+        moved.extend(archive_row(tx, id, reason, at)?);
+    }
+    moved.sort_unstable_by_key(|(rowid, _)| *rowid);
+    for (rowid, m) in &moved {
+        fts_delete(tx, *rowid, m)?;
+    }
+    Ok(moved.len())
+}
+
+/// Moves an active memory's row to the archive; returns its rowid and the
+/// memory, whose text index entries are still to be removed.
+fn archive_row(
+    tx: &Connection,
+    id: &str,
+    reason: &str,
+    at: Timestamp,
+) -> Result<Option<(i64, Memory)>> {
     let Some((rowid, m)) = get_active(tx, id)? else {
-        return Ok(false);
+        return Ok(None);
     };
     session_delta(tx, m.session.as_deref(), -(m.size_bytes() as i64), None)?;
     tx.prepare_cached(&format!(
@@ -228,8 +278,7 @@ pub(super) fn archive_in(tx: &Connection, id: &str, reason: &str, at: Timestamp)
     .execute(params![at.as_millisecond(), reason, rowid])?;
     tx.prepare_cached("DELETE FROM memories WHERE rowid = ?")?
         .execute([rowid])?;
-    fts_delete(tx, rowid, &m)?;
-    Ok(true)
+    Ok(Some((rowid, m)))
 }
 
 /// What [`delete_moved_in`] deleted.
