@@ -454,3 +454,97 @@ fn a_batch_of_deletes_in_any_order_writes_one_text_index_segment() {
     kept.sort_unstable();
     assert_eq!(left, kept);
 }
+
+/// Every write after the first of a group runs under a savepoint, and
+/// FTS5 writes its pending changes out as a segment at every savepoint:
+/// the group queues its index changes and writes them just before it
+/// commits (`text_queue.rs`), one segment a group. A write of the group
+/// that fails takes its queued changes with it: its rowids are free
+/// again, and entries left for them would name the next memories.
+#[test]
+fn a_group_of_concurrent_writes_writes_one_text_index_segment() {
+    const WRITERS: usize = 24;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.db");
+    let st = store(&dir);
+    st.put(&mem("project/a", "seed common")).unwrap();
+    st.checkpoint().unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("INSERT INTO memories_fts(memories_fts, rank) VALUES('crisismerge', 1000)")
+        .unwrap();
+    let taken = mem("project/a", "an id the failing batch reuses");
+    st.put(&taken).unwrap();
+    let before = segments(&path);
+
+    // A batch that holds the write path until the writers behind it have
+    // queued: they then share its group.
+    let (inside_tx, inside) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let first: Vec<_> = (0..4)
+        .map(|i| mem("project/a", &format!("first batch {i} common")))
+        .collect();
+    let mut ids: Vec<String> = first.iter().map(|m| m.id.clone()).collect();
+    let later: Vec<_> = (0..WRITERS)
+        .map(|i| mem("project/b", &format!("writer {i} common")))
+        .collect();
+    ids.extend(later.iter().map(|m| m.id.clone()));
+    std::thread::scope(|s| {
+        let (st, first) = (&st, &first);
+        s.spawn(move || {
+            let mut it = first.iter().cloned().enumerate().map(|(i, m)| {
+                if i == 1 {
+                    inside_tx.send(()).unwrap();
+                    go_rx.recv().unwrap();
+                }
+                Ok(m)
+            });
+            st.put_batch(&mut it).unwrap();
+        });
+        inside.recv().unwrap();
+        for (i, m) in later.iter().enumerate() {
+            let taken = &taken;
+            s.spawn(move || {
+                if i % 6 == 5 {
+                    // Refused at its second memory, after its first was
+                    // written and indexed: nothing of it may stay.
+                    let mut dup = mem("project/b", "refused batch");
+                    dup.id = taken.id.clone();
+                    let lost = mem("project/b", &format!("uniqueword{i} refused"));
+                    let mut it = [lost, dup].into_iter().map(Ok);
+                    assert!(st.put_batch(&mut it).is_err());
+                }
+                st.put(m).unwrap();
+            });
+        }
+        // Long enough for the writers to queue behind the batch.
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        go.send(()).unwrap();
+    });
+
+    let written = segments(&path) - before;
+    assert!(
+        written <= 3,
+        "{} concurrent writes wrote {written} segments",
+        WRITERS + WRITERS / 6 + 1
+    );
+    let q = strata::Query::view(
+        crate::harness::view(&["project/a", "project/b"]),
+        crate::harness::now(),
+    );
+    let hits =
+        strata::TextSearch::search_signals(&st, &q, &strata::query_terms("common"), 1000).unwrap();
+    let mut found: Vec<&str> = hits.iter().map(|h| h.0.id.as_str()).collect();
+    found.retain(|id| ids.iter().any(|i| i == id));
+    assert_eq!(found.len(), ids.len(), "every write is found");
+    for i in (0..WRITERS).filter(|i| i % 6 == 5) {
+        let word = format!("uniqueword{i}");
+        let hits =
+            strata::TextSearch::search_signals(&st, &q, &strata::query_terms(&word), 10).unwrap();
+        assert!(
+            hits.is_empty(),
+            "a refused write left index entries: {word} finds {:?}",
+            hits.iter().map(|h| &h.0.id).collect::<Vec<_>>()
+        );
+    }
+}

@@ -23,6 +23,10 @@
 //! waits for writers queued behind it at most [`HURRY_WAIT`] before it
 //! commits the group itself.
 //!
+//! Changes to the text index wait in the group's queue and go in just
+//! before the commit, in rowid order (`text_queue.rs`): FTS5 would write a
+//! segment at each write's savepoint.
+//!
 //! What this saves is commits: one fsync and one round of every other
 //! connection dropping its page cache and memory map per group instead of
 //! per write. Under concurrent writers the groups form by themselves (the
@@ -36,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
+use super::text_queue;
 use crate::Result;
 use crate::error::Error;
 use crate::store::hurry::{Refusal, Turns, hurry, refused, refused_since};
@@ -86,6 +91,9 @@ struct State {
     group: u64,
     /// Every group below this one has ended.
     ended: u64,
+    /// The open group's changes to the text index, written just before
+    /// it commits.
+    text: text_queue::Queue,
     /// Groups whose commit failed: why, and how many of their writers
     /// have yet to read it (kept until each has, so a later failure cannot
     /// hide an earlier one from a writer still waking up).
@@ -170,12 +178,19 @@ impl Writer {
         // The first write of a group is undone with the whole transaction;
         // later ones under a savepoint, keeping the others' work.
         let alone = s.writes == 0;
+        let mark = s.text.mark();
         let out = match if alone {
             Ok(())
         } else {
             conn(&s).execute_batch("SAVEPOINT write")
         } {
-            Ok(()) => catch_unwind(AssertUnwindSafe(|| f(conn(&s)))),
+            Ok(()) => {
+                let st = &mut *s;
+                let c = st.conn.as_ref().expect("the write connection is open");
+                catch_unwind(AssertUnwindSafe(|| {
+                    text_queue::queued(&mut st.text, || f(c))
+                }))
+            }
             Err(e) => Ok(Err(e.into())),
         };
         let done = match (&out, alone) {
@@ -192,6 +207,7 @@ impl Writer {
             }
             (Ok(Err(e)), _) => Err(e),
             (Err(panic), _) => {
+                s.text.undo(mark);
                 self.undo_or_end(&mut s, alone, give_back);
                 drop(s);
                 resume_unwind(panic);
@@ -199,6 +215,7 @@ impl Writer {
         };
         let Ok(v) = out else {
             // Nothing of this write is in the group; others may be.
+            s.text.undo(mark);
             self.undo_or_end(&mut s, alone, give_back);
             return out;
         };
@@ -278,20 +295,26 @@ impl Writer {
     /// Commits the open group (rolls it back when it holds no write), gives
     /// its connection back and wakes its writers.
     fn end(&self, s: &mut State, give_back: &dyn Fn(Connection)) {
-        let c = conn(s);
-        let r = if s.writes > 0 {
-            c.execute_batch("COMMIT")
+        let st = &mut *s;
+        let c = st.conn.as_ref().expect("the write connection is open");
+        // The group's index changes go in last, in row order (one segment;
+        // `text_queue.rs`); if they cannot, no write of the group is kept.
+        let r = if st.writes > 0 {
+            text_queue::write_out(c, &mut st.text)
+                .map_err(|e| e.to_string())
+                .and_then(|()| c.execute_batch("COMMIT").map_err(|e| e.to_string()))
         } else {
-            c.execute_batch("ROLLBACK")
+            c.execute_batch("ROLLBACK").map_err(|e| e.to_string())
         };
+        st.text.clear();
         if let Err(e) = r {
             // A failed COMMIT may leave the transaction open: end it, so
             // the next group starts clean.
             if !c.is_autocommit() {
                 let _ = c.execute_batch("ROLLBACK");
             }
-            if s.writes > 0 {
-                s.failed.insert(s.group, (e.to_string(), s.writes));
+            if st.writes > 0 {
+                st.failed.insert(st.group, (e, st.writes));
             }
         }
         if let Some(c) = s.conn.take() {

@@ -78,6 +78,7 @@ mod pool;
 mod rows;
 mod schema;
 mod sql;
+mod text_queue;
 mod vectors;
 mod writes;
 
@@ -235,6 +236,8 @@ impl SqliteStore {
             let stale: i64 =
                 tx.query_row("SELECT stale FROM text_index_state", [], |r| r.get(0))?;
             if stale != 0 {
+                // Archives earlier in this group leave entries too.
+                text_queue::write_now(tx)?;
                 tx.execute_batch(
                     "INSERT INTO memories_fts(memories_fts) VALUES('optimize');
                      UPDATE text_index_state SET stale = 0;",
@@ -434,19 +437,6 @@ impl SqliteStore {
     }
 }
 
-/// Runs `f` with FTS5's `secure-delete` off: index entries it deletes
-/// leave a marker instead of a rewrite of every index page holding one of
-/// their terms (36 µs a memory instead of 300). For memories whose text
-/// lives on (in the archive table, in the cold tier); the caller marks the
-/// index stale (`text_index_state`), so the next scrub (a forget's) drops
-/// what is left of them.
-fn without_secure_delete<T>(tx: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    tx.execute_batch("INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 0)")?;
-    let out = f();
-    tx.execute_batch("INSERT INTO memories_fts(memories_fts, rank) VALUES('secure-delete', 1)")?;
-    out
-}
-
 /// The vector model and row of an active memory that has a vector.
 fn vector_of(tx: &Connection, id: &str) -> Result<Option<(String, i64)>> {
     Ok(tx
@@ -632,7 +622,7 @@ impl Rows for SqliteStore {
     fn delete_moved(&self, moved: &[(String, u64)]) -> Result<Vec<String>> {
         let mut vectors: Vec<(String, i64)> = Vec::new();
         let out = self.write(|tx| {
-            without_secure_delete(tx, || {
+            text_queue::insecure(tx, || {
                 let mut deleted = vec![false; moved.len()];
                 let mut per_scope: std::collections::HashMap<String, i64> = Default::default();
                 for i in in_row_order(tx, moved.iter().map(|(id, _)| id.as_str()))? {
@@ -840,7 +830,7 @@ impl Rows for SqliteStore {
     fn archive(&self, ids: &[String], reason: &str, at: Timestamp) -> Result<usize> {
         // An archived memory's text lives on, in the archive table.
         self.write(|tx| {
-            without_secure_delete(tx, || {
+            text_queue::insecure(tx, || {
                 let n = archive_in(tx, ids, reason, at)?;
                 if n > 0 {
                     tx.execute_batch("UPDATE text_index_state SET stale = 1")?;
@@ -994,7 +984,7 @@ impl Sessions for SqliteStore {
                 .collect::<rusqlite::Result<_>>()?;
             if !ids.is_empty() {
                 // Their text lives on, in the archive table.
-                without_secure_delete(tx, || {
+                text_queue::insecure(tx, || {
                     archive_in(tx, &ids, "session_archived", at)?;
                     tx.execute_batch("UPDATE text_index_state SET stale = 1")?;
                     Ok(())

@@ -39,21 +39,13 @@ pub(super) fn fts_insert(tx: &Connection, rowid: i64, m: &Memory) -> Result<()> 
 /// takes them out).
 pub(super) fn fts_add(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Result<()> {
     let id = fts::scope_id(tx, scope)?;
-    fts_write(
+    text_queue::change(
         tx,
-        "INSERT INTO memories_fts(rowid, scopes, scoped) VALUES (?, ?, ?)",
         rowid,
-        scope,
-        &fts::scoped_terms(content, id),
+        false,
+        scope_terms_cached(scope),
+        fts::scoped_terms(content, id),
     )
-}
-
-/// Runs `sql`, a write to `memories_fts` of a row's rowid, scope terms and
-/// scoped terms.
-fn fts_write(tx: &Connection, sql: &str, rowid: i64, scope: &Scope, scoped: &str) -> Result<()> {
-    tx.prepare_cached(sql)?
-        .execute(params![rowid, scope_terms_cached(scope), scoped])?;
-    Ok(())
 }
 
 /// [`fts::scope_terms`], remembered per thread for the last few hundred
@@ -114,12 +106,12 @@ fn fts_remove(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Resu
             source: "its text index entries cannot be named".into(),
         });
     };
-    fts_write(
+    text_queue::change(
         tx,
-        "INSERT INTO memories_fts(memories_fts, rowid, scopes, scoped) VALUES ('delete', ?, ?, ?)",
         rowid,
-        scope,
-        &fts::scoped_terms(content, id),
+        true,
+        scope_terms_cached(scope),
+        fts::scoped_terms(content, id),
     )
 }
 
