@@ -548,3 +548,49 @@ fn a_group_of_concurrent_writes_writes_one_text_index_segment() {
         );
     }
 }
+
+/// A keyed memory that supersedes another writes history with a statement
+/// that takes a statement journal, where FTS5 writes out what it holds: a
+/// batch of 100 over 10 keys wrote a segment for each superseding one.
+/// Queued, the batch's index changes make one segment, and only the
+/// latest version of each key is found.
+#[test]
+fn a_batch_that_supersedes_keys_writes_one_text_index_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.db");
+    let st = store(&dir);
+    st.put(&mem("project/a", "seed")).unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("INSERT INTO memories_fts(memories_fts, rank) VALUES('crisismerge', 1000)")
+        .unwrap();
+    let before = segments(&path);
+    let ms: Vec<_> = (0..100)
+        .map(|i| {
+            let mut m = mem("project/a", &format!("keyed version{i} common"));
+            m.key = Some(format!("k{}", i % 10));
+            m
+        })
+        .collect();
+    st.put_batch(&mut ms.iter().cloned().map(Ok)).unwrap();
+    let written = segments(&path) - before;
+    assert!(written <= 1, "100 keyed memories wrote {written} segments");
+    let q = strata::Query::view(crate::harness::view(&["project/a"]), crate::harness::now());
+    let hits =
+        strata::TextSearch::search_signals(&st, &q, &strata::query_terms("common"), 1000).unwrap();
+    // A superseding memory keeps the id of the key's first one.
+    let mut found: Vec<String> = hits
+        .iter()
+        .map(|h| st.get(&h.0.id).unwrap().unwrap().content)
+        .collect();
+    let mut latest: Vec<String> = ms[90..].iter().map(|m| m.content.clone()).collect();
+    found.sort_unstable();
+    latest.sort_unstable();
+    assert_eq!(found, latest);
+    for old in ["version0 ", "version45 ", "version89 "] {
+        let word = old.trim();
+        let hits =
+            strata::TextSearch::search_signals(&st, &q, &strata::query_terms(word), 10).unwrap();
+        assert!(hits.is_empty(), "{word}, superseded, is still found");
+    }
+}

@@ -187,8 +187,27 @@ pub(super) fn write_out(tx: &Connection, q: &mut Queue) -> Result<()> {
     }
     // A row with any scrubbing delete goes with the scrubbed ones.
     let first = |c: &Change| marked.contains(&c.rowid) && !scrubbed.contains(&c.rowid);
-    let mut order: Vec<&Change> = todo.iter().collect();
-    order.sort_by_key(|c| (!first(c), c.rowid));
+    let mut sorted: Vec<&Change> = todo.iter().collect();
+    sorted.sort_by_key(|c| (!first(c), c.rowid));
+    // A delete that takes out what an insert of this queue added (a key
+    // superseded twice in one batch, a memory updated after it was
+    // written) cancels it: FTS5 would write a segment at a delete of the
+    // rowid it has just added.
+    let mut order: Vec<&Change> = Vec::with_capacity(sorted.len());
+    for c in sorted {
+        match order.last() {
+            Some(l)
+                if c.delete
+                    && !l.delete
+                    && l.rowid == c.rowid
+                    && l.scopes == c.scopes
+                    && l.scoped == c.scoped =>
+            {
+                order.pop();
+            }
+            _ => order.push(c),
+        }
+    }
     let split = order.iter().take_while(|c| first(c)).count();
     if split > 0 {
         secure_delete(tx, false)?;
