@@ -187,14 +187,16 @@ pub(super) fn write_out(tx: &Connection, q: &mut Queue) -> Result<()> {
     }
     // A row with any scrubbing delete goes with the scrubbed ones.
     let first = |c: &Change| marked.contains(&c.rowid) && !scrubbed.contains(&c.rowid);
-    let mut sorted: Vec<&Change> = todo.iter().collect();
-    sorted.sort_by_key(|c| (!first(c), c.rowid));
+    let mut sorted: Vec<(bool, i64, &Change)> =
+        todo.iter().map(|c| (!first(c), c.rowid, c)).collect();
+    // Stable: a row's own changes keep the order they were made in.
+    sorted.sort_by_key(|&(later, rowid, _)| (later, rowid));
     // A delete that takes out what an insert of this queue added (a key
     // superseded twice in one batch, a memory updated after it was
     // written) cancels it: FTS5 would write a segment at a delete of the
     // rowid it has just added.
     let mut order: Vec<&Change> = Vec::with_capacity(sorted.len());
-    for c in sorted {
+    for (_, _, c) in sorted {
         match order.last() {
             Some(l)
                 if c.delete
