@@ -83,17 +83,22 @@ thread_local! {
     static QUEUE: RefCell<Option<Queue>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's index writes going to `q`.
+/// Runs `f` with this thread's index writes going to `q` (and then to
+/// whatever queue they went to before: a write may run another store's).
 pub(super) fn queued<T>(q: &mut Queue, f: impl FnOnce() -> T) -> T {
-    /// Gives the queue back to the group even when `f` panics.
-    struct Back<'a>(&'a mut Queue);
+    /// Gives the queue back to the group, and the thread its queue from
+    /// before, even when `f` panics.
+    struct Back<'a>(&'a mut Queue, Option<Queue>);
     impl Drop for Back<'_> {
         fn drop(&mut self) {
-            *self.0 = QUEUE.with(|t| t.borrow_mut().take()).unwrap_or_default();
+            let before = self.1.take();
+            *self.0 = QUEUE
+                .with(|t| std::mem::replace(&mut *t.borrow_mut(), before))
+                .unwrap_or_default();
         }
     }
-    QUEUE.with(|t| *t.borrow_mut() = Some(std::mem::take(q)));
-    let _back = Back(q);
+    let before = QUEUE.with(|t| t.borrow_mut().replace(std::mem::take(q)));
+    let _back = Back(q, before);
     f()
 }
 
@@ -273,6 +278,25 @@ mod tests {
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap()
+    }
+
+    /// A write that runs another store's write keeps its own queue.
+    #[test]
+    fn a_queue_inside_another_leaves_the_outer_one_whole() {
+        let c = Connection::open_in_memory().unwrap();
+        let (mut outer, mut inner) = (super::Queue::default(), super::Queue::default());
+        let add = |rowid| super::change(&c, rowid, false, "s".into(), "t".into()).unwrap();
+        super::queued(&mut outer, || {
+            add(1);
+            super::queued(&mut inner, || add(2));
+            add(3);
+        });
+        let rows = |q: &super::Queue| q.changes.iter().map(|c| c.rowid).collect::<Vec<_>>();
+        assert_eq!(rows(&outer), [1, 3]);
+        assert_eq!(rows(&inner), [2]);
+        // Outside any queue a change is written at once: here, with no
+        // text index, that fails.
+        assert!(super::change(&c, 4, false, "s".into(), "t".into()).is_err());
     }
 
     /// Writers queued behind a long first write share its group, each
