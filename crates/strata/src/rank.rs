@@ -429,14 +429,19 @@ impl Relevance {
         }
     }
 
-    /// Whether the evidence reaches `floor`, and a sentence saying why.
-    pub fn passes(&self, floor: f64) -> (bool, String) {
+    /// Whether the evidence reaches `floor`.
+    pub fn passes(&self, floor: f64) -> bool {
+        self.evidence().is_some_and(|(_, x)| x >= floor)
+    }
+
+    /// A sentence saying whether and why the evidence reaches `floor`: the
+    /// explanation of [`Relevance::passes`], written only when asked for
+    /// (a recall weighs hundreds of candidates and explains ten at most).
+    pub fn verdict(&self, floor: f64) -> String {
         match self.evidence() {
-            Some((what, x)) if x >= floor => {
-                (true, format!("{what} {x:.3} ≥ min_relevance {floor:.2}"))
-            }
-            Some((what, x)) => (false, format!("{what} {x:.3} < min_relevance {floor:.2}")),
-            None => (false, "no text match and no vector".into()),
+            Some((what, x)) if x >= floor => format!("{what} {x:.3} ≥ min_relevance {floor:.2}"),
+            Some((what, x)) => format!("{what} {x:.3} < min_relevance {floor:.2}"),
+            None => "no text match and no vector".into(),
         }
     }
 }

@@ -275,7 +275,14 @@ impl Engine {
         let has_query = !terms.is_empty() || qvec.is_some();
         let span = crate::when::named_span(&req.query, req.as_of.unwrap_or(now));
         let mut ranked: Vec<(Signals, ScoreParts, bool)> = self
-            .rank_floored(cands, strategy, now, has_query.then_some(floor), span)
+            .rank_floored(
+                cands,
+                strategy,
+                now,
+                has_query.then_some(floor),
+                span,
+                req.explain,
+            )
             .into_iter()
             .map(|(s, p)| {
                 let arch = archived.contains_key(&s.id);
@@ -372,7 +379,8 @@ impl Engine {
     }
 
     /// [`Engine::rank`], keeping only candidates whose evidence reaches
-    /// `floor` (when there is one); each kept one says why in `passed`.
+    /// `floor` (when there is one); under `explain`, each kept one says why
+    /// in `passed`.
     fn rank_floored(
         &self,
         mut cands: Vec<(Signals, Relevance)>,
@@ -380,19 +388,21 @@ impl Engine {
         now: Timestamp,
         floor: Option<f64>,
         span: Option<crate::when::Span>,
+        explain: bool,
     ) -> Vec<(Signals, ScoreParts)> {
         let Some(floor) = floor.filter(|f| *f > 0.0) else {
             return self.rank(cands, strategy, now, span);
         };
         rank::fuse(&self.cfg.ranking, &mut cands);
         rank::prefer_named_time(&self.cfg.ranking, span, &mut cands);
+        // Why each passed is written before neighbours share (sharing
+        // moves the relevance, not the evidence), and only when explained.
         let mut passed: Vec<(Signals, Relevance)> = Vec::new();
-        let mut why: Vec<String> = Vec::new();
+        let mut why: Vec<Option<String>> = Vec::new();
         for (m, r) in cands {
-            let (ok, because) = r.passes(floor);
-            if ok {
+            if r.passes(floor) {
+                why.push(explain.then(|| r.verdict(floor)));
                 passed.push((m, r));
-                why.push(because);
             }
         }
         // Neighbours share among what passed: a memory the floor cut is
@@ -403,7 +413,7 @@ impl Engine {
             .zip(why)
             .map(|((m, r), why)| {
                 let mut p = rank::score(&self.cfg.ranking, strategy, &m, &r, now);
-                p.passed = Some(why);
+                p.passed = why;
                 (m, p)
             })
             .collect();
