@@ -1554,6 +1554,18 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
                 cost * 100.0
             ))?;
         }
+        if let Some(server) = h.server_recall_cpu_us {
+            let us = |c: Option<f64>| c.map_or("n/a".into(), |c| format!("{c:.0} µs"));
+            output::line(format!(
+                "                   of it in the recall itself (its thread's CPU): in process {}, in the server {}",
+                h.in_process
+                    .iter()
+                    .map(|p| us(p.recall_cpu_us))
+                    .collect::<Vec<_>>()
+                    .join(" / "),
+                us(Some(server))
+            ))?;
+        }
         output::line(format!(
             "GET /healthz      {:>8.0}/s  {}  (the transport's floor: server CPU {} a request, errors {})",
             h.floor.per_sec,

@@ -668,11 +668,14 @@ async fn delete(
 #[utoipa::path(post, path = "/v1/recall", request_body = RecallBody,
     responses((status = 200, description = "The ranked memories", body = RecallAnswer), (status = "4XX", body = ErrorBody)))]
 async fn recall(State(st): St, g: G, JsonBody(b): JsonBody<RecallBody>) -> Result<Response> {
-    let results = if b.is_light() {
-        st.run_recall(g.0, move |c| c.recall(&b)).await?
+    let light = b.is_light();
+    let timed = st.clone();
+    let recall = move |c: Ctx<'_>| timed.metrics.time_recall(|| c.recall(&b));
+    let results = if light {
+        st.run_recall(g.0, recall).await?
     } else {
         st.metrics.record_recall(crate::RanOn::Pool);
-        run(&st, g.0, move |c| c.recall(&b)).await?
+        run(&st, g.0, recall).await?
     };
     // Written straight from the results: no JSON tree built in between.
     Ok(ok(StatusCode::OK, RecallAnswer { results }))

@@ -226,8 +226,9 @@ impl StrataMcp {
             b.view = self.default_view();
         }
         let light = b.is_light();
+        let timed = self.shared.clone();
         let recall = move |c: crate::ops::Ctx<'_>| {
-            let hits = c.recall(&b)?;
+            let hits = timed.metrics.time_recall(|| c.recall(&b))?;
             if verbose {
                 return json(serde_json::json!({ "results": hits }));
             }

@@ -40,6 +40,10 @@ pub struct Metrics {
     /// Recalls run on the event loop's thread, on a recall thread, on the
     /// blocking pool.
     recalls: [AtomicU64; 3],
+    /// Recalls timed by [`Metrics::time_recall`], and the CPU time their
+    /// threads spent in them, in nanoseconds.
+    recalls_timed: AtomicU64,
+    recall_cpu_ns: AtomicU64,
 }
 
 /// Where a recall ran ([`Metrics::record_recall`]).
@@ -80,6 +84,31 @@ impl Metrics {
     /// Records where one recall ran.
     pub fn record_recall(&self, on: RanOn) {
         self.recalls[on as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Runs `recall` (a recall's work on the thread that runs it: the
+    /// request's fields read into a query, the engine's recall, the
+    /// grant's last check) and adds the CPU time that thread spent in it
+    /// to [`Metrics::recall_cpu`]. What a recall over HTTP costs beyond
+    /// this is the transport's: reading the request, writing the answer.
+    pub fn time_recall<T>(&self, recall: impl FnOnce() -> T) -> T {
+        let before = thread_cpu();
+        let out = recall();
+        if let Some((b, a)) = before.zip(thread_cpu()) {
+            let ns = u64::try_from(a.saturating_sub(b).as_nanos()).unwrap_or(u64::MAX);
+            self.recall_cpu_ns.fetch_add(ns, Ordering::Relaxed);
+            self.recalls_timed.fetch_add(1, Ordering::Relaxed);
+        }
+        out
+    }
+
+    /// Recalls timed by [`Metrics::time_recall`] so far and the CPU time
+    /// they took (none where the thread's CPU clock cannot be read).
+    pub fn recall_cpu(&self) -> (u64, Duration) {
+        (
+            self.recalls_timed.load(Ordering::Relaxed),
+            Duration::from_nanos(self.recall_cpu_ns.load(Ordering::Relaxed)),
+        )
     }
 
     /// Recalls so far: on the event loop's thread, on the recall threads,
@@ -169,6 +198,13 @@ impl Metrics {
         let _ = writeln!(out, "strata_recalls_total{{thread=\"recall\"}} {threads}");
         let _ = writeln!(out, "strata_recalls_total{{thread=\"pool\"}} {pooled}");
         out.push_str(
+            "# HELP strata_recall_cpu_seconds CPU time of the threads that ran the API's and MCP's recalls, in the recall (the query read from the request, the engine's recall, the grant's check): what a recall costs the server before its answer is written.\n",
+        );
+        out.push_str("# TYPE strata_recall_cpu_seconds summary\n");
+        let (timed, cpu) = self.recall_cpu();
+        let _ = writeln!(out, "strata_recall_cpu_seconds_sum {}", cpu.as_secs_f64());
+        let _ = writeln!(out, "strata_recall_cpu_seconds_count {timed}");
+        out.push_str(
             "# HELP strata_writes_waited_total Writes on the event loop that first waited out another writer of this process (its commit, say) without holding the thread.\n",
         );
         out.push_str("# TYPE strata_writes_waited_total counter\n");
@@ -242,6 +278,20 @@ pub(crate) fn method_label(m: &axum::http::Method) -> &'static str {
     }
 }
 
+/// CPU time the calling thread has used (Linux; `None` elsewhere).
+#[cfg(target_os = "linux")]
+fn thread_cpu() -> Option<Duration> {
+    use rustix::time::{ClockId, clock_gettime};
+    let t = clock_gettime(ClockId::ThreadCPUTime);
+    let nanos = u32::try_from(t.tv_nsec).ok()?;
+    Some(Duration::new(u64::try_from(t.tv_sec).ok()?, nanos))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu() -> Option<Duration> {
+    None
+}
+
 /// The value under `key`, the default inserted the first time; later calls
 /// find it by `&str`, allocating no key.
 fn slot<'m, V: Default>(map: &'m mut BTreeMap<String, V>, key: &str) -> &'m mut V {
@@ -289,5 +339,34 @@ mod tests {
         assert!(t.contains("le=\"0.001\"} 2"), "{t}");
         assert!(t.contains("le=\"0.05\"} 3"), "{t}");
         assert!(t.contains("le=\"+Inf\"} 3"), "{t}");
+    }
+
+    /// A timed recall adds its thread's CPU time, not the time it waited.
+    #[test]
+    fn a_recall_is_timed_by_its_threads_cpu() {
+        let m = Metrics::default();
+        assert_eq!(m.recall_cpu(), (0, Duration::ZERO));
+        let spun = m.time_recall(|| {
+            let start = std::time::Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < Duration::from_millis(20) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            x
+        });
+        assert!(spun > 0);
+        let (_, spinning) = m.recall_cpu();
+        m.time_recall(|| std::thread::sleep(Duration::from_millis(200)));
+        let (n, cpu) = m.recall_cpu();
+        if cfg!(target_os = "linux") {
+            assert_eq!(n, 2);
+            // Spinning counts; 200 ms asleep does not.
+            assert!(spinning > Duration::ZERO, "{spinning:?}");
+            assert!(cpu - spinning < Duration::from_millis(100), "{cpu:?}");
+            let t = m.render(None);
+            assert!(t.contains("strata_recall_cpu_seconds_count 2"), "{t}");
+        } else {
+            assert_eq!((n, cpu), (0, Duration::ZERO));
+        }
     }
 }

@@ -51,6 +51,11 @@ pub struct HttpBench {
     /// request (the process's, less the client thread's) over the least
     /// CPU time per recall in process, minus one (Linux only).
     pub server_cost: Option<f64>,
+    /// Of the server's CPU time per HTTP recall, µs, what its threads
+    /// spent in the recall itself (the query read from the request, the
+    /// engine's recall, the grant's check: `strata_recall_cpu_seconds`);
+    /// the rest is the transport's (Linux only).
+    pub server_recall_cpu_us: Option<f64>,
     /// `GET /healthz` from `--clients` clients: what the transport alone
     /// costs (TCP on loopback, hyper, routing, the middleware), the floor
     /// under every request's cost.
@@ -79,6 +84,10 @@ pub struct Phase {
 pub struct InProcess {
     pub threads: usize,
     pub phase: Phase,
+    /// CPU time per recall, µs, of the thread that ran it, while it ran
+    /// (as [`HttpBench::server_recall_cpu_us`] measures the server's;
+    /// Linux only).
+    pub recall_cpu_us: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -212,6 +221,15 @@ fn cpu_of<T>(less_this_thread: bool, f: impl FnOnce() -> T) -> (T, Option<Durati
         process
     };
     (out, cpu)
+}
+
+/// CPU time per recall, µs, between two readings of
+/// [`strata_server::Metrics::recall_cpu`]; `None` when none was timed.
+fn per_recall_us(before: (u64, Duration), after: (u64, Duration)) -> Option<f64> {
+    match after.0 - before.0 {
+        0 => None,
+        n => Some((after.1 - before.1).as_secs_f64() * 1e6 / n as f64),
+    }
 }
 
 /// Thread counts as `1, 2, 4`.
@@ -566,10 +584,17 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     let rounds = (a.http_rounds.max(1) as usize).min(n / clients).max(1);
     let sides_n = counts.len() + 1;
     let mut sides: Vec<Sum> = (0..sides_n).map(|_| Sum::default()).collect();
+    // Each in-process side's recalls timed by their threads' CPU clocks,
+    // as the server times its own.
+    let timers: Vec<strata_server::Metrics> = counts
+        .iter()
+        .map(|_| strata_server::Metrics::default())
+        .collect();
     say(format!(
         "timing {n} recalls in process on {} threads and over HTTP from {clients} clients, in {rounds} rounds…",
         list(&counts)
     ));
+    let timed_before = shared.metrics.recall_cpu();
     for round in 0..rounds {
         let (from, to) = (round * n / rounds, (round + 1) * n / rounds);
         for turn in 0..sides_n {
@@ -577,8 +602,8 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             if let Some(&threads) = counts.get(side) {
                 let ((wall, lat, errors), cpu) = cpu_of(false, || {
                     drive(threads, to - from, |i| {
-                        engine
-                            .recall(&qs[from + i].req)
+                        timers[side]
+                            .time_recall(|| engine.recall(&qs[from + i].req))
                             .map(drop)
                             .map_err(Into::into)
                     })
@@ -605,6 +630,8 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
         }
     }
     let http = sides.pop().unwrap_or_default().phase();
+    let timed_after = shared.metrics.recall_cpu();
+    let server_recall_cpu_us = per_recall_us(timed_before, timed_after);
     say(format!(
         "timing {n} GET /healthz over HTTP from {clients} clients (the transport's floor)…"
     ));
@@ -619,9 +646,11 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
     let in_process: Vec<InProcess> = counts
         .iter()
         .zip(sides)
-        .map(|(&threads, s)| InProcess {
+        .zip(&timers)
+        .map(|((&threads, s), timer)| InProcess {
             threads,
             phase: s.phase(),
+            recall_cpu_us: per_recall_us((0, Duration::ZERO), timer.recall_cpu()),
         })
         .collect();
     let rate = if a.rate > 0.0 {
@@ -746,6 +775,7 @@ pub fn run(a: &BenchArgs, db: &Path, g: &mut Gen, say: &dyn Fn(String)) -> Resul
             .cpu_us
             .filter(|_| least_cpu.is_finite())
             .map(|c| c / least_cpu - 1.0),
+        server_recall_cpu_us,
         clients,
         ratio_same_concurrency: http.per_sec / same,
         ratio: http.per_sec

@@ -490,3 +490,53 @@ fn forget_dry_run_and_yes_reach_global() {
     assert_eq!(r["deleted"], 1);
     assert_eq!(r["pinned_kept"], 1);
 }
+
+/// `bench --only http` on a small store: no errors nor lost writes, and
+/// a recall's CPU time is read on both sides, the server's and the
+/// library's in process (Linux), so what the server adds splits into the
+/// recall and what surrounds it.
+#[test]
+fn bench_http_times_the_recall_in_the_server_and_in_process() {
+    let e = Env::new();
+    let dir = e.path("bench");
+    let j = e.json(&[
+        "bench",
+        "--only",
+        "http",
+        "--memories",
+        "1000",
+        "--scopes",
+        "4",
+        "--clients",
+        "4",
+        "--http-requests",
+        "64",
+        "--http-rounds",
+        "1",
+        "--mixed-requests",
+        "20",
+        "--scale-requests",
+        "4",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let h = &j["http"];
+    assert_eq!(h["http"]["errors"], 0, "{h}");
+    for m in h["mixed"].as_array().unwrap() {
+        assert_eq!(
+            (&m["errors"], &m["lost_writes"]),
+            (&0.into(), &0.into()),
+            "{m}"
+        );
+    }
+    let in_process = h["in_process"].as_array().unwrap();
+    assert!(!in_process.is_empty(), "{h}");
+    if cfg!(target_os = "linux") {
+        let server = h["server_recall_cpu_us"].as_f64().unwrap();
+        assert!(server > 0.0 && server < 1e6, "{h}");
+        for p in in_process {
+            let us = p["recall_cpu_us"].as_f64().unwrap();
+            assert!(us > 0.0 && us < 1e6, "{p}");
+        }
+    }
+}

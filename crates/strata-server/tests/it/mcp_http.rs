@@ -145,6 +145,15 @@ fn initialize_list_and_call_every_tool() {
     );
     assert!(!err, "{r}");
     assert_eq!(r["results"][0]["id"], id.as_str());
+    // Timed by its thread's CPU clock, as the API's recalls are
+    // (`strata_recall_cpu_seconds`).
+    if cfg!(target_os = "linux") {
+        let (timed, cpu) = s.shared.metrics.recall_cpu();
+        assert!(
+            timed == 1 && cpu > std::time::Duration::ZERO,
+            "{timed} {cpu:?}"
+        );
+    }
     let (err, c) = m.tool(
         "context",
         json!({"query": "billing database", "verbose": true}),

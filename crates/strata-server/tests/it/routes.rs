@@ -334,12 +334,30 @@ fn health_and_metrics() {
         json!({"content": "x", "scope": "project/acme"}),
     );
     s.expect(400, "POST", "/v1/recall", Some(&t), json!({"view": []}));
+    s.expect(
+        200,
+        "POST",
+        "/v1/recall",
+        Some(&t),
+        json!({"query": "x", "view": ["project/acme"]}),
+    );
     let (status, _) = s.raw("GET", "/metrics", None, None, &[]);
     assert_eq!(status, 401);
     let (status, text) = s.raw("GET", "/metrics", Some(&t), None, &[]);
     assert_eq!(status, 200);
+    // Both recalls ran (the first was refused there, for its empty view),
+    // each timed by its thread's CPU clock.
+    let value = |name: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(name)).unwrap();
+        line[name.len()..].trim().parse().unwrap()
+    };
+    if cfg!(target_os = "linux") {
+        assert_eq!(value("strata_recall_cpu_seconds_count "), 2.0, "{text}");
+        assert!(value("strata_recall_cpu_seconds_sum ") > 0.0, "{text}");
+    }
     for want in [
         "strata_http_requests_total{method=\"POST\",route=\"/v1/memories\",status=\"201\"} 1",
+        "strata_http_requests_total{method=\"POST\",route=\"/v1/recall\",status=\"200\"} 1",
         "strata_http_requests_total{method=\"POST\",route=\"/v1/recall\",status=\"400\"} 1",
         "strata_http_request_duration_seconds_bucket{method=\"POST\",route=\"/v1/memories\",le=\"+Inf\"} 1",
     ] {
