@@ -90,7 +90,7 @@ impl Metrics {
     /// request's fields read into a query, the engine's recall, the
     /// grant's last check) and adds the CPU time that thread spent in it
     /// to [`Metrics::recall_cpu`]. What a recall over HTTP costs beyond
-    /// this is the transport's: reading the request, writing the answer.
+    /// this surrounds it: reading the request, writing the answer.
     pub fn time_recall<T>(&self, recall: impl FnOnce() -> T) -> T {
         let before = thread_cpu();
         let out = recall();

@@ -54,7 +54,8 @@ pub struct HttpBench {
     /// Of the server's CPU time per HTTP recall, µs, what its threads
     /// spent in the recall itself (the query read from the request, the
     /// engine's recall, the grant's check: `strata_recall_cpu_seconds`);
-    /// the rest is the transport's (Linux only).
+    /// the rest surrounds it: the request read and its body checked, the
+    /// answer written, the transport (Linux only).
     pub server_recall_cpu_us: Option<f64>,
     /// `GET /healthz` from `--clients` clients: what the transport alone
     /// costs (TCP on loopback, hyper, routing, the middleware), the floor

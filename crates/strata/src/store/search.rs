@@ -11,7 +11,7 @@
 //! filter checks on each candidate, which the backend makes on the row
 //! itself.
 
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashSet};
 
 use crate::Result;
 use crate::error::Error;
@@ -68,20 +68,29 @@ pub fn text_search<P: Postings>(
     if terms.is_empty() || limit == 0 {
         return Ok(Vec::new());
     }
-    let mut matched: HashMap<P::Doc, Vec<usize>> = HashMap::new();
     let (mut df_all, mut df_told) = (Vec::new(), Vec::new());
     let each = idx.docs_with_each(terms)?;
     let learned = idx.learned()?;
+    // Every (memory, term) match, sorted: each memory's terms in a run,
+    // in the query's order. A map from memory to its terms cost a hash and
+    // a small vector a memory, thousands a recall in a large view. Each
+    // term's memories come in the index's order (SQLite's: by rowid), and
+    // a stable sort merges such runs rather than sorting anew.
+    let mut pairs: Vec<(P::Doc, usize)> = Vec::with_capacity(each.iter().map(Vec::len).sum());
     for (i, docs) in each.into_iter().enumerate() {
         df_all.push(docs.len());
-        df_told.push(docs.iter().filter(|d| !learned.contains(d)).count());
-        for d in docs {
-            matched.entry(d).or_default().push(i);
-        }
+        df_told.push(if learned.is_empty() {
+            docs.len()
+        } else {
+            docs.iter().filter(|d| !learned.contains(d)).count()
+        });
+        pairs.extend(docs.into_iter().map(|d| (d, i)));
     }
-    if matched.is_empty() {
+    if pairs.is_empty() {
         return Ok(Vec::new());
     }
+    pairs.sort();
+    let matched = Matched::group(&pairs);
     let n_all = idx.doc_count()?;
     let stats =
         |n: usize, df: &[usize]| Bm25::new(n.max(df.iter().copied().max().unwrap_or(0)), df);
@@ -89,10 +98,8 @@ pub fn text_search<P: Postings>(
     let told = stats(n_all.saturating_sub(learned.len()), &df_told);
     let bm = |d: &P::Doc| if learned.contains(d) { &all } else { &told };
     let cap = limit.saturating_mul(4).max(SEARCH_CAP_MIN);
-    let mut cands: Vec<(f64, P::Doc)> = matched
-        .iter()
-        .map(|(d, t)| (bm(d).weight(t.iter().copied()), *d))
-        .collect();
+    let mut cands: Vec<(f64, P::Doc)> =
+        matched.iter().map(|(d, t)| (bm(&d).weight(t), d)).collect();
     if cands.len() > cap {
         cands.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
         cands.truncate(cap);
@@ -108,19 +115,58 @@ pub fn text_search<P: Postings>(
     let mut hits: Vec<(Signals, f64)> = rows
         .into_iter()
         .map(|(d, s)| {
-            let t = matched.get(&d).map(Vec::as_slice).unwrap_or(&[]);
             let avglen = if learned.contains(&d) {
                 avg_all
             } else {
                 avg_told
             };
-            let score = bm(&d).score(t.iter().copied(), f64::from(s.tokens), avglen);
+            let score = bm(&d).score(matched.terms(d), f64::from(s.tokens), avglen);
             (s, score)
         })
         .collect();
     text::sort_hits(&mut hits, |s| s.id.as_str());
     hits.truncate(limit);
     Ok(hits)
+}
+
+/// Each matched memory and the indices of the query terms it holds, from
+/// the (memory, term) pairs sorted.
+struct Matched<'p, D> {
+    pairs: &'p [(D, usize)],
+    /// Each memory's first pair, in the memories' order.
+    starts: Vec<usize>,
+}
+
+impl<'p, D: Copy + Ord> Matched<'p, D> {
+    fn group(pairs: &'p [(D, usize)]) -> Matched<'p, D> {
+        let starts = (0..pairs.len())
+            .filter(|&i| i == 0 || pairs[i - 1].0 != pairs[i].0)
+            .collect();
+        Matched { pairs, starts }
+    }
+
+    /// The pairs of the memory whose run starts at `starts[k]`.
+    fn run(&self, k: usize) -> &'p [(D, usize)] {
+        let end = self.starts.get(k + 1).copied().unwrap_or(self.pairs.len());
+        &self.pairs[self.starts[k]..end]
+    }
+
+    /// Each memory and its terms' indices.
+    fn iter(&self) -> impl Iterator<Item = (D, impl Iterator<Item = usize> + 'p)> + '_ {
+        (0..self.starts.len()).map(|k| {
+            let run = self.run(k);
+            (run[0].0, run.iter().map(|p| p.1))
+        })
+    }
+
+    /// The indices of the terms `d` holds (none when it matched none).
+    fn terms(&self, d: D) -> impl Iterator<Item = usize> + 'p {
+        let run = match self.starts.binary_search_by(|&i| self.pairs[i].0.cmp(&d)) {
+            Ok(k) => self.run(k),
+            Err(_) => &[],
+        };
+        run.iter().map(|p| p.1)
+    }
 }
 
 /// The mean token count of `rows` (0 for none).
