@@ -79,18 +79,19 @@ pub fn text_search<P: Postings>(
     let mut pairs: Vec<(P::Doc, usize)> = Vec::with_capacity(each.iter().map(Vec::len).sum());
     for (i, docs) in each.into_iter().enumerate() {
         df_all.push(docs.len());
-        df_told.push(if learned.is_empty() {
-            docs.len()
-        } else {
-            docs.iter().filter(|d| !learned.contains(d)).count()
-        });
+        df_told.push(docs.iter().filter(|d| !learned.contains(d)).count());
         pairs.extend(docs.into_iter().map(|d| (d, i)));
     }
     if pairs.is_empty() {
         return Ok(Vec::new());
     }
     pairs.sort();
-    let matched = Matched::group(&pairs);
+    // The indices of the terms memory `d` holds: its run of pairs.
+    let terms_of = |d: P::Doc| {
+        let from = pairs.partition_point(|p| p.0 < d);
+        let to = from + pairs[from..].partition_point(|p| p.0 == d);
+        pairs[from..to].iter().map(|p| p.1)
+    };
     let n_all = idx.doc_count()?;
     let stats =
         |n: usize, df: &[usize]| Bm25::new(n.max(df.iter().copied().max().unwrap_or(0)), df);
@@ -98,8 +99,10 @@ pub fn text_search<P: Postings>(
     let told = stats(n_all.saturating_sub(learned.len()), &df_told);
     let bm = |d: &P::Doc| if learned.contains(d) { &all } else { &told };
     let cap = limit.saturating_mul(4).max(SEARCH_CAP_MIN);
-    let mut cands: Vec<(f64, P::Doc)> =
-        matched.iter().map(|(d, t)| (bm(&d).weight(t), d)).collect();
+    let mut cands: Vec<(f64, P::Doc)> = pairs
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|run| (bm(&run[0].0).weight(run.iter().map(|p| p.1)), run[0].0))
+        .collect();
     if cands.len() > cap {
         cands.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
         cands.truncate(cap);
@@ -120,53 +123,13 @@ pub fn text_search<P: Postings>(
             } else {
                 avg_told
             };
-            let score = bm(&d).score(matched.terms(d), f64::from(s.tokens), avglen);
+            let score = bm(&d).score(terms_of(d), f64::from(s.tokens), avglen);
             (s, score)
         })
         .collect();
     text::sort_hits(&mut hits, |s| s.id.as_str());
     hits.truncate(limit);
     Ok(hits)
-}
-
-/// Each matched memory and the indices of the query terms it holds, from
-/// the (memory, term) pairs sorted.
-struct Matched<'p, D> {
-    pairs: &'p [(D, usize)],
-    /// Each memory's first pair, in the memories' order.
-    starts: Vec<usize>,
-}
-
-impl<'p, D: Copy + Ord> Matched<'p, D> {
-    fn group(pairs: &'p [(D, usize)]) -> Matched<'p, D> {
-        let starts = (0..pairs.len())
-            .filter(|&i| i == 0 || pairs[i - 1].0 != pairs[i].0)
-            .collect();
-        Matched { pairs, starts }
-    }
-
-    /// The pairs of the memory whose run starts at `starts[k]`.
-    fn run(&self, k: usize) -> &'p [(D, usize)] {
-        let end = self.starts.get(k + 1).copied().unwrap_or(self.pairs.len());
-        &self.pairs[self.starts[k]..end]
-    }
-
-    /// Each memory and its terms' indices.
-    fn iter(&self) -> impl Iterator<Item = (D, impl Iterator<Item = usize> + 'p)> + '_ {
-        (0..self.starts.len()).map(|k| {
-            let run = self.run(k);
-            (run[0].0, run.iter().map(|p| p.1))
-        })
-    }
-
-    /// The indices of the terms `d` holds (none when it matched none).
-    fn terms(&self, d: D) -> impl Iterator<Item = usize> + 'p {
-        let run = match self.starts.binary_search_by(|&i| self.pairs[i].0.cmp(&d)) {
-            Ok(k) => self.run(k),
-            Err(_) => &[],
-        };
-        run.iter().map(|p| p.1)
-    }
 }
 
 /// The mean token count of `rows` (0 for none).
