@@ -19,10 +19,12 @@
 
 mod bench;
 mod eval;
+mod heldout;
 mod learn;
 mod out;
 mod rng;
 mod secrets;
+mod utterances;
 
 pub use bench::{BenchArgs, bench};
 pub use eval::cmd::{EvalCmd, eval};
@@ -30,6 +32,8 @@ pub use eval::{
     CATEGORIES, Candidate, ContextMetrics, LocomoOptions, LocomoReport, Metrics, QuestionLine,
     RetrievalOptions, RetrievalReport, Timing, evidence_ids, locomo, parse_date, retrieval,
 };
+pub use heldout::{Found, HeldoutReport, learning_heldout};
 pub use learn::{DetectorScore, LearningOptions, LearningReport, LearningTiming, learning};
 pub use out::UsageError;
 pub use secrets::{KindScore, NegativeScore, SecretsReport, secrets};
+pub use utterances::{ClassScore, TrainOptions, TrainReport, train};

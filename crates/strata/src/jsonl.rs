@@ -345,6 +345,9 @@ impl Engine {
             session_max_bytes: self.cfg.session_max_bytes,
         };
         self.thaw_for_import(&items)?;
-        self.store().import(&items, &rules)
+        let counts = self.store().import(&items, &rules)?;
+        // Learning examines what an import brought at its next run.
+        self.learn_later(items.iter().map(|i| &i.memory))?;
+        Ok(counts)
     }
 }

@@ -99,6 +99,7 @@ pub use context::{
 pub use tokens::{TOKENIZERS, TokenCounter};
 
 // Learning: what upkeep's detectors learn, and a person's say over it.
+pub use learn::utterance;
 pub use learn::{CONSOLIDATED, FADED, LearnConfig, LearnReport, Learned, LearnedStatus, LlmRun};
 
 // Agents and pipelines.

@@ -30,6 +30,23 @@ pub enum EvalCmd {
         after_help = "Examples:\n  strata eval learning\n  strata eval learning --projects 10 --memories 0"
     )]
     Learning(LearningArgs),
+    /// Learning on hand-written histories nobody tuned on
+    /// (crates/strata-bench/data/learning-heldout/): standing preferences,
+    /// facts that change and recurring topics found, asides learned by
+    /// mistake. Needs the local model for learning by meaning.
+    #[command(
+        name = "learning-heldout",
+        after_help = "Examples:\n  strata eval learning-heldout crates/strata-bench/data/learning-heldout/report.json"
+    )]
+    LearningHeldout(HeldoutArgs),
+    /// Trains the utterance classifier learning reads meaning with, on a
+    /// labelled set of sentences, and writes its weights (cross-validated
+    /// scores on standard output).
+    #[command(
+        name = "train-utterances",
+        after_help = "Examples:\n  strata eval train-utterances crates/strata-bench/data/utterances/train.jsonl --out crates/strata/src/learn/utterance.json"
+    )]
+    TrainUtterances(TrainArgs),
     /// The write-path detectors of secrets and personal data: planted
     /// secrets of every kind caught, and what they flag in text without
     /// any (generated technical sentences, and LoCoMo's turns when given).
@@ -53,6 +70,34 @@ pub struct SecretsArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct HeldoutArgs {
+    /// Held-out files (the schema is in data/learning-heldout/README.md).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// auto (the local model when installed), local or none.
+    #[arg(long, default_value = "auto")]
+    pub embedder: String,
+    /// Print what was missed or learned wrongly.
+    #[arg(long)]
+    pub misses: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// The labelled sentences (JSON lines of `text` and `label`).
+    pub file: PathBuf,
+    /// Where to write the classifier (JSON); nothing is written without it.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// L2 penalty.
+    #[arg(long, default_value_t = 1e-3)]
+    pub lambda: f32,
+    /// Gradient steps.
+    #[arg(long, default_value_t = 600)]
+    pub steps: usize,
+}
+
+#[derive(Debug, Args)]
 pub struct LearningArgs {
     /// Projects of the labelled histories.
     #[arg(long, default_value_t = 40)]
@@ -66,6 +111,11 @@ pub struct LearningArgs {
     /// Memories of the timing store (0 skips timing).
     #[arg(long, default_value_t = 100_000)]
     pub memories: usize,
+    /// none (default: the detectors the generator's phrasings were
+    /// written against), auto or local (learning by meaning, for both
+    /// stores).
+    #[arg(long, default_value = "none")]
+    pub embedder: String,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -398,6 +448,8 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         EvalCmd::Locomo(a) => a,
         EvalCmd::Retrieval(a) => return run_retrieval(g, a),
         EvalCmd::Learning(a) => return run_learning(g, a),
+        EvalCmd::LearningHeldout(a) => return run_heldout(g, a),
+        EvalCmd::TrainUtterances(a) => return run_train(g, a),
         EvalCmd::Secrets(a) => return run_secrets(g, a),
     };
     if !(0.0..1.0).contains(&a.summary_share) {
@@ -519,16 +571,127 @@ fn run_secrets(g: &Env, a: SecretsArgs) -> Result<()> {
     output::line(format!("scan speed: {:.1} MB/s", rep.scan_mb_per_s))
 }
 
+fn embedder_kind(name: &str) -> Result<strata::EmbedderKind> {
+    Ok(match name {
+        "auto" => strata::EmbedderKind::Auto,
+        "local" => strata::EmbedderKind::Local,
+        "none" => strata::EmbedderKind::None,
+        other => {
+            return usage(format!(
+                "--embedder: `{other}` is not one of auto, local, none"
+            ));
+        }
+    })
+}
+
+fn run_heldout(g: &Env, a: HeldoutArgs) -> Result<()> {
+    let kind = embedder_kind(&a.embedder)?;
+    let scratch = crate::out::scratch("strata-eval-heldout")?;
+    let mut cfg = (g.config)()?;
+    cfg.store = strata::Config::sqlite(scratch.path().join("heldout.db")).store;
+    cfg.max_items = 0;
+    cfg.embedder.kind = kind;
+    let engine = strata::Engine::open(cfg)?;
+    let files: Vec<&std::path::Path> = a.files.iter().map(PathBuf::as_path).collect();
+    let rep = crate::heldout::learning_heldout(&engine, &files)?;
+    if g.json {
+        return output::json(&rep);
+    }
+    output::line(format!(
+        "strata eval learning-heldout — {} users, {} turns",
+        rep.users, rep.turns
+    ))?;
+    for (name, d) in [
+        ("preference", &rep.preference),
+        ("fact", &rep.fact),
+        ("topic", &rep.topic),
+    ] {
+        output::line(format!(
+            "{name:<11} planted {:>3}  found {:>3}  recall {:.2}  learned {:>3}  precision {:.2}",
+            d.planted, d.found, d.recall, d.learned, d.precision
+        ))?;
+    }
+    output::line(format!(
+        "old value served as current: {} of {} facts; asides learned: {} ({} planted, {:.2} per ten users)",
+        rep.fact_old_as_current,
+        rep.fact.planted,
+        rep.asides_learned,
+        rep.asides,
+        10.0 * rep.asides_learned as f64 / rep.users.max(1) as f64
+    ))?;
+    for n in &rep.notes {
+        output::line(format!("note: {n}"))?;
+    }
+    if a.misses {
+        for m in &rep.misses {
+            output::line(format!("  {m}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn run_train(g: &Env, a: TrainArgs) -> Result<()> {
+    if a.steps == 0 || !a.lambda.is_finite() || a.lambda < 0.0 {
+        return usage("eval train-utterances: --steps must be positive and --lambda 0 or more");
+    }
+    let mut cfg = (g.config)()?;
+    if cfg.embedder.kind == strata::EmbedderKind::Auto {
+        cfg.embedder.kind = strata::EmbedderKind::Local;
+    }
+    let Some(embedder) = cfg.embedder.open()? else {
+        return usage("eval train-utterances: needs the local model (`strata model fetch`)");
+    };
+    let o = crate::utterances::TrainOptions {
+        lambda: a.lambda,
+        steps: a.steps,
+        ..Default::default()
+    };
+    // Weights read from the default model are kept under its id, whatever
+    // the folder is called.
+    let weights = cfg.embedder.model_dir().join("model.safetensors");
+    let model = match strata::file_sha256(&weights) {
+        Ok(h) if h == strata::MINILM_SHA256 => strata::DEFAULT_MODEL.to_string(),
+        _ => embedder.model().to_string(),
+    };
+    let rep = crate::utterances::train(&a.file, embedder.as_ref(), &model, o)?;
+    if let Some(out) = &a.out {
+        let mut text = serde_json::to_string(&rep.classifier)?;
+        text.push('\n');
+        std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+    }
+    if g.json {
+        return output::json(&serde_json::json!({
+            "sentences": rep.sentences, "cv_accuracy": rep.cv_accuracy, "per_class": rep.per_class,
+        }));
+    }
+    output::line(format!(
+        "{} sentences; five-fold accuracy {:.3}",
+        rep.sentences, rep.cv_accuracy
+    ))?;
+    for (name, c) in &rep.per_class {
+        output::line(format!(
+            "{name:<11} {:>4}  precision {:.3}  recall {:.3}",
+            c.support, c.precision, c.recall
+        ))?;
+    }
+    Ok(())
+}
+
 fn run_learning(g: &Env, a: LearningArgs) -> Result<()> {
     if a.projects == 0 || a.sessions < 2 {
         return usage("eval learning: --projects must be positive and --sessions at least 2");
     }
+    let kind = embedder_kind(&a.embedder)?;
     let scratch = crate::out::scratch("strata-eval-learning")?;
     let open = |name: &str| -> Result<strata::Engine> {
         let mut cfg = (g.config)()?;
         cfg.store = strata::Config::sqlite(scratch.path().join(name)).store;
         cfg.max_items = 0;
-        cfg.embedder = strata::EmbedderConfig::none();
+        if kind == strata::EmbedderKind::None {
+            cfg.embedder = strata::EmbedderConfig::none();
+        } else {
+            cfg.embedder.kind = kind;
+        }
         Ok(strata::Engine::open(cfg)?)
     };
     let labelled = open("labelled.db")?;

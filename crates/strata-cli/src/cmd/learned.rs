@@ -68,6 +68,9 @@ pub fn report_line(r: &strata::LearnReport) -> Result<()> {
         "learned: examined {} · new {} · updated {} · removed {} · rejected evidence skipped {} · consolidated {} · faded {}",
         r.examined, r.learned, r.updated, r.removed, r.rejected_skipped, r.consolidated, r.faded
     ))?;
+    for n in &r.notes {
+        output::line(format!("note: {n}"))?;
+    }
     if let Some(l) = &r.llm {
         output::line(format!(
             "learned by the LLM: {} requests ({} failed) · {} memories sent, {} left out · {} findings, {} ignored · {} + {} tokens · cost {:.4}",

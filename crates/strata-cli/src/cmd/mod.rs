@@ -124,6 +124,10 @@ pub fn run(cli: Cli) -> Result<()> {
             if g.json {
                 let mut v = serde_json::to_value(&s)?;
                 v["vectors"] = serde_json::to_value(e.embed_status()?)?;
+                v["learning"] = match e.learning_by_meaning() {
+                    Ok(model) => serde_json::json!({"by_meaning": true, "model": model}),
+                    Err(why) => serde_json::json!({"by_meaning": false, "note": why}),
+                };
                 return output::json(&v);
             }
             output::line(format!(
@@ -150,7 +154,11 @@ pub fn run(cli: Cli) -> Result<()> {
                 ))?;
             }
             output::line(output::counts("by kind", &s.by_kind))?;
-            output::line(embed::status_line(&e.embed_status()?))
+            output::line(embed::status_line(&e.embed_status()?))?;
+            output::line(match e.learning_by_meaning() {
+                Ok(model) => format!("learning: preferences and topics by meaning ({model})"),
+                Err(why) => format!("learning: {why}"),
+            })
         }
         Command::Upkeep => {
             let e = app::open(g)?;

@@ -427,6 +427,8 @@ impl Engine {
         };
         self.thaw_for_import(&items)?;
         self.store().import(&items, &rules)?;
+        // Learning examines what an import brought at its next run.
+        self.learn_later(items.iter().map(|i| &i.memory))?;
         Ok(report)
     }
 }

@@ -28,8 +28,10 @@ mod consolidate;
 mod fact;
 mod failure;
 mod llm;
+mod meaning;
 mod preference;
 mod topic;
+pub mod utterance;
 
 pub use consolidate::CONSOLIDATED;
 pub use llm::LlmRun;
@@ -125,6 +127,23 @@ pub struct LearnConfig {
     pub llm_cost_per_1k_input: f64,
     /// Price of 1,000 completion tokens (default 0).
     pub llm_cost_per_1k_output: f64,
+    /// Whether preferences and topics are learned from what the user's
+    /// sentences mean (the local model's vectors and the utterance
+    /// classifier) when the local model is there (default true). Without
+    /// it, or with this off, they are learned from phrases, and each run
+    /// says so in its notes.
+    pub meaning: bool,
+    /// Probability the classifier must give a sentence of being a standing
+    /// preference for it to start a preference (default 0.5); restatements
+    /// join it from a third of that.
+    pub preference_min_probability: f64,
+    /// Similarity (cosine) a preference statement must have with a group's
+    /// centroid to be the same preference (default 0.3, tuned on the tune
+    /// half of the held-out histories).
+    pub preference_similarity: f64,
+    /// Similarity (cosine) a turn must have with a topic's centroid to
+    /// be about it (default 0.35, tuned likewise).
+    pub topic_similarity: f64,
 }
 
 impl Default for LearnConfig {
@@ -145,6 +164,10 @@ impl Default for LearnConfig {
             llm_batch: 40,
             llm_cost_per_1k_input: 0.0,
             llm_cost_per_1k_output: 0.0,
+            meaning: true,
+            preference_min_probability: 0.5,
+            preference_similarity: 0.3,
+            topic_similarity: 0.35,
         }
     }
 }
@@ -201,6 +224,20 @@ impl LearnConfig {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(Error::InvalidConfig(format!(
                     "learning.{k}: {v} must be a price, 0 or more"
+                )));
+            }
+        }
+        for (k, v) in [
+            (
+                "preference_min_probability",
+                self.preference_min_probability,
+            ),
+            ("preference_similarity", self.preference_similarity),
+            ("topic_similarity", self.topic_similarity),
+        ] {
+            if !(v > 0.0 && v < 1.0) {
+                return Err(Error::InvalidConfig(format!(
+                    "learning.{k}: {v} must be in (0, 1)"
                 )));
             }
         }
@@ -287,6 +324,14 @@ pub struct LearnReport {
     /// What the LLM detector did, when it is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmRun>,
+    /// Whether preferences and topics were learned from meaning (the
+    /// local model) rather than phrases.
+    #[serde(default)]
+    pub by_meaning: bool,
+    /// What the run has to say about itself: why it learned from phrases
+    /// only, sentences it could not read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One piece of evidence: a memory's id, time and session.
@@ -359,6 +404,18 @@ fn per_evidence(detector: &str) -> f64 {
 }
 
 impl Engine {
+    /// How learning reads preferences and topics in this engine: from
+    /// meaning with the named model (`Ok`), or from phrases, and why
+    /// (`Err`: no local model, another embedder, `learning.meaning` off).
+    pub fn learning_by_meaning(&self) -> std::result::Result<String, String> {
+        if !self.cfg.learning.meaning {
+            return Err(
+                "learning.meaning is off: preferences and topics are learned from phrases".into(),
+            );
+        }
+        self.meaning_embedder().map(|e| e.model().to_string())
+    }
+
     /// Runs the detectors over what changed since the last run, then brings
     /// every learned memory's evidence and confidence up to date (forgotten
     /// evidence is dropped; a learned memory left without any is deleted).
@@ -378,11 +435,45 @@ impl Engine {
             // run read the store is examined now; those it examined are not.
             changed.retain(|m| m.updated_at != *t || !seen.contains(&m.id));
         }
+        // What imports brought with times before the watermark.
+        let consumed = match self.keyed(&state_scope(), WATERMARK_KEY)? {
+            Some(w) => pending_of(&w),
+            None => BTreeSet::new(),
+        };
+        if !consumed.is_empty() {
+            let have: BTreeSet<String> = changed.iter().map(|m| m.id.clone()).collect();
+            let wanted: Vec<String> = consumed.difference(&have).cloned().collect();
+            changed.extend(
+                self.store()
+                    .get_many(&wanted)?
+                    .into_iter()
+                    .filter(|m| !matches!(m.source, Source::Learned | Source::System)),
+            );
+        }
         let mut report = LearnReport {
             examined: changed.len(),
             ..LearnReport::default()
         };
-        let mut findings = preference::detect(&changed);
+        let reader = match self
+            .learning_by_meaning()
+            .and_then(|_| self.meaning_embedder())
+        {
+            Ok(e) => Some(e),
+            Err(note) => {
+                report.notes.push(note);
+                None
+            }
+        };
+        report.by_meaning = reader.is_some();
+        let mut meant = meaning::Meant::default();
+        if let Some(e) = &reader {
+            meant = self.by_meaning(e.as_ref(), &changed, &cfg, started, &mut report.notes)?;
+        }
+        let mut findings = if reader.is_some() {
+            std::mem::take(&mut meant.preferences)
+        } else {
+            preference::detect(&changed)
+        };
         findings.extend(fact::detect(&changed));
         // The failure detector looks at whole scopes (a repeat needs the
         // earlier failures), but only at scopes where something it reads
@@ -433,7 +524,12 @@ impl Engine {
         }
         if cfg.topics {
             // After the others: turns they learned from are theirs.
-            for f in self.topics(&changed, &cfg, started)? {
+            let topics = if reader.is_some() {
+                meant.topics
+            } else {
+                self.topics(&changed, &cfg, started)?
+            };
+            for f in topics {
                 self.apply(f, &cfg, &mut report)?;
             }
         }
@@ -446,7 +542,7 @@ impl Engine {
             .filter(|m| m.updated_at == started)
             .map(|m| m.id.as_str())
             .collect();
-        self.set_watermark(started, &seen)?;
+        self.set_watermark(started, &seen, &consumed)?;
         Ok(report)
     }
 
@@ -716,10 +812,19 @@ impl Engine {
     /// the watermark keeps no history; a crash in between loses only the
     /// watermark, and the next run examines everything again (findings
     /// merge idempotently).
-    fn set_watermark(&self, at: Timestamp, seen: &[&str]) -> Result<()> {
+    fn set_watermark(
+        &self,
+        at: Timestamp,
+        seen: &[&str],
+        consumed: &BTreeSet<String>,
+    ) -> Result<()> {
+        // Imports that came while this run read keep their place in line.
+        let mut pending = BTreeSet::new();
         if let Some(old) = self.keyed(&state_scope(), WATERMARK_KEY)? {
+            pending = pending_of(&old);
             self.forget(&Forget::Id(old.id), ForgetOptions::default())?;
         }
+        let pending: Vec<String> = pending.difference(consumed).cloned().collect();
         let n = NewMemory::new(
             state_scope(),
             format!("Learning has examined every memory written or changed before {at}."),
@@ -728,7 +833,43 @@ impl Engine {
         .key(WATERMARK_KEY)
         .source(Source::System)
         .pinned(true)
-        .payload(json!({"examined_until_ms": at.as_millisecond(), "seen_at_watermark": seen}));
+        .payload(
+            json!({"examined_until_ms": at.as_millisecond(), "seen_at_watermark": seen,
+            "pending": pending}),
+        );
+        self.remember(n)?;
+        Ok(())
+    }
+
+    /// Marks imported memories for the next run when their time is before
+    /// the watermark (an import keeps the times it brings, which the run
+    /// would otherwise never look at again).
+    pub(crate) fn learn_later<'a>(&self, imported: impl Iterator<Item = &'a Memory>) -> Result<()> {
+        let Some((at, _)) = self.watermark()? else {
+            // Learning has not run yet: its first run reads everything.
+            return Ok(());
+        };
+        let late: Vec<String> = imported
+            .filter(|m| m.updated_at <= at)
+            .map(|m| m.id.clone())
+            .collect();
+        if late.is_empty() {
+            return Ok(());
+        }
+        let Some(old) = self.keyed(&state_scope(), WATERMARK_KEY)? else {
+            return Ok(());
+        };
+        let mut pending = pending_of(&old);
+        pending.extend(late);
+        let mut payload = old.payload.clone().unwrap_or_else(|| json!({}));
+        payload["pending"] = json!(pending);
+        self.forget(&Forget::Id(old.id.clone()), ForgetOptions::default())?;
+        let n = NewMemory::new(state_scope(), old.content.clone())
+            .kind(Kind::Context)
+            .key(WATERMARK_KEY)
+            .source(Source::System)
+            .pinned(true)
+            .payload(payload);
         self.remember(n)?;
         Ok(())
     }
@@ -773,6 +914,14 @@ impl Engine {
             .and_then(|m| m.payload.as_ref())
             .and_then(|p| p.pointer(&stance))
             .is_some_and(|s| Some(s) != f.detail.pointer(&stance));
+        if turned
+            && f.at
+                .is_some_and(|at| existing.as_ref().is_some_and(|m| m.updated_at > at))
+        {
+            // An older statement (an import, a run that reads a scope
+            // again) never supersedes what was said since.
+            return Ok(());
+        }
         if turned {
             // What a person confirmed was the old stance.
             status = LearnedStatus::Proposed;
@@ -999,6 +1148,21 @@ fn record_patch(m: &Memory, l: &Learned) -> Result<Patch> {
         payload: Some(Some(payload)),
         ..Patch::default()
     })
+}
+
+/// The ids an import marked for the next run.
+fn pending_of(watermark: &Memory) -> BTreeSet<String> {
+    watermark
+        .payload
+        .as_ref()
+        .and_then(|p| p.get("pending"))
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn state_scope() -> Scope {

@@ -33,7 +33,209 @@ backends!(engine:
     evidence_demoted_to_the_cold_tier_still_counts,
     a_recurring_topic_is_learned_once_and_a_rejected_one_stays_rejected,
     a_habit_not_seen_for_a_year_fades_to_the_archive_and_returns_when_said_again,
+    what_an_import_brings_after_a_run_is_learned_at_the_next,
+    an_older_statement_never_supersedes_a_newer_fact,
 );
+
+fn what_an_import_brings_after_a_run_is_learned_at_the_next(make: Make) {
+    // Two statements from half a year ago (a habit not yet faded),
+    // exported from one store…
+    let from = make(&|_| {});
+    let long_ago = Timestamp::now() - SignedDuration::from_hours(24 * 180);
+    for (i, text) in [
+        "Always run cargo fmt before committing.",
+        "please always run cargo fmt before you commit",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        from.remember(
+            NewMemory::new(acme(), text)
+                .kind(Kind::Conversation)
+                .role(Role::User)
+                .session(format!("old-{i}"))
+                .created_at(long_ago + SignedDuration::from_hours(24 * i as i64)),
+        )
+        .unwrap();
+    }
+    let mut out = Vec::new();
+    from.export(&strata::Export::default(), &mut out, &mut |_| {})
+        .unwrap();
+    // …into a store whose learning ran today: the watermark is after
+    // their times, and the next run still examines them.
+    let e = make(&|_| {});
+    said(&e, "today", "What is the build status?");
+    assert_eq!(e.learn().unwrap().examined, 1);
+    e.import(&mut out.as_slice(), strata::OnConflict::Error, &mut |_| {})
+        .unwrap();
+    let r = e.learn().unwrap();
+    assert_eq!(r.examined, 2, "{r:?}");
+    let v = learned(&e, "preference");
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].1.evidence.len(), 2);
+    // And only once.
+    assert_eq!(e.learn().unwrap().examined, 0);
+}
+
+fn an_older_statement_never_supersedes_a_newer_fact(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    let old = said(&e, "s1", "I live in Lisbon.");
+    later(&t, 30);
+    said(&e, "s2", "Big news: we just moved to Porto!");
+    e.learn().unwrap();
+    let v = learned(&e, "fact");
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].0.content, "The user lives in Porto");
+    // The old statement comes back (an import of an old backup, here a
+    // plain update that changes nothing it says): the fact stays Porto.
+    later(&t, 1);
+    e.update(
+        &old.id,
+        strata::Patch {
+            importance: Some(0.9),
+            ..Default::default()
+        },
+        old.version,
+    )
+    .unwrap();
+    e.learn().unwrap();
+    let v = learned(&e, "fact");
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].0.content, "The user lives in Porto");
+}
+
+#[test]
+fn learning_says_when_it_reads_phrases_only() {
+    let c = Config {
+        embedder: strata::EmbedderConfig::none(),
+        ..Config::in_memory()
+    };
+    let e = Engine::open(c).unwrap();
+    said(&e, "s1", "I really prefer answers in bullet points.");
+    let r = e.learn().unwrap();
+    assert!(!r.by_meaning);
+    assert!(
+        r.notes.iter().any(|n| n.contains("phrases")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        e.learning_by_meaning()
+            .unwrap_err()
+            .contains("no local model")
+    );
+}
+
+/// The real all-MiniLM-L6-v2 (`.ci/run` fetches it and sets
+/// STRATA_TEST_MODEL_DIR; under CI a missing model fails the test).
+#[cfg(feature = "local-embed")]
+fn real_model() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("STRATA_TEST_MODEL_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(strata::default_model_dir);
+    if dir.join("model.safetensors").is_file() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "no model at {} under CI",
+        dir.display()
+    );
+    eprintln!("skipped: no model at {}", dir.display());
+    None
+}
+
+#[cfg(feature = "local-embed")]
+#[test]
+fn the_real_model_learns_preferences_facts_and_topics_by_meaning() {
+    let Some(dir) = real_model() else { return };
+    let c = Config {
+        embedder: strata::EmbedderConfig::local(&dir),
+        ..Config::in_memory()
+    };
+    let mut e = Engine::open(c).unwrap();
+    let t = clock(&mut e);
+    let mut bullets = Vec::new();
+    let mut sourdough = Vec::new();
+    let plan = [
+        (
+            "s1",
+            vec![
+                "Morning! How was your weekend?",
+                "I live in Lisbon, by the way.",
+                "Please keep answers short, I prefer bullet points over paragraphs.",
+            ],
+        ),
+        (
+            "s2",
+            vec![
+                "How do I keep my sourdough starter alive while travelling for a week?",
+                "Make this one shorter.",
+            ],
+        ),
+        (
+            "s3",
+            vec![
+                "Again: bullet points please, I read these on my phone.",
+                "Morning! How was your weekend?",
+            ],
+        ),
+        (
+            "s4",
+            vec![
+                "My levain smells like nail polish remover, is the bread starter dying?",
+                "What's a good cast iron pan?",
+            ],
+        ),
+        (
+            "s5",
+            vec![
+                "Big news: we just moved to Porto!",
+                "I really prefer when you answer in bullet points.",
+            ],
+        ),
+        (
+            "s6",
+            vec![
+                "Morning! How was your weekend?",
+                "Should I feed the sourdough starter twice a day in summer?",
+            ],
+        ),
+    ];
+    for (session, turns) in plan {
+        for text in turns {
+            let m = said(&e, session, text);
+            if text.contains("bullet") {
+                bullets.push(m.id.clone());
+            } else if text.contains("starter") {
+                sourdough.push(m.id.clone());
+            }
+        }
+        later(&t, 4);
+    }
+    let r = e.learn().unwrap();
+    assert!(r.by_meaning, "{r:?}");
+    let prefs = learned(&e, "preference");
+    assert_eq!(prefs.len(), 1, "{prefs:?}");
+    let mut want = bullets.clone();
+    want.sort();
+    let mut got = prefs[0].1.evidence.clone();
+    got.sort();
+    assert_eq!(got, want, "every statement, and nothing said once");
+    let facts = learned(&e, "fact");
+    assert_eq!(facts.len(), 1, "{facts:?}");
+    assert_eq!(facts[0].0.content, "The user lives in Porto");
+    let topics = learned(&e, "topic");
+    assert_eq!(topics.len(), 1, "{topics:?}");
+    assert!(
+        topics[0].1.evidence.iter().all(|id| sourdough.contains(id)),
+        "{topics:?}"
+    );
+    // Small talk said in three sessions is no topic, and a one-off request
+    // no preference: nothing else was learned.
+    assert_eq!(e.learned(&View::subtree(acme())).unwrap().len(), 3);
+}
 
 /// A clock the test moves.
 fn clock(e: &mut Engine) -> Arc<Mutex<Timestamp>> {
