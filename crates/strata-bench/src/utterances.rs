@@ -66,7 +66,7 @@ pub struct TrainReport {
 }
 
 /// Reads a labelled set: one `{"text", "label"}` object a line.
-fn read(path: &Path) -> Result<Vec<(String, usize)>> {
+pub(crate) fn read(path: &Path) -> Result<Vec<(String, usize)>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut out = Vec::new();

@@ -634,6 +634,8 @@ fn run_train(g: &Env, a: TrainArgs) -> Result<()> {
     if a.steps == 0 || !a.lambda.is_finite() || a.lambda < 0.0 {
         return usage("eval train-utterances: --steps must be positive and --lambda 0 or more");
     }
+    // The set is checked before the model is loaded.
+    crate::utterances::read(&a.file)?;
     let mut cfg = (g.config)()?;
     if cfg.embedder.kind == strata::EmbedderKind::Auto {
         cfg.embedder.kind = strata::EmbedderKind::Local;

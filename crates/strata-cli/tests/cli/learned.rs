@@ -153,3 +153,65 @@ fn recall_as_of_returns_what_was_true_then() {
     );
     assert!(err.contains("as_of") && err.contains("yesterday"), "{err}");
 }
+
+#[test]
+fn without_the_model_learning_says_it_reads_phrases() {
+    let e = Env::new();
+    said(&e, "I really prefer answers in bullet points.", "s1");
+    let out = e.ok(&["learned", "run"]);
+    assert!(
+        out.contains("note: no local model") && out.contains("phrases"),
+        "{out}"
+    );
+    let r = e.json(&["learned", "run"]);
+    assert_eq!(r["by_meaning"], false, "{r}");
+    let stats = e.ok(&["stats"]);
+    assert!(stats.contains("learning: no local model"), "{stats}");
+    let j = e.json(&["stats"]);
+    assert_eq!(j["learning"]["by_meaning"], false, "{j}");
+}
+
+/// What the learning evaluations refuse, and that they change nothing of
+/// the user's store.
+#[test]
+fn learning_evaluations_refuse_bad_input() {
+    let e = Env::new();
+    let fails = |args: &[&str]| {
+        let o = e.run(args);
+        assert!(!o.status.success(), "strata {args:?} succeeded");
+        String::from_utf8(o.stderr).unwrap()
+    };
+    let err = fails(&["eval", "learning-heldout", "missing.json"]);
+    assert!(err.contains("missing.json"), "{err}");
+    std::fs::write(e.path("bad.json"), "{\"users\": 3}").unwrap();
+    let err = fails(&["eval", "learning-heldout", "bad.json"]);
+    assert!(err.contains("not a held-out learning file"), "{err}");
+    std::fs::write(e.path("ok.json"), "{\"users\": []}").unwrap();
+    let err = fails(&["eval", "learning-heldout", "ok.json", "--embedder", "magic"]);
+    assert!(err.contains("magic"), "{err}");
+    let out = e.ok(&["eval", "learning-heldout", "ok.json", "--embedder", "none"]);
+    assert!(out.contains("0 users"), "{out}");
+    std::fs::write(
+        e.path("t.jsonl"),
+        "{\"text\": \"hi\", \"label\": \"greeting\"}\n",
+    )
+    .unwrap();
+    let err = fails(&["eval", "train-utterances", "t.jsonl"]);
+    assert!(
+        err.contains("t.jsonl:1") && err.contains("greeting"),
+        "{err}"
+    );
+    std::fs::write(
+        e.path("t.jsonl"),
+        "{\"text\": \"hi\", \"label\": \"smalltalk\"}\n",
+    )
+    .unwrap();
+    let err = fails(&["eval", "train-utterances", "t.jsonl"]);
+    assert!(err.contains("model fetch"), "without the model: {err}");
+    let err = fails(&["eval", "train-utterances", "t.jsonl", "--steps", "0"]);
+    assert!(err.contains("--steps"), "{err}");
+    assert!(
+        !e.db().exists(),
+        "an evaluation writes nothing to the store"
+    );
+}

@@ -47,11 +47,12 @@ pub fn url(s: &str) -> String {
 }
 
 /// The navigation's pages: path and label.
-const NAV: [(&str, &str); 6] = [
+const NAV: [(&str, &str); 7] = [
     ("/ui", "Scopes"),
     ("/ui/search", "Search"),
     ("/ui/context", "Context"),
     ("/ui/sessions", "Sessions"),
+    ("/ui/learned", "Learned"),
     ("/ui/export", "Export"),
     ("/ui/import", "Import"),
 ];

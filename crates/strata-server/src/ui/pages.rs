@@ -1,5 +1,6 @@
 //! The inspector's pages: scopes, search, a memory (edit, pin, promote,
-//! forget), context preview, sessions, export and import.
+//! forget), context preview, sessions, learned memories (confirm,
+//! reject), export and import.
 //!
 //! Each handler runs one or two [`Ctx`] operations with the session's
 //! grant, exactly as the API does, so a page shows and changes only what
@@ -844,6 +845,165 @@ pub async fn sessions(State(st): St, Extension(s): Sess) -> Response {
     }
     b.push_str("</table>");
     html::page(StatusCode::OK, "Sessions", Some(&s), &b)
+}
+
+// ---- learned ----
+
+/// `/ui/learned`: what upkeep learned in a view (the token's scopes when
+/// none is given), most confident first.
+pub async fn learned(State(st): St, Extension(s): Sess, RawQuery(q): RawQuery) -> Response {
+    let p = pairs(q.as_deref());
+    let asked = param(&p, "view").map(view_entries);
+    let all = st.run(s.grant.clone(), move |c| {
+        let view = match asked {
+            Some(v) => v,
+            None => default_view(&c)?,
+        };
+        let list = c.learned_list(&crate::learned::LearnedListBody { view: view.clone() })?;
+        Ok((view, list))
+    });
+    let (view, list) = match all.await {
+        Ok(v) => v,
+        Err(e) => return error_page(Some(&s), e),
+    };
+    let mut b = format!(
+        "<form method=\"get\" action=\"/ui/learned\" class=\"search\">\
+         <label>View <input name=\"view\" id=\"learned-view\" value=\"{}\"></label>\
+         <button>Show</button></form>\
+         <p>{} learned memor{} (preferences, facts, topics, failures, confusion that upkeep found \
+         in what was said; a person confirms or rejects each).</p>",
+        esc(&view.join(" ")),
+        list.learned.len(),
+        if list.learned.len() == 1 { "y" } else { "ies" }
+    );
+    b.push_str("<table class=\"counts\" id=\"learned\"><tr><th>id</th><th>detector</th><th>confidence</th><th>status</th><th>evidence</th><th>scope</th><th>what was learned</th></tr>");
+    for a in &list.learned {
+        let _ = write!(
+            b,
+            "<tr><td><a href=\"/ui/learned/{}\">{}</a></td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&url(&a.memory.id)),
+            esc(&short(&a.memory.id)),
+            esc(&a.learned.detector),
+            a.learned.confidence,
+            esc(&word(&a.learned.status)),
+            a.learned.evidence.len(),
+            esc(a.memory.scope.as_str()),
+            esc(&a.memory.content)
+        );
+    }
+    b.push_str("</table>");
+    html::page(StatusCode::OK, "Learned", Some(&s), &b)
+}
+
+/// `/ui/learned/{id}`: a learned memory, its record and the evidence the
+/// token may see, with confirm and reject for read-write tokens.
+pub async fn learned_one(State(st): St, Extension(s): Sess, Path(id): Path<String>) -> Response {
+    match st.run(s.grant.clone(), move |c| c.learned_show(&id)).await {
+        Ok(a) => learned_page(&s, &a, None),
+        Err(e) => error_page(Some(&s), e),
+    }
+}
+
+fn learned_page(s: &Session, a: &crate::learned::LearnedAnswer, note: Option<&str>) -> Response {
+    let l = &a.learned;
+    let mut b = String::new();
+    if let Some(n) = note {
+        let _ = write!(b, "<p class=\"note\" id=\"note\">{}</p>", esc(n));
+    }
+    let _ = write!(
+        b,
+        "<p class=\"content\" id=\"learned-content\">{}</p>\
+         <table class=\"counts\" id=\"record\">\
+         <tr><th>detector</th><td>{}</td></tr><tr><th>status</th><td id=\"status\">{}</td></tr>\
+         <tr><th>confidence</th><td>{:.3}</td></tr><tr><th>independent evidence</th><td>{}</td></tr>\
+         <tr><th>first seen</th><td>{}</td></tr><tr><th>last seen</th><td>{}</td></tr>\
+         <tr><th>scope</th><td>{}</td></tr><tr><th>memory</th><td><a href=\"/ui/memory/{}\">{}</a></td></tr></table>",
+        esc(&a.memory.content),
+        esc(&l.detector),
+        esc(&word(&l.status)),
+        l.confidence,
+        l.independent,
+        esc(&l.first_seen.to_string()),
+        esc(&l.last_seen.to_string()),
+        esc(a.memory.scope.as_str()),
+        esc(&url(&a.memory.id)),
+        esc(&a.memory.id)
+    );
+    if s.grant.can_write() {
+        let csrf = html::csrf_field(s);
+        let id = url(&a.memory.id);
+        let id = esc(&id);
+        let _ = write!(
+            b,
+            "<div class=\"actions\"><form method=\"post\" action=\"/ui/learned/{id}/confirm\">{csrf}\
+             <button id=\"confirm\">Confirm</button></form>\
+             <form method=\"post\" action=\"/ui/learned/{id}/reject\">{csrf}\
+             <button id=\"reject\">Reject (to the archive; not learned again from this evidence)</button></form></div>"
+        );
+    }
+    let evidence = a.evidence.as_deref().unwrap_or_default();
+    let _ = write!(
+        b,
+        "<h2>Evidence ({} of {} you may see)</h2><table class=\"counts\" id=\"evidence\">\
+         <tr><th>id</th><th>when</th><th>session</th><th>what was said</th></tr>",
+        evidence.len(),
+        l.evidence.len()
+    );
+    for m in evidence {
+        let _ = write!(
+            b,
+            "<tr><td><a href=\"/ui/memory/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&url(&m.id)),
+            esc(&short(&m.id)),
+            esc(&m.created_at.to_string()),
+            esc(m.session.as_deref().unwrap_or("—")),
+            esc(&m.content)
+        );
+    }
+    b.push_str("</table>");
+    html::page(StatusCode::OK, "A learned memory", Some(s), &b)
+}
+
+/// `POST /ui/learned/{id}/confirm`.
+pub async fn learned_confirm(
+    State(st): St,
+    Extension(s): Sess,
+    Path(id): Path<String>,
+) -> Response {
+    learned_decide(st, s, id, true).await
+}
+
+/// `POST /ui/learned/{id}/reject`.
+pub async fn learned_reject(State(st): St, Extension(s): Sess, Path(id): Path<String>) -> Response {
+    learned_decide(st, s, id, false).await
+}
+
+async fn learned_decide(st: Arc<Shared>, s: Session, id: String, confirm: bool) -> Response {
+    let done = st
+        .run(s.grant.clone(), move |c| {
+            let m = if confirm {
+                c.learned_confirm(&id)?
+            } else {
+                c.learned_reject(&id)?
+            };
+            if confirm {
+                c.learned_show(&m.id).map(Some)
+            } else {
+                Ok(None)
+            }
+        })
+        .await;
+    match done {
+        Ok(Some(a)) => learned_page(&s, &a, Some("Confirmed: it no longer fades.")),
+        Ok(None) => html::page(
+            StatusCode::OK,
+            "Rejected",
+            Some(&s),
+            "<p class=\"note\" id=\"note\">Rejected: moved to the archive (reason <code>rejected</code>); \
+             it is not learned again from the same evidence. <a href=\"/ui/learned\">Back to what was learned</a>.</p>",
+        ),
+        Err(e) => error_page(Some(&s), e),
+    }
 }
 
 // ---- export and import ----

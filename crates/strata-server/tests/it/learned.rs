@@ -282,3 +282,95 @@ fn the_server_runs_upkeep_on_its_timer() {
     let err = cfg.validate().unwrap_err().to_string();
     assert!(err.contains("server.upkeep_every_secs"), "{err}");
 }
+
+/// The inspector's page of learned memories: listed within the token's
+/// scopes, shown with their evidence, confirmed and rejected by a
+/// read-write token only; another tenant's is not found.
+#[test]
+fn the_inspector_lists_shows_confirms_and_rejects_learned_memories() {
+    let (s, rw, ro) = server();
+    let list = s.expect(
+        200,
+        "POST",
+        "/v1/learned/list",
+        Some(&rw),
+        json!({"view": ["project/acme"]}),
+    );
+    let id = list["learned"][0]["memory"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ui = crate::ui::sign_in(&s, &rw);
+    let page = ui.get("/ui/learned");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body
+            .contains("Always run the linter before committing<"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("Never deploy on Fridays"),
+        "another tenant's"
+    );
+    let one = ui.get(&format!("/ui/learned/{id}"));
+    assert_eq!(one.status, 200, "{}", one.body);
+    assert!(
+        one.body.contains("id=\"evidence\"") && one.body.contains("s-acme"),
+        "{}",
+        one.body
+    );
+    assert!(one.body.contains("id=\"confirm\""));
+    // Read-only: no controls, and a post is refused, changing nothing.
+    let viewer = crate::ui::sign_in(&s, &ro);
+    let seen = viewer.get(&format!("/ui/learned/{id}"));
+    assert_eq!(seen.status, 200);
+    assert!(!seen.body.contains("id=\"confirm\""), "{}", seen.body);
+    let refused = viewer.post(&format!("/ui/learned/{id}/confirm"), &[]);
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let still = s.expect(
+        200,
+        "GET",
+        &format!("/v1/learned/{id}"),
+        Some(&rw),
+        Value::Null,
+    );
+    assert_eq!(still["learned"]["status"], "proposed");
+    // Confirm, then reject.
+    let done = ui.post(&format!("/ui/learned/{id}/confirm"), &[]);
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert!(done.body.contains("Confirmed"), "{}", done.body);
+    let now = s.expect(
+        200,
+        "GET",
+        &format!("/v1/learned/{id}"),
+        Some(&rw),
+        Value::Null,
+    );
+    assert_eq!(now["learned"]["status"], "confirmed");
+    let gone = ui.post(&format!("/ui/learned/{id}/reject"), &[]);
+    assert_eq!(gone.status, 200, "{}", gone.body);
+    assert!(gone.body.contains("Rejected"), "{}", gone.body);
+    let list = s.expect(
+        200,
+        "POST",
+        "/v1/learned/list",
+        Some(&rw),
+        json!({"view": ["project/acme"]}),
+    );
+    assert_eq!(list["learned"].as_array().unwrap().len(), 0);
+    // Another tenant's learned memory, and no id at all: not found.
+    let beta = s
+        .shared
+        .engine
+        .learned(&strata::View::scope(Scope::parse("project/beta").unwrap()))
+        .unwrap();
+    let beta_id = &beta[0].0.id;
+    assert_eq!(ui.get(&format!("/ui/learned/{beta_id}")).status, 404);
+    assert_eq!(
+        ui.post(&format!("/ui/learned/{beta_id}/reject"), &[])
+            .status,
+        404
+    );
+    assert_eq!(ui.get("/ui/learned/nope-nope").status, 404);
+}
