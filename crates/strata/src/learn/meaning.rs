@@ -311,6 +311,52 @@ fn reported(text: &str) -> bool {
         .any(|p| t.contains(p))
 }
 
+/// Like [`utterance::group`], but an item that shares a rare word with a
+/// group's members gets `bonus` added to its similarity with that group.
+fn group_with_words(
+    vectors: &[&[f32]],
+    rare: &[BTreeSet<&str>],
+    threshold: f32,
+    bonus: f32,
+) -> Vec<usize> {
+    let mut sums: Vec<Vec<f32>> = Vec::new();
+    let mut said: Vec<BTreeSet<&str>> = Vec::new();
+    let mut out = Vec::with_capacity(vectors.len());
+    for (v, r) in vectors.iter().zip(rare) {
+        let best = sums
+            .iter()
+            .zip(&said)
+            .enumerate()
+            .map(|(g, (s, w))| {
+                let norm = s.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
+                let cos = s.iter().zip(*v).map(|(a, b)| a * b).sum::<f32>() / norm;
+                let shared = if r.iter().any(|x| w.contains(x)) {
+                    bonus
+                } else {
+                    0.0
+                };
+                (g, cos + shared)
+            })
+            .filter(|(_, sim)| *sim >= threshold)
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
+        match best {
+            Some((g, _)) => {
+                for (s, x) in sums[g].iter_mut().zip(*v) {
+                    *s += x;
+                }
+                said[g].extend(r.iter().copied());
+                out.push(g);
+            }
+            None => {
+                out.push(sums.len());
+                sums.push(v.to_vec());
+                said.push(r.clone());
+            }
+        }
+    }
+    out
+}
+
 /// The most probable class.
 fn best(p: &[f32; 7]) -> usize {
     (0..p.len())
@@ -359,7 +405,40 @@ fn topics(scope: &Scope, here: &[Memory], read: &[Read], cfg: &LearnConfig) -> V
         })
         .collect();
     let vectors: Vec<&[f32]> = turns.iter().map(|(_, v, _)| v.as_slice()).collect();
-    let groups = utterance::group(&vectors, cfg.topic_similarity as f32);
+    // The words that name a thread of this user's talk: said in more than
+    // one turn, but not in many ("starter", "Airflow", "shoulder").
+    let words: Vec<BTreeSet<String>> = turns
+        .iter()
+        .map(|(_, _, texts)| {
+            texts
+                .iter()
+                .flat_map(|t| stems(t))
+                .map(|(s, _)| s)
+                .collect()
+        })
+        .collect();
+    let mut df: BTreeMap<&str, usize> = BTreeMap::new();
+    for w in &words {
+        for s in w {
+            *df.entry(s.as_str()).or_default() += 1;
+        }
+    }
+    let most = (turns.len() / 10).max(3);
+    let rare: Vec<BTreeSet<&str>> = words
+        .iter()
+        .map(|w| {
+            w.iter()
+                .map(String::as_str)
+                .filter(|s| (2..=most).contains(&df[s]))
+                .collect()
+        })
+        .collect();
+    let groups = group_with_words(
+        &vectors,
+        &rare,
+        cfg.topic_similarity as f32,
+        cfg.topic_word_bonus as f32,
+    );
     let mut by_group: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (k, g) in groups.into_iter().enumerate() {
         by_group.entry(g).or_default().push(k);

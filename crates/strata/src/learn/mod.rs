@@ -142,8 +142,12 @@ pub struct LearnConfig {
     /// half of the held-out histories).
     pub preference_similarity: f64,
     /// Similarity (cosine) a turn must have with a topic's centroid to
-    /// be about it (default 0.35, tuned likewise).
+    /// be about it (default 0.33, tuned likewise).
     pub topic_similarity: f64,
+    /// Added to that similarity when a turn shares a word with the topic's
+    /// turns that few of the scope's turns say (default 0.1, tuned
+    /// likewise; 0 reads vectors alone).
+    pub topic_word_bonus: f64,
 }
 
 impl Default for LearnConfig {
@@ -167,7 +171,8 @@ impl Default for LearnConfig {
             meaning: true,
             preference_min_probability: 0.5,
             preference_similarity: 0.3,
-            topic_similarity: 0.35,
+            topic_similarity: 0.33,
+            topic_word_bonus: 0.1,
         }
     }
 }
@@ -240,6 +245,12 @@ impl LearnConfig {
                     "learning.{k}: {v} must be in (0, 1)"
                 )));
             }
+        }
+        if !(self.topic_word_bonus >= 0.0 && self.topic_word_bonus < 1.0) {
+            return Err(Error::InvalidConfig(format!(
+                "learning.topic_word_bonus: {} must be in [0, 1)",
+                self.topic_word_bonus
+            )));
         }
         if !(self.consolidate_similarity >= 0.5 && self.consolidate_similarity <= 1.0) {
             return Err(Error::InvalidConfig(format!(
