@@ -797,48 +797,79 @@ fn read(
     })
 }
 
+/// How a learned fact says an attribute (`{}` is the value); `None` for
+/// an attribute this detector does not know.
+pub(super) fn say_of(attribute: &str) -> Option<&'static str> {
+    match attribute {
+        "gym" => Some("goes to {}"),
+        "phone" => Some("uses a {}"),
+        _ => ATTRIBUTES
+            .iter()
+            .find(|a| a.name == attribute)
+            .map(|a| a.say),
+    }
+}
+
+/// The attributes a fact may have.
+pub(super) fn attributes() -> Vec<&'static str> {
+    let mut v: Vec<&str> = ATTRIBUTES.iter().map(|a| a.name).collect();
+    v.extend(["gym", "phone"]);
+    v
+}
+
+/// The finding of one statement: `subject` is who (lowercase, `i` for
+/// the user), `shown` how the memory names them.
+pub(super) fn finding(
+    scope: &crate::scope::Scope,
+    s: &Statement,
+    evidence: Vec<Evidence>,
+    at: jiff::Timestamp,
+    by: &str,
+) -> Finding {
+    let slug: String = s
+        .subject
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    Finding {
+        scope: scope.clone(),
+        detector: NAME,
+        subject: format!("{slug}-{}", s.attribute),
+        kind: Kind::Custom("fact".into()),
+        content: format!("{} {}", s.shown, s.say.replace("{}", &s.value)),
+        importance: 0.7,
+        detail: serde_json::json!({NAME: {
+            "subject": s.subject, "attribute": s.attribute, "value": s.value,
+            "polarity": s.value.to_lowercase(), "by": by,
+        }}),
+        evidence,
+        whole: false,
+        at: Some(at),
+    }
+}
+
 pub(super) fn detect(memories: &[Memory]) -> Vec<Finding> {
     let mut ordered: Vec<&Memory> = memories.iter().filter(|m| users_word(m)).collect();
     ordered.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
     let mut found: Vec<Finding> = Vec::new();
     for m in ordered {
         for s in statements(&m.content) {
-            let slug: String = s
-                .subject
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-                .collect::<Vec<_>>()
-                .join("-");
-            let subject = format!("{slug}-{}", s.attribute);
-            let detail = serde_json::json!({NAME: {
-                "subject": s.subject, "attribute": s.attribute, "value": s.value,
-                // A new value turns the learned memory, as a turned stance does.
-                "polarity": s.value.to_lowercase(),
-            }});
+            let f = finding(&m.scope, &s, vec![Evidence::of(m)], m.created_at, "phrases");
             // The latest finding for this subject: the same value adds
-            // evidence, another value is a new version.
+            // evidence, another value is a new version (a new value turns
+            // the learned memory, as a turned stance does).
             let last = found
                 .iter_mut()
                 .rev()
-                .find(|f| f.scope == m.scope && f.subject == subject);
+                .find(|x| x.scope == f.scope && x.subject == f.subject);
             match last {
-                Some(f)
-                    if f.detail.pointer("/fact/polarity") == detail.pointer("/fact/polarity") =>
+                Some(x)
+                    if x.detail.pointer("/fact/polarity") == f.detail.pointer("/fact/polarity") =>
                 {
-                    f.evidence.push(Evidence::of(m));
+                    x.evidence.push(Evidence::of(m));
                 }
-                _ => found.push(Finding {
-                    scope: m.scope.clone(),
-                    detector: NAME,
-                    subject,
-                    kind: Kind::Custom("fact".into()),
-                    content: format!("{} {}", s.shown, s.say.replace("{}", &s.value)),
-                    importance: 0.7,
-                    detail,
-                    evidence: vec![Evidence::of(m)],
-                    whole: false,
-                    at: Some(m.created_at),
-                }),
+                _ => found.push(f),
             }
         }
     }

@@ -33,11 +33,14 @@ const MAX_REPLY_TOKENS: u32 = 1_000;
 const SYSTEM: &str = "You read memories an AI agent kept about its work with a user, \
 and find what is worth learning about the user. Answer with JSON only: \
 {\"findings\": [{\"kind\": \"preference\" or \"confusion\", \"subject\": \"two to six words\", \
-\"content\": \"one sentence\", \"evidence\": [\"<id>\", ...]}]}. A preference is a standing \
-instruction or a preference the user stated about how the work should be done; a confusion \
-is a topic the user found hard to understand. Cite as evidence only ids given in brackets. \
-Encouragement, small talk and what others said are not preferences. With nothing to learn, \
-answer {\"findings\": []}.";
+\"content\": \"one sentence\", \"evidence\": [\"<id>\", ...]} or {\"kind\": \"fact\", \
+\"person\": \"user\" or a first name, \"attribute\": one of city, employer, team, role, school, \
+partner, car, pet, tool, phone, gym, \"value\": \"the value now\", \"evidence\": [\"<id>\"]}]}. \
+A preference is a standing instruction or a preference the user stated about how the work \
+should be done; a confusion is a topic the user found hard to understand; a fact is what a \
+person's city, employer, ... is as of the memory cited (cite the statement of the current \
+value). Cite as evidence only ids given in brackets. Encouragement, small talk, plans and \
+what others said are not preferences or facts. With nothing to learn, answer {\"findings\": []}.";
 
 /// What the LLM part of one learning run did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -198,6 +201,7 @@ fn finding(f: &Value, batch: &[&Memory]) -> Result<Finding, String> {
     let (kind, what) = match s("kind")? {
         "preference" => (Kind::Preference, "preference"),
         "confusion" => (Kind::Pattern, "confusion"),
+        "fact" => return fact(f, batch),
         other => return Err(format!("unknown kind `{other}`")),
     };
     let subject: String = s("subject")?
@@ -241,6 +245,85 @@ fn finding(f: &Value, batch: &[&Memory]) -> Result<Finding, String> {
         whole: false,
         at: None,
     })
+}
+
+/// A fact finding: kept under the fact detector's key for that person
+/// and attribute, so a newer value supersedes an older one and `as_of`
+/// answers as for any learned fact; its time is the cited statement's.
+fn fact(f: &Value, batch: &[&Memory]) -> Result<Finding, String> {
+    fn text<'a>(f: &'a Value, k: &str) -> Result<&'a str, String> {
+        f.get(k)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| format!("`{k}` is missing or not text"))
+    }
+    let attribute = match text(f, "attribute")? {
+        "city" | "location" => "location",
+        other => other,
+    };
+    let known = super::fact::attributes();
+    let (Some(attribute), Some(say)) = (
+        known.iter().copied().find(|a| *a == attribute),
+        super::fact::say_of(attribute),
+    ) else {
+        return Err(format!(
+            "unknown attribute `{attribute}` (one of {})",
+            known.join(", ")
+        ));
+    };
+    let value: String = text(f, "value")?.chars().take(80).collect();
+    let person = text(f, "person")?;
+    let (subject, shown) = match person.to_lowercase().as_str() {
+        "user" | "i" | "me" | "the user" => ("i".to_string(), "The user".to_string()),
+        p => {
+            if !p
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == ' ' || c == '-')
+                || p.len() > 40
+            {
+                return Err(format!("`person` {person:?} is not a name"));
+            }
+            (p.to_string(), person.to_string())
+        }
+    };
+    let cited: Vec<&str> = f
+        .get("evidence")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let sent: Vec<&Memory> = cited
+        .iter()
+        .filter_map(|id| batch.iter().find(|m| m.id == *id).copied())
+        .collect();
+    let Some(first) = sent.first() else {
+        return Err("no evidence among the ids sent".into());
+    };
+    let evidence: Vec<Evidence> = sent
+        .iter()
+        .filter(|m| m.scope == first.scope)
+        .map(|m| Evidence::of(m))
+        .collect();
+    let at = sent
+        .iter()
+        .filter(|m| m.scope == first.scope)
+        .map(|m| m.created_at)
+        .max()
+        .unwrap_or(first.created_at);
+    let statement = super::fact::Statement {
+        subject,
+        shown,
+        attribute,
+        say,
+        value,
+    };
+    Ok(super::fact::finding(
+        &first.scope,
+        &statement,
+        evidence,
+        at,
+        NAME,
+    ))
 }
 
 #[cfg(test)]

@@ -1212,3 +1212,51 @@ fn a_habit_not_seen_for_a_year_fades_to_the_archive_and_returns_when_said_again(
     e.learn().unwrap();
     assert_eq!(learned(&e, "preference").len(), 1);
 }
+
+/// Facts the LLM reads go under the fact detector's key for that person
+/// and attribute: the newer value supersedes the older, each at its
+/// statement's time; an attribute not asked for is ignored, with a note.
+#[cfg(feature = "llm")]
+#[test]
+fn the_llm_detector_learns_facts_in_any_wording() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (url, server) = chat_endpoint(rx);
+    let mut e = llm_engine(&url);
+    let t = clock(&mut e);
+    let old = said(&e, "s1", "Our drummer Sami says I rush the chorus.");
+    later(&t, 40);
+    let new = said(
+        &e,
+        "s2",
+        "Band news: Sami moved from drums over to bass, we've got a new drummer.",
+    );
+    let found = serde_json::json!({"findings": [
+        {"kind": "fact", "person": "Sami", "attribute": "role", "value": "drummer", "evidence": [old.id]},
+        {"kind": "fact", "person": "Sami", "attribute": "role", "value": "bassist", "evidence": [new.id]},
+        {"kind": "fact", "person": "Sami", "attribute": "shoe size", "value": "44", "evidence": [new.id]}
+    ]});
+    tx.send(reply(&found.to_string(), 80, 30)).unwrap();
+    drop(tx);
+    let r = e.learn().unwrap();
+    let run = r.llm.clone().unwrap();
+    assert_eq!((run.findings, run.ignored), (2, 1), "{run:?}");
+    assert!(
+        run.notes
+            .iter()
+            .any(|n| n.contains("unknown attribute `shoe size`")),
+        "{run:?}"
+    );
+    let facts = learned(&e, "fact");
+    assert_eq!(facts.len(), 1, "{facts:?}");
+    assert_eq!(facts[0].0.content, "Sami works as bassist");
+    assert_eq!(facts[0].0.key.as_deref(), Some("learned/fact/sami-role"));
+    // As of before the change, the old value.
+    let mut q = strata::Recall::new("Sami", View::scope(acme()));
+    q.as_of = Some(new.created_at - SignedDuration::from_hours(24));
+    q.min_relevance = Some(0.0);
+    q.filter =
+        strata::Filter::parse(&serde_json::json!({"key": "learned/fact/sami-role"})).unwrap();
+    let then = e.recall(&q).unwrap();
+    assert_eq!(then[0].memory.content, "Sami works as drummer");
+    server.join().unwrap();
+}
