@@ -129,12 +129,23 @@ impl Engine {
                 .collect();
             here.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
             let mut sentences: Vec<(usize, &str)> = Vec::new();
+            let mut foreign = 0;
             for (i, m) in here.iter().enumerate() {
                 for s in utterance::sentences(&m.content) {
-                    if s.len() <= MAX_SENTENCE {
+                    if s.len() > MAX_SENTENCE {
+                        continue;
+                    }
+                    if english(s) {
                         sentences.push((i, s));
+                    } else {
+                        foreign += 1;
                     }
                 }
+            }
+            if foreign > 0 {
+                notes.push(format!(
+                    "{scope}: {foreign} sentence(s) not in English were skipped (the classifier reads English)"
+                ));
             }
             let mut read: Vec<Read> = Vec::with_capacity(sentences.len());
             let mut failed = 0;
@@ -166,6 +177,29 @@ impl Engine {
         }
         Ok(out)
     }
+}
+
+/// Words nearly every English sentence of four words or more has.
+const ENGLISH: &[&str] = &[
+    "the", "a", "an", "to", "of", "and", "i", "you", "is", "it", "in", "for", "on", "my", "me",
+    "please", "can", "what", "how", "this", "that", "be", "are", "was", "with", "we", "do", "not",
+    "so", "just", "at", "but", "if", "or", "no", "your", "i'm", "it's", "don't", "pls", "thanks",
+];
+
+/// Whether a sentence reads as English: a short one always does, a
+/// longer one when it has a word from [`ENGLISH`] ("Bitte antworte auf
+/// Deutsch, auch wenn ich Englisch schreibe" does not).
+fn english(sentence: &str) -> bool {
+    let words: Vec<String> = sentence
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+                .replace('’', "'")
+                .to_lowercase()
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.len() < 4 || words.iter().any(|w| ENGLISH.contains(&w.as_str()))
 }
 
 /// The kinds whose user turns meaning reads.
@@ -524,4 +558,28 @@ fn topics(scope: &Scope, here: &[Memory], read: &[Read], cfg: &LearnConfig) -> V
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentences_in_other_languages_are_told_apart() {
+        assert!(english("I really prefer answers in bullet points."));
+        assert!(english("kilos obviously"));
+        assert!(english("tl;dr next time"));
+        assert!(!english(
+            "Bitte antworte auf Deutsch, auch wenn ich Englisch schreibe."
+        ));
+        assert!(!english("¿Puedes explicarme el subjuntivo otra vez?"));
+    }
+
+    #[test]
+    fn one_offs_and_reported_taste_are_recognised() {
+        assert!(one_off("For this one I need a long, detailed write-up."));
+        assert!(!one_off("Keep answers short, please."));
+        assert!(reported("my friend Ana says you should just give answers"));
+        assert!(!reported("I say keep it short"));
+    }
 }
