@@ -215,24 +215,9 @@ fn finding(f: &Value, batch: &[&Memory]) -> Result<Finding, String> {
         return Err("`subject` has no words".into());
     }
     let content: String = s("content")?.chars().take(MAX_CONTENT).collect();
-    let cited: Vec<&str> = f
-        .get("evidence")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    // Only what was sent, and only of the first cited memory's scope.
-    let sent: Vec<&Memory> = cited
-        .iter()
-        .filter_map(|id| batch.iter().find(|m| m.id == *id).copied())
-        .collect();
-    let Some(first) = sent.first() else {
-        return Err("no evidence among the ids sent".into());
-    };
-    let evidence: Vec<Evidence> = sent
-        .iter()
-        .filter(|m| m.scope == first.scope)
-        .map(|m| Evidence::of(m))
-        .collect();
+    let sent = cited(f, batch)?;
+    let first = sent[0];
+    let evidence: Vec<Evidence> = sent.iter().map(|m| Evidence::of(m)).collect();
     Ok(Finding {
         scope: first.scope.clone(),
         detector: NAME,
@@ -245,6 +230,25 @@ fn finding(f: &Value, batch: &[&Memory]) -> Result<Finding, String> {
         whole: false,
         at: None,
     })
+}
+
+/// The memories a finding cites: only ids that were sent, and only of
+/// the first cited memory's scope; at least one.
+fn cited<'a>(f: &Value, batch: &[&'a Memory]) -> Result<Vec<&'a Memory>, String> {
+    let ids: Vec<&str> = f
+        .get("evidence")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let sent: Vec<&Memory> = ids
+        .iter()
+        .filter_map(|id| batch.iter().find(|m| m.id == *id).copied())
+        .collect();
+    let Some(first) = sent.first() else {
+        return Err("no evidence among the ids sent".into());
+    };
+    let scope = first.scope.clone();
+    Ok(sent.into_iter().filter(|m| m.scope == scope).collect())
 }
 
 /// A fact finding: kept under the fact detector's key for that person
@@ -287,26 +291,11 @@ fn fact(f: &Value, batch: &[&Memory]) -> Result<Finding, String> {
             (p.to_string(), person.to_string())
         }
     };
-    let cited: Vec<&str> = f
-        .get("evidence")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let sent: Vec<&Memory> = cited
-        .iter()
-        .filter_map(|id| batch.iter().find(|m| m.id == *id).copied())
-        .collect();
-    let Some(first) = sent.first() else {
-        return Err("no evidence among the ids sent".into());
-    };
-    let evidence: Vec<Evidence> = sent
-        .iter()
-        .filter(|m| m.scope == first.scope)
-        .map(|m| Evidence::of(m))
-        .collect();
+    let sent = cited(f, batch)?;
+    let first = sent[0];
+    let evidence: Vec<Evidence> = sent.iter().map(|m| Evidence::of(m)).collect();
     let at = sent
         .iter()
-        .filter(|m| m.scope == first.scope)
         .map(|m| m.created_at)
         .max()
         .unwrap_or(first.created_at);

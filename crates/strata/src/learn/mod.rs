@@ -836,18 +836,21 @@ impl Engine {
             self.forget(&Forget::Id(old.id), ForgetOptions::default())?;
         }
         let pending: Vec<String> = pending.difference(consumed).cloned().collect();
-        let n = NewMemory::new(
-            state_scope(),
+        self.write_watermark(
             format!("Learning has examined every memory written or changed before {at}."),
-        )
-        .kind(Kind::Context)
-        .key(WATERMARK_KEY)
-        .source(Source::System)
-        .pinned(true)
-        .payload(
             json!({"examined_until_ms": at.as_millisecond(), "seen_at_watermark": seen,
-            "pending": pending}),
-        );
+                "pending": pending}),
+        )
+    }
+
+    /// Writes the watermark memory (the old one is forgotten first).
+    fn write_watermark(&self, content: String, payload: serde_json::Value) -> Result<()> {
+        let n = NewMemory::new(state_scope(), content)
+            .kind(Kind::Context)
+            .key(WATERMARK_KEY)
+            .source(Source::System)
+            .pinned(true)
+            .payload(payload);
         self.remember(n)?;
         Ok(())
     }
@@ -875,14 +878,7 @@ impl Engine {
         let mut payload = old.payload.clone().unwrap_or_else(|| json!({}));
         payload["pending"] = json!(pending);
         self.forget(&Forget::Id(old.id.clone()), ForgetOptions::default())?;
-        let n = NewMemory::new(state_scope(), old.content.clone())
-            .kind(Kind::Context)
-            .key(WATERMARK_KEY)
-            .source(Source::System)
-            .pinned(true)
-            .payload(payload);
-        self.remember(n)?;
-        Ok(())
+        self.write_watermark(old.content.clone(), payload)
     }
 
     /// The active memory under (scope, key).
@@ -1133,9 +1129,14 @@ fn fades(l: &Learned, cfg: &LearnConfig) -> bool {
 /// The ids a memory took in by consolidation (its payload's
 /// `consolidated.from`).
 fn consolidated_from(m: &Memory) -> Vec<String> {
+    ids_at(m, "/consolidated/from")
+}
+
+/// The strings of the array at `pointer` in a memory's payload.
+fn ids_at(m: &Memory, pointer: &str) -> Vec<String> {
     m.payload
         .as_ref()
-        .and_then(|p| p.pointer("/consolidated/from"))
+        .and_then(|p| p.pointer(pointer))
         .and_then(|v| v.as_array())
         .map(|a| {
             a.iter()
@@ -1163,17 +1164,7 @@ fn record_patch(m: &Memory, l: &Learned) -> Result<Patch> {
 
 /// The ids an import marked for the next run.
 fn pending_of(watermark: &Memory) -> BTreeSet<String> {
-    watermark
-        .payload
-        .as_ref()
-        .and_then(|p| p.get("pending"))
-        .and_then(|v| v.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
+    ids_at(watermark, "/pending").into_iter().collect()
 }
 
 fn state_scope() -> Scope {
