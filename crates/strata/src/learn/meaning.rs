@@ -252,8 +252,13 @@ fn preferences(scope: &Scope, here: &[Memory], read: &[Read], cfg: &LearnConfig)
     // An exception for the task at hand ("for this one I need a long
     // write-up") or someone else's taste ("my friend says …") is no
     // standing preference of the user's, however close in meaning.
+    // A sentence the phrase detector reads as an instruction ("Always run
+    // the linter before committing") is its: it keys each instruction by
+    // its words, which tells apart instructions that meaning would merge
+    // (one project's "always …" and "never …" are close in meaning).
     let stated: Vec<&Read> = read
         .iter()
+        .filter(|r| preference::statements(r.text).is_empty())
         .filter(|r| {
             let p = f64::from(r.p[utterance::PREFERENCE]);
             (p >= sure || (p >= sure / 3.0 && best(&r.p) != utterance::REQUEST))

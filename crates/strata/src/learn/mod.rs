@@ -480,11 +480,10 @@ impl Engine {
         if let Some(e) = &reader {
             meant = self.by_meaning(e.as_ref(), &changed, &cfg, started, &mut report.notes)?;
         }
-        let mut findings = if reader.is_some() {
-            std::mem::take(&mut meant.preferences)
-        } else {
-            preference::detect(&changed)
-        };
+        // Instructions said in the phrase detector's words are its, with
+        // or without the model; meaning reads the rest.
+        let mut findings = preference::detect(&changed);
+        findings.append(&mut meant.preferences);
         findings.extend(fact::detect(&changed));
         // The failure detector looks at whole scopes (a repeat needs the
         // earlier failures), but only at scopes where something it reads
