@@ -1224,6 +1224,39 @@ mod tests {
                 .to_string()
                 .contains("failure_similarity")
         );
+        for (bad, key) in [
+            (
+                LearnConfig {
+                    preference_similarity: 1.5,
+                    ..LearnConfig::default()
+                },
+                "learning.preference_similarity",
+            ),
+            (
+                LearnConfig {
+                    preference_min_probability: 0.0,
+                    ..LearnConfig::default()
+                },
+                "learning.preference_min_probability",
+            ),
+            (
+                LearnConfig {
+                    topic_similarity: f64::NAN,
+                    ..LearnConfig::default()
+                },
+                "learning.topic_similarity",
+            ),
+            (
+                LearnConfig {
+                    topic_word_bonus: -0.1,
+                    ..LearnConfig::default()
+                },
+                "learning.topic_word_bonus",
+            ),
+        ] {
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains(key), "{e}");
+        }
         assert!(LearnConfig::default().validate().is_ok());
         let mut c = crate::Config::default();
         let e = c
