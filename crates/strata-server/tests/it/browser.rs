@@ -490,6 +490,34 @@ fn browser_a_person_inspects_and_corrects_memory() {
     b.open("#import-run");
     assert!(b.text("pre.json").contains("\"skipped\": 4"));
 
+    // Learned: the failure seen twice is a pattern; its evidence, then
+    // confirmed.
+    e.remember_with(
+        strata::NewMemory::new(
+            acme.clone(),
+            "The nightly invoice export timed out on 2026-11-09",
+        )
+        .kind(strata::Kind::Failure),
+        strata::Confirm::Yes,
+    )
+    .unwrap();
+    e.learn().unwrap();
+    b.open("nav a[href='/ui/learned']");
+    assert!(
+        b.text("#learned").contains("Repeated failure"),
+        "{}",
+        b.text("#learned")
+    );
+    b.screenshot("learned");
+    b.open("#learned a");
+    assert!(
+        b.text("#evidence").contains("timed out"),
+        "{}",
+        b.text("#evidence")
+    );
+    b.open("#confirm");
+    assert_eq!(b.text("#status"), "confirmed");
+
     b.open(".whoami button");
     assert!(b.url().ends_with("/ui/login"));
 
