@@ -14,6 +14,8 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use strata::{Engine, Kind, NewMemory, Role, Scope, View};
 
+// The files' other fields (a user's name, a fact's old turns) are for
+// people reading them; the scoring does not need them.
 #[derive(Debug, Deserialize)]
 struct File {
     users: Vec<User>,
@@ -22,8 +24,6 @@ struct File {
 #[derive(Debug, Deserialize)]
 struct User {
     user: String,
-    #[allow(dead_code)]
-    name: String,
     sessions: Vec<Session>,
     #[serde(default)]
     preferences: Vec<Preference>,
@@ -65,8 +65,6 @@ struct Fact {
     attribute: String,
     old: String,
     new: String,
-    #[allow(dead_code)]
-    old_turns: Vec<String>,
     new_turns: Vec<String>,
 }
 

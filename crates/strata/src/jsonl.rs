@@ -346,8 +346,11 @@ impl Engine {
         };
         self.thaw_for_import(&items)?;
         let counts = self.store().import(&items, &rules)?;
-        // Learning examines what an import brought at its next run.
-        self.learn_later(items.iter().map(|i| &i.memory))?;
+        // Learning examines what an import brought at its next run; the
+        // import stands whatever happens to that mark.
+        if let Err(e) = self.learn_later(items.iter().map(|i| &i.memory)) {
+            eprintln!("strata: learning: imported memories not marked for the next run: {e}");
+        }
         Ok(counts)
     }
 }

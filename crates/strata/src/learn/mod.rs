@@ -64,6 +64,9 @@ pub const FADED: &str = "faded";
 /// below `min_confidence` they are not surfaced. Facts (true until a newer
 /// one says otherwise) and failures (a known fix stays a fix) do not fade.
 const FADES: [&str; 3] = [preference::NAME, topic::NAME, confusion::NAME];
+/// Most imported ids kept for the next run; a larger import moves the
+/// watermark back instead.
+const MAX_PENDING: usize = 10_000;
 /// Most evidence ids one learned memory lists (the newest are kept): the
 /// record stays a few KB however often a pattern recurs.
 const MAX_EVIDENCE: usize = 100;
@@ -419,12 +422,19 @@ impl Engine {
     /// meaning with the named model (`Ok`), or from phrases, and why
     /// (`Err`: no local model, another embedder, `learning.meaning` off).
     pub fn learning_by_meaning(&self) -> std::result::Result<String, String> {
+        self.meaning_reader().map(|e| e.model().to_string())
+    }
+
+    /// The embedder learning reads meaning with, or why there is none.
+    fn meaning_reader(
+        &self,
+    ) -> std::result::Result<std::sync::Arc<dyn crate::embed::Embedder>, String> {
         if !self.cfg.learning.meaning {
             return Err(
                 "learning.meaning is off: preferences and topics are learned from phrases".into(),
             );
         }
-        self.meaning_embedder().map(|e| e.model().to_string())
+        self.meaning_embedder()
     }
 
     /// Runs the detectors over what changed since the last run, then brings
@@ -465,10 +475,7 @@ impl Engine {
             examined: changed.len(),
             ..LearnReport::default()
         };
-        let reader = match self
-            .learning_by_meaning()
-            .and_then(|_| self.meaning_embedder())
-        {
+        let reader = match self.meaning_reader() {
             Ok(e) => Some(e),
             Err(note) => {
                 report.notes.push(note);
@@ -862,19 +869,28 @@ impl Engine {
             // Learning has not run yet: its first run reads everything.
             return Ok(());
         };
-        let late: Vec<String> = imported
-            .filter(|m| m.updated_at <= at)
-            .map(|m| m.id.clone())
-            .collect();
-        if late.is_empty() {
+        let late: Vec<&Memory> = imported.filter(|m| m.updated_at <= at).collect();
+        let Some(earliest) = late.iter().map(|m| m.updated_at).min() else {
             return Ok(());
-        }
+        };
         let Some(old) = self.keyed(&state_scope(), WATERMARK_KEY)? else {
             return Ok(());
         };
+        let mut payload = match old.payload.clone() {
+            Some(p) if p.is_object() => p,
+            _ => json!({}),
+        };
         let mut pending = pending_of(&old);
-        pending.extend(late);
-        let mut payload = old.payload.clone().unwrap_or_else(|| json!({}));
+        if pending.len() + late.len() <= MAX_PENDING {
+            pending.extend(late.iter().map(|m| m.id.clone()));
+        } else {
+            // A large import: the watermark goes back to its earliest time
+            // instead (the next run reads everything written since; an
+            // older statement never supersedes a newer fact).
+            let back = earliest - jiff::SignedDuration::from_millis(1);
+            payload["examined_until_ms"] = json!(back.as_millisecond().min(at.as_millisecond()));
+            payload["seen_at_watermark"] = json!([]);
+        }
         payload["pending"] = json!(pending);
         self.forget(&Forget::Id(old.id.clone()), ForgetOptions::default())?;
         self.write_watermark(old.content.clone(), payload)
