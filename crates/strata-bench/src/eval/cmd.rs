@@ -371,17 +371,7 @@ fn open(
     let mut cfg = (g.config)()?;
     cfg.store = strata::Config::sqlite(&db).store;
     cfg.max_items = 0;
-    cfg.embedder.kind = match c.embedder.as_str() {
-        "auto" => strata::EmbedderKind::Auto,
-        "local" => strata::EmbedderKind::Local,
-        "openai" => strata::EmbedderKind::Openai,
-        "none" => strata::EmbedderKind::None,
-        other => {
-            return usage(format!(
-                "--embedder: `{other}` is not one of auto, local, openai, none"
-            ));
-        }
-    };
+    cfg.embedder.kind = embedder_kind(&c.embedder)?;
     if let Some(f) = &c.fusion {
         cfg.ranking.fusion = match f.as_str() {
             "rrf" => strata::Fusion::Rrf,
@@ -571,14 +561,16 @@ fn run_secrets(g: &Env, a: SecretsArgs) -> Result<()> {
     output::line(format!("scan speed: {:.1} MB/s", rep.scan_mb_per_s))
 }
 
+/// The `--embedder` flag of every evaluation.
 fn embedder_kind(name: &str) -> Result<strata::EmbedderKind> {
     Ok(match name {
         "auto" => strata::EmbedderKind::Auto,
         "local" => strata::EmbedderKind::Local,
+        "openai" => strata::EmbedderKind::Openai,
         "none" => strata::EmbedderKind::None,
         other => {
             return usage(format!(
-                "--embedder: `{other}` is not one of auto, local, none"
+                "--embedder: `{other}` is not one of auto, local, openai, none"
             ));
         }
     })

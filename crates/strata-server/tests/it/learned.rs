@@ -289,13 +289,16 @@ fn the_server_runs_upkeep_on_its_timer() {
 #[test]
 fn the_inspector_lists_shows_confirms_and_rejects_learned_memories() {
     let (s, rw, ro) = server();
-    let list = s.expect(
-        200,
-        "POST",
-        "/v1/learned/list",
-        Some(&rw),
-        json!({"view": ["project/acme"]}),
-    );
+    let acme = || {
+        s.expect(
+            200,
+            "POST",
+            "/v1/learned/list",
+            Some(&rw),
+            json!({"view": ["project/acme"]}),
+        )
+    };
+    let list = acme();
     let id = list["learned"][0]["memory"]["id"]
         .as_str()
         .unwrap()
@@ -351,13 +354,7 @@ fn the_inspector_lists_shows_confirms_and_rejects_learned_memories() {
     let gone = ui.post(&format!("/ui/learned/{id}/reject"), &[]);
     assert_eq!(gone.status, 200, "{}", gone.body);
     assert!(gone.body.contains("Rejected"), "{}", gone.body);
-    let list = s.expect(
-        200,
-        "POST",
-        "/v1/learned/list",
-        Some(&rw),
-        json!({"view": ["project/acme"]}),
-    );
+    let list = acme();
     assert_eq!(list["learned"].as_array().unwrap().len(), 0);
     // Another tenant's learned memory, and no id at all: not found.
     let beta = s

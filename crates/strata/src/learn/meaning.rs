@@ -207,14 +207,6 @@ fn reads(kind: &Kind) -> bool {
     matches!(kind, Kind::Conversation | Kind::Note)
 }
 
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_uppercase().chain(c).collect(),
-        None => String::new(),
-    }
-}
-
 /// The content words of a sentence, stemmed, in order, courtesy left out.
 fn stems(sentence: &str) -> Vec<(String, String)> {
     text::query_terms(sentence)
@@ -306,7 +298,7 @@ fn preferences(scope: &Scope, here: &[Memory], read: &[Read], cfg: &LearnConfig)
             detector: preference::NAME,
             subject: subject.clone(),
             kind: Kind::Preference,
-            content: capitalised(clearest),
+            content: preference::capitalised(clearest),
             importance: 0.8,
             detail: json!({preference::NAME: {
                 "stance": "prefer", "polarity": "do", "subject": subject,

@@ -275,7 +275,7 @@ fn reads(kind: &Kind) -> bool {
     )
 }
 
-fn capitalised(s: &str) -> String {
+pub(super) fn capitalised(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
         Some(f) => f.to_uppercase().chain(c).collect(),
