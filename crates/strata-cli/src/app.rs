@@ -395,6 +395,22 @@ pub fn open(g: &Global) -> Result<strata::Engine> {
     strata::Engine::open(cfg).with_context(|| format!("opening {where_}"))
 }
 
+/// Says once, on stderr, that relevance is keyword-only because the local
+/// model is missing (`embedder.kind = "auto"` and no model on this
+/// machine): a user who writes or recalls without it learns why
+/// paraphrases are not found, where they are. `kind = "none"` is meant and
+/// says nothing.
+pub fn say_if_model_missing(e: &strata::Engine) {
+    if e.config().embedder.kind != strata::EmbedderKind::Auto {
+        return;
+    }
+    if let Ok(None) = e.embedder()
+        && let Ok(strata::EmbedStatus { note: Some(n), .. }) = e.embed_status()
+    {
+        eprintln!("note: {n}");
+    }
+}
+
 /// Records a call in the audit trail as the local user (`local:$USER`),
 /// when `[audit]` is on: the scopes it touched, how many memories, and the
 /// ids it wrote or deleted; never content or query text. Only calls that

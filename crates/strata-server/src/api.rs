@@ -354,7 +354,7 @@ pub struct TurnsAnswer {
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GetArgs {
-    /// Memory id (a short id from a compact answer works).
+    /// Memory id (a unique prefix of 8 or more characters works).
     pub id: String,
     /// Include earlier versions.
     #[serde(default)]
@@ -403,7 +403,7 @@ impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for Verbose<T> {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateArgs {
-    /// Memory id (a short id from a compact answer works).
+    /// Memory id (a unique prefix of 8 or more characters works).
     pub id: String,
     /// The version the change is based on (`v<n>` in compact lines, 1 when
     /// none is shown): refused, changing nothing, when the memory changed

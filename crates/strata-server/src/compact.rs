@@ -1,13 +1,15 @@
 //! MCP's compact answers: what a model needs from a tool call (content,
-//! short id, kind, scope, date, score) as plain text, about the size of the
+//! id, kind, scope, date, score) as plain text, about the size of the
 //! content it carries. The full records, as the HTTP API answers them, come
 //! with `verbose: true`.
 //!
 //! One memory is one line, `- <id> <kind> <date> [<score>] [v<version>]:
 //! <content>`, under a `<scope>:` line that starts each run of memories of
 //! one scope; continuation lines of a multi-line memory are indented two
-//! spaces. Ids are short ([`strata::Engine::short_id`]); every tool that
-//! takes an id accepts them. The format is stated once, in the tool
+//! spaces. Ids are whole: a prefix of a time-ordered id that names one
+//! memory today names two once another is written in the same moment, so
+//! an id handed to an agent is the one that keeps naming its memory. The
+//! format is stated once, in the tool
 //! descriptions, not in every answer.
 
 use std::fmt::Write as _;
@@ -19,10 +21,10 @@ use crate::error::ApiError;
 use crate::ops::Ctx;
 
 /// One memory as a line (its continuation lines indented).
-fn line(out: &mut String, short: &str, m: &Memory, score: Option<f64>) {
+fn line(out: &mut String, id: &str, m: &Memory, score: Option<f64>) {
     let _ = write!(
         out,
-        "- {short} {} {}",
+        "- {id} {} {}",
         m.kind,
         m.created_at.strftime("%Y-%m-%d")
     );
@@ -38,10 +40,7 @@ fn line(out: &mut String, short: &str, m: &Memory, score: Option<f64>) {
 }
 
 /// Memories as scope runs of lines.
-fn lines<'a>(
-    c: &Ctx<'_>,
-    items: impl Iterator<Item = (&'a Memory, Option<f64>, Option<&'a str>)>,
-) -> Result<String, ApiError> {
+fn lines<'a>(items: impl Iterator<Item = (&'a Memory, Option<f64>, Option<&'a str>)>) -> String {
     let mut out = String::new();
     let mut scope: Option<&strata::Scope> = None;
     for (m, score, note) in items {
@@ -49,17 +48,17 @@ fn lines<'a>(
             let _ = writeln!(out, "{}:", m.scope);
             scope = Some(&m.scope);
         }
-        let short = c.short_id(&m.id)?;
-        line(&mut out, &short, m, score);
+        line(&mut out, &m.id, m, score);
         if let Some(n) = note {
             let _ = writeln!(out, "  ({n})");
         }
     }
-    Ok(out)
+    out
 }
 
-/// A recall's results, best first; without any, what was searched and the
-/// floor that nothing reached.
+/// A recall's results, best first; without any, what was searched and
+/// why nothing came back: the view holds no memory the caller may see (an
+/// empty or misspelt scope), or none reached the floor.
 pub fn recall(
     c: &Ctx<'_>,
     hits: &[Recalled],
@@ -68,7 +67,7 @@ pub fn recall(
     floor: f64,
 ) -> Result<String, ApiError> {
     if hits.is_empty() {
-        return Ok(if query.trim().is_empty() {
+        return Ok(if query.trim().is_empty() || c.view_is_empty(view)? {
             format!("no memories in {}", view.join(", "))
         } else {
             format!(
@@ -85,18 +84,17 @@ pub fn recall(
                 .map(|a| format!("archived: {}", a.reason))
         })
         .collect();
-    lines(
-        c,
+    Ok(lines(
         hits.iter()
             .zip(&archived)
             .map(|(h, a)| (&h.memory, Some(h.score), a.as_deref())),
-    )
+    ))
 }
 
 /// A listing, in its order.
-pub fn list(c: &Ctx<'_>, answer: &ListAnswer, view: &[String]) -> Result<String, ApiError> {
+pub fn list(answer: &ListAnswer, view: &[String]) -> String {
     if answer.memories.is_empty() {
-        return Ok(format!("no memories in {}", view.join(", ")));
+        return format!("no memories in {}", view.join(", "));
     }
     let archived: Vec<Option<String>> = answer
         .memories
@@ -108,7 +106,6 @@ pub fn list(c: &Ctx<'_>, answer: &ListAnswer, view: &[String]) -> Result<String,
         })
         .collect();
     lines(
-        c,
         answer
             .memories
             .iter()
@@ -118,14 +115,11 @@ pub fn list(c: &Ctx<'_>, answer: &ListAnswer, view: &[String]) -> Result<String,
 }
 
 /// A memory just written: what an agent needs to refer to it again.
-pub fn written(c: &Ctx<'_>, verb: &str, m: &Memory) -> Result<String, ApiError> {
-    Ok(format!(
+pub fn written(verb: &str, m: &Memory) -> String {
+    format!(
         "{verb} {} in {} ({}, v{})",
-        c.short_id(&m.id)?,
-        m.scope,
-        m.kind,
-        m.version
-    ))
+        m.id, m.scope, m.kind, m.version
+    )
 }
 
 /// One memory with the fields an agent acts on (the full id and version

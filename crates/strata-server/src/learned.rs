@@ -58,9 +58,9 @@ pub struct LearnedArgs {
 /// Compact text for the `learned` tool: one line per learned memory,
 /// `- <id> <detector> <confidence> <status> (<n> evidence): <first line>`,
 /// then, for one shown memory, its evidence as `  · <id> <first line>`.
-pub fn text(c: &Ctx<'_>, answers: &[LearnedAnswer]) -> Result<String> {
+pub fn text(answers: &[LearnedAnswer]) -> String {
     if answers.is_empty() {
-        return Ok("nothing learned in this view".into());
+        return "nothing learned in this view".into();
     }
     let first_line = |m: &strata::Memory| m.content.lines().next().unwrap_or("").to_string();
     let mut out = String::new();
@@ -71,17 +71,17 @@ pub fn text(c: &Ctx<'_>, answers: &[LearnedAnswer]) -> Result<String> {
         };
         out.push_str(&format!(
             "- {} {} {:.2} {status} ({} evidence): {}\n",
-            c.short_id(&a.memory.id)?,
+            a.memory.id,
             a.learned.detector,
             a.learned.confidence,
             a.learned.evidence.len(),
             first_line(&a.memory)
         ));
         for e in a.evidence.iter().flatten() {
-            out.push_str(&format!("  · {} {}\n", c.short_id(&e.id)?, first_line(e)));
+            out.push_str(&format!("  · {} {}\n", e.id, first_line(e)));
         }
     }
-    Ok(out)
+    out
 }
 
 impl Ctx<'_> {

@@ -91,10 +91,18 @@ pub fn http_service(shared: Arc<Shared>) -> StreamableHttpService<StrataMcp, Loc
 
 impl StrataMcp {
     fn new(shared: Arc<Shared>, fixed_grant: Option<Grant>) -> StrataMcp {
+        let mut tool_router = Self::tool_router();
+        for route in tool_router.map.values_mut() {
+            let mut schema = serde_json::Value::Object((*route.attr.input_schema).clone());
+            lean_schema(&mut schema);
+            if let serde_json::Value::Object(o) = schema {
+                route.attr.input_schema = Arc::new(o);
+            }
+        }
         StrataMcp {
             shared,
             fixed_grant,
-            tool_router: Self::tool_router(),
+            tool_router,
         }
     }
 
@@ -116,10 +124,53 @@ impl StrataMcp {
         Ok(answer_result(self.shared.run(grant, f).await))
     }
 
-    fn default_view(&self) -> Vec<String> {
+    /// The project calls default to: the configured one (`[server.mcp]
+    /// project`, `strata mcp --project`), else the one project a token
+    /// names (a token for `project/acme` and `global` works in `acme`).
+    fn default_project(&self, grant: &Grant) -> Option<String> {
+        if let Some(p) = &self.shared.mcp.project {
+            return Some(p.clone());
+        }
+        let mut projects = grant
+            .prefixes
+            .iter()
+            .flat_map(|p| p.iter())
+            .filter_map(|s| s.as_str().strip_prefix("project/"));
+        match (projects.next(), projects.next()) {
+            (Some(p), None) => Some(p.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The scope a write without one goes to: the default project, else
+    /// the configured session, else the token's one scope besides
+    /// `global`.
+    fn default_scope(&self, grant: &Grant) -> Option<String> {
+        if let Some(p) = self.default_project(grant) {
+            return Some(format!("project/{p}"));
+        }
+        if let Some(s) = &self.shared.mcp.session {
+            return Some(format!("session/{s}"));
+        }
+        let mut own = grant
+            .prefixes
+            .iter()
+            .flat_map(|p| p.iter())
+            .filter(|s| s.as_str() != "global");
+        match (own.next(), own.next()) {
+            (Some(s), None) => Some(s.to_string()),
+            _ => None,
+        }
+    }
+
+    /// The view reads without one see: the default project's subtree, the
+    /// configured session and `global`; with neither configured nor a
+    /// project in the token, every scope the token names (each with what
+    /// is below it).
+    fn default_view(&self, grant: &Grant) -> Vec<String> {
         let d = &self.shared.mcp;
         let mut v = Vec::new();
-        if let Some(p) = &d.project {
+        if let Some(p) = self.default_project(grant) {
             v.push(format!("project/{p}/**"));
         }
         if let Some(s) = &d.session {
@@ -127,8 +178,62 @@ impl StrataMcp {
         }
         if !v.is_empty() {
             v.push("global".into());
+            return v;
         }
-        v
+        grant
+            .prefixes
+            .iter()
+            .flat_map(|p| p.iter())
+            .map(|s| format!("{s}/**"))
+            .collect()
+    }
+}
+
+/// Leaves out of a tool's input schema what a model does not need and
+/// every agent session pays for in tokens (the list is sent on every
+/// call): titles, the schema dialect, number formats, defaults that mean
+/// "absent", and `null` as an alternative type (a field that may be left
+/// out is already not `required`). What a field means and which values it
+/// takes stay.
+fn lean_schema(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(o) => {
+            o.remove("$schema");
+            o.remove("title");
+            o.remove("format");
+            if matches!(o.get("default"), Some(Value::Null | Value::Bool(false)))
+                || o.get("default")
+                    .is_some_and(|d| d.as_array().is_some_and(Vec::is_empty))
+            {
+                o.remove("default");
+            }
+            if let Some(Value::Array(types)) = o.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let one = types.remove(0);
+                    o.insert("type".into(), one);
+                }
+            }
+            for key in ["anyOf", "oneOf"] {
+                if let Some(Value::Array(alts)) = o.get_mut(key) {
+                    alts.retain(|a| a.get("type").is_none_or(|t| t != "null"));
+                    if alts.len() == 1
+                        && let Some(Value::Object(one)) = alts.pop()
+                    {
+                        o.remove(key);
+                        for (k, val) in one {
+                            o.entry(k).or_insert(val);
+                        }
+                    }
+                }
+            }
+            for child in o.values_mut() {
+                lean_schema(child);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(lean_schema),
+        _ => {}
     }
 }
 
@@ -190,23 +295,18 @@ impl StrataMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
         let (mut b, verbose) = (args.body, args.verbose);
-        let d = &self.shared.mcp;
         if b.scope.is_none() {
-            b.scope = d
-                .project
-                .as_ref()
-                .map(|p| format!("project/{p}"))
-                .or_else(|| d.session.as_ref().map(|s| format!("session/{s}")));
+            b.scope = self.default_scope(&grant);
         }
         if b.session.is_none() {
-            b.session = d.session.clone();
+            b.session = self.shared.mcp.session.clone();
         }
         let write = move |c: Ctx<'_>| {
             let m = c.remember(&b)?;
             if verbose {
                 json(m)
             } else {
-                compact::written(&c, "remembered", &m).map(Answer::Text)
+                Ok(Answer::Text(compact::written("remembered", &m)))
             }
         };
         Ok(answer_result(self.shared.run_write(grant, write).await))
@@ -223,7 +323,7 @@ impl StrataMcp {
         let grant = self.grant(&ctx)?;
         let (mut b, verbose) = (args.body, args.verbose);
         if b.view.is_empty() {
-            b.view = self.default_view();
+            b.view = self.default_view(&grant);
         }
         let light = b.is_light();
         let timed = self.shared.clone();
@@ -255,14 +355,14 @@ impl StrataMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
         if a.view.is_empty() {
-            a.view = self.default_view();
+            a.view = self.default_view(&grant);
         }
         self.answer(grant, move |c| {
             let listed = c.list(&a.body())?;
             if a.verbose {
                 json(listed)
             } else {
-                compact::list(&c, &listed, &a.view).map(Answer::Text)
+                Ok(Answer::Text(compact::list(&listed, &a.view)))
             }
         })
         .await
@@ -306,7 +406,7 @@ impl StrataMcp {
                             })
                             .collect(),
                     };
-                    compact::list(&c, &listed, &[scope]).map(Answer::Text)
+                    Ok(Answer::Text(compact::list(&listed, &[scope])))
                 }
                 "compact" => {
                     let r = c.compact_session(&id)?;
@@ -341,12 +441,11 @@ impl StrataMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
         let (mut b, verbose) = (args.body, args.verbose);
-        let d = &self.shared.mcp;
         if b.project.is_none() {
-            b.project = d.project.clone();
+            b.project = self.default_project(&grant);
         }
         if b.session.is_none() {
-            b.session = d.session.clone();
+            b.session = self.shared.mcp.session.clone();
         }
         self.answer(grant, move |c| {
             let a = c.context(&b)?;
@@ -373,7 +472,7 @@ impl StrataMcp {
             if a.verbose {
                 json(m)
             } else {
-                compact::written(&c, "updated", &m).map(Answer::Text)
+                Ok(Answer::Text(compact::written("updated", &m)))
             }
         })
         .await
@@ -415,7 +514,7 @@ impl StrataMcp {
             if verbose {
                 json(m)
             } else {
-                compact::written(&c, "promoted to", &m).map(Answer::Text)
+                Ok(Answer::Text(compact::written("promoted to", &m)))
             }
         })
         .await
@@ -469,7 +568,7 @@ impl StrataMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let grant = self.grant(&ctx)?;
         if a.view.is_empty() {
-            a.view = self.default_view();
+            a.view = self.default_view(&grant);
         }
         self.answer(grant, move |c| {
             let id = || {
@@ -482,21 +581,21 @@ impl StrataMcp {
                     let l = c.learned_list(&LearnedListBody {
                         view: a.view.clone(),
                     })?;
-                    learned::text(&c, &l.learned).map(Answer::Text)
+                    Ok(Answer::Text(learned::text(&l.learned)))
                 }
                 "show" => {
                     let one = c.learned_show(&id()?)?;
-                    learned::text(&c, &[one]).map(Answer::Text)
+                    Ok(Answer::Text(learned::text(&[one])))
                 }
                 "confirm" => {
                     let m = c.learned_confirm(&id()?)?;
-                    compact::written(&c, "confirmed", &m).map(Answer::Text)
+                    Ok(Answer::Text(compact::written("confirmed", &m)))
                 }
                 "reject" => {
                     let m = c.learned_reject(&id()?)?;
                     Ok(Answer::Text(format!(
                         "rejected {} (archived; its evidence will not teach it again)",
-                        c.short_id(&m.id).unwrap_or(m.id)
+                        m.id
                     )))
                 }
                 "run" => json(c.learned_run()?),

@@ -234,7 +234,7 @@ impl Ctx<'_> {
     }
 
     /// The whole id a caller's `id` names inside the grant: itself, or the
-    /// one memory whose id it starts (a short id from a compact answer).
+    /// one memory whose id it starts (a prefix a person typed).
     /// An id shorter than 8 characters, or naming nothing, comes back as
     /// given (and is then not found); a prefix naming several is an error.
     pub fn resolve(&self, id: &str) -> Result<String> {
@@ -246,12 +246,6 @@ impl Ctx<'_> {
             Err(strata::Error::NotFound(_)) => Ok(id.to_string()),
             Err(e) => Err(e.into()),
         }
-    }
-
-    /// The short id of a memory inside the grant (see
-    /// [`Engine::short_id`]).
-    pub fn short_id(&self, id: &str) -> Result<String> {
-        Ok(self.engine.short_id(id, &self.grant.fence())?)
     }
 
     /// The active memory `id`, when it exists inside the grant.
@@ -521,6 +515,16 @@ impl Ctx<'_> {
             },
             |a| Touched::read(a.memories.len()),
         )
+    }
+
+    /// Whether `view` holds no active memory the grant may see (a recall
+    /// that found nothing says so rather than "nothing relevant"). A view
+    /// that does not parse is an error, as for the read itself.
+    pub fn view_is_empty(&self, view: &[String]) -> Result<bool> {
+        let mut req = List::new(self.view("view", view)?);
+        req.limit = 64;
+        let rows = self.engine.list(&req)?;
+        Ok(!rows.iter().any(|m| self.grant.allows_scope(&m.scope)))
     }
 
     /// Deletes a selection everywhere. A token limited to scopes deletes

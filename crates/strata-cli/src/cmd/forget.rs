@@ -8,7 +8,7 @@ use crate::output;
 
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
-    /// One memory id, or a short id (its first 8 or more characters).
+    /// One memory id, or its first 8 or more characters when they name one memory.
     pub id: Option<String>,
     /// With --filter (or --before): the scopes to forget in (repeatable).
     #[arg(long = "view", value_name = "SCOPE")]

@@ -8,7 +8,7 @@ use crate::output;
 
 #[derive(Debug, Args)]
 pub struct GetArgs {
-    /// The memory id, or a short id (its first 8 or more characters).
+    /// The memory id, or its first 8 or more characters when they name one memory.
     pub id: String,
     /// Also show earlier versions.
     #[arg(long)]

@@ -114,8 +114,7 @@ pub fn run(g: &Global, c: LearnedCmd) -> Result<()> {
                 return output::line("nothing learned in this view");
             }
             for (m, l) in &v {
-                let short = e.short_id(&m.id, &strata::Fence::everything())?;
-                output::line(learned_line(&short, m, l))?;
+                output::line(learned_line(&m.id, m, l))?;
             }
             Ok(())
         }

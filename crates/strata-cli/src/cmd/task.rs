@@ -23,7 +23,7 @@ pub struct CompleteArgs {
     /// The project to promote into: its name (memories go to project/<name>).
     #[arg(long)]
     pub project: String,
-    /// A memory to promote (repeatable; a short id works).
+    /// A memory to promote (repeatable; a unique id prefix works).
     #[arg(long = "promote", value_name = "ID")]
     pub promote: Vec<String>,
     /// Also promote every memory at or above this importance.

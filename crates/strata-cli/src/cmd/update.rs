@@ -12,7 +12,7 @@ use crate::output;
 
 #[derive(Debug, Args)]
 pub struct UpdateArgs {
-    /// The memory id, or a short id (its first 8 or more characters).
+    /// The memory id, or its first 8 or more characters when they name one memory.
     pub id: String,
     /// The version you read; the update fails if it changed since
     /// (default: the current version, read just before writing).

@@ -404,10 +404,9 @@ fn mcp_over_stdio_remembers_in_one_session_and_recalls_in_the_next() {
             .any(|h| h["id"] == id.as_str()),
         "{r}"
     );
-    // The default answer: compact lines with short ids.
+    // The default answer: compact lines with whole ids.
     let (err, r) = m.text("recall", json!({"query": "how do we retry billing?"}));
-    let short = &id[..8];
-    assert!(!err && r.contains(&format!("- {short}")), "{r}");
+    assert!(!err && r.contains(&format!("- {id} ")), "{r}");
     assert!(
         r.contains("Use SQS with a dead-letter queue for billing retries"),
         "{r}"

@@ -327,3 +327,32 @@ fn the_server_embeds_in_the_background() {
     );
     drop(server);
 }
+
+/// A missing model is said where the user is: on stderr of `remember` and
+/// `recall` (once each), not only in `stats` and `--explain`. A store
+/// meant to be keyword-only (`embedder.kind = "none"`) says nothing.
+#[test]
+fn a_missing_model_is_said_on_remember_and_recall() {
+    let e = Env::new();
+    e.ok(&["init"]);
+    let stderr = |args: &[&str]| {
+        let o = e.run(args);
+        assert!(o.status.success(), "{o:?}");
+        String::from_utf8(o.stderr).unwrap()
+    };
+    let err = stderr(&["remember", "we moved to berlin", "--scope", "project/a"]);
+    assert!(
+        err.contains("no local model at") && err.contains("BM25 only"),
+        "{err}"
+    );
+    assert_eq!(err.matches("BM25 only").count(), 1, "{err}");
+    let err = stderr(&["recall", "berlin", "--view", "project/a"]);
+    assert!(err.contains("strata model fetch"), "{err}");
+    let o = e
+        .cmd()
+        .env("STRATA_EMBEDDER", "none")
+        .args(["recall", "berlin", "--view", "project/a"])
+        .output()
+        .unwrap();
+    assert!(o.status.success() && o.stderr.is_empty(), "{o:?}");
+}

@@ -274,34 +274,8 @@ impl Engine {
         }))
     }
 
-    /// The shortest prefix of `id` that names it among the active and
-    /// archived memories inside `fence`, cut at a dash of the UUID: 8
-    /// characters (a UUIDv7's first 8 count time in 65-second steps), 13
-    /// (through its millisecond) when another memory was written in the
-    /// same 65 seconds, longer only when one shares that too. Answers that show many memories
-    /// (MCP's compact answers) carry these; [`Engine::resolve_id`] reads
-    /// them back.
-    pub fn short_id(&self, id: &str, fence: &Fence) -> Result<String> {
-        for len in [8, 13, 18, 23] {
-            if len >= id.len() || !id.is_char_boundary(len) {
-                break;
-            }
-            let prefix = &id[..len];
-            let found = self.store.ids_with_prefix(prefix, PREFIX_SCAN)?;
-            let others = found
-                .iter()
-                .filter(|(other, scope)| other != id && fence.contains(scope))
-                .count();
-            if others == 0 && found.len() < PREFIX_SCAN {
-                return Ok(prefix.to_string());
-            }
-        }
-        Ok(id.to_string())
-    }
-
     /// The id of the one active or archived memory inside `fence` whose id
-    /// starts with `prefix` (a whole id, or a short one as
-    /// [`Engine::short_id`] gives). At least 8 characters; a prefix that
+    /// starts with `prefix` (a whole id, or the start of one a person typed). At least 8 characters; a prefix that
     /// names none is [`Error::NotFound`], one that names several an error
     /// listing them.
     pub fn resolve_id(&self, prefix: &str, fence: &Fence) -> Result<String> {

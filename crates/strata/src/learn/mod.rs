@@ -23,6 +23,7 @@
 //! it then needs no schema change in any store, travels whole through JSONL
 //! export and import, and is filterable (`payload.learned.detector`).
 
+mod change;
 mod confusion;
 mod consolidate;
 mod fact;
@@ -491,7 +492,11 @@ impl Engine {
         // or without the model; meaning reads the rest.
         let mut findings = preference::detect(&changed);
         findings.append(&mut meant.preferences);
-        findings.extend(fact::detect(&changed));
+        let phrased = fact::detect(&changed);
+        let mut changes = Vec::new();
+        self.changes(&changed, &phrased, started, &mut changes)?;
+        findings.extend(phrased);
+        findings.append(&mut changes);
         // The failure detector looks at whole scopes (a repeat needs the
         // earlier failures), but only at scopes where something it reads
         // changed.
@@ -737,6 +742,63 @@ impl Engine {
         }
         let ids: Vec<String> = merged.iter().map(|m| m.id.clone()).collect();
         self.store().archive(&ids, CONSOLIDATED, now)
+    }
+
+    /// Facts said as a change ("ditched Barclays, moved to Starling"),
+    /// read over the whole scope of each changed user turn that may say
+    /// one: what ended must have been said in an earlier turn there.
+    fn changes(
+        &self,
+        changed: &[Memory],
+        phrased: &[Finding],
+        now: Timestamp,
+        findings: &mut Vec<Finding>,
+    ) -> Result<()> {
+        let dirty: BTreeSet<Scope> = changed
+            .iter()
+            .filter(|m| users_word(m) && change::may_say_a_change(&m.content))
+            .map(|m| m.scope.clone())
+            .collect();
+        if dirty.is_empty() {
+            return Ok(());
+        }
+        let fresh: BTreeSet<&str> = changed.iter().map(|m| m.id.as_str()).collect();
+        let taken: BTreeSet<&str> = phrased
+            .iter()
+            .flat_map(|f| f.evidence.iter().map(|e| e.id.as_str()))
+            .collect();
+        let theirs = Filter::parse(&json!({"source": {"$nin": ["learned", "system"]}}))?;
+        let learned = Filter::parse(&json!({"source": "learned"}))?;
+        for scope in dirty {
+            let mut here: Vec<Memory> = self
+                .store()
+                .query(&Query::view(View::scope(scope.clone()), now).filter(theirs.clone()))?
+                .into_iter()
+                .filter(users_word)
+                .collect();
+            here.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+            let turns: Vec<&Memory> = here.iter().collect();
+            let detail = |d: &serde_json::Value| {
+                Some(change::Known {
+                    subject: d.pointer("/fact/subject")?.as_str()?.to_string(),
+                    attribute: d.pointer("/fact/attribute")?.as_str()?.to_string(),
+                    value: d.pointer("/fact/value")?.as_str()?.to_string(),
+                })
+            };
+            let mut known: Vec<change::Known> = phrased
+                .iter()
+                .filter(|f| f.scope == scope)
+                .filter_map(|f| detail(&f.detail))
+                .collect();
+            known.extend(
+                self.store()
+                    .query(&Query::view(View::scope(scope.clone()), now).filter(learned.clone()))?
+                    .iter()
+                    .filter_map(|m| m.payload.as_ref().and_then(detail)),
+            );
+            findings.extend(change::detect(&turns, &fresh, &taken, &known));
+        }
+        Ok(())
     }
 
     /// Every learned memory in `view`, highest confidence first.

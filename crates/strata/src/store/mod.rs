@@ -378,7 +378,7 @@ pub trait Rows {
     fn get(&self, id: &str) -> Result<Option<Memory>>;
     /// Ids of active and archived memories that start with `prefix`, each
     /// with its scope, in id order, at most `limit` (an indexed range, so
-    /// short ids resolve without a scan).
+    /// id prefixes resolve without a scan).
     fn ids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<(String, Scope)>>;
     /// Replaces the content fields of an active memory if its current version
     /// is `expected_version`; the stored version becomes `expected_version +

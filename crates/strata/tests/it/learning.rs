@@ -35,6 +35,7 @@ backends!(engine:
     a_habit_not_seen_for_a_year_fades_to_the_archive_and_returns_when_said_again,
     what_an_import_brings_after_a_run_is_learned_at_the_next,
     an_older_statement_never_supersedes_a_newer_fact,
+    a_value_said_to_have_ended_is_replaced_by_the_one_beside_it,
 );
 
 fn what_an_import_brings_after_a_run_is_learned_at_the_next(make: Make) {
@@ -857,6 +858,62 @@ fn a_fact_that_changes_without_a_key_is_answered_as_of(make: Make) {
         .map(|m| m.content)
         .collect();
     assert_eq!(history, ["Ana lives in Paris", "Ana lives in Berlin"]);
+}
+
+/// A fact said as a change, in no phrase the fact detector knows: what
+/// ended was said in an earlier turn, the new value beside it. The old value
+/// becomes the key's first version (true until the change), the new one the
+/// current; an aside about someone's plans changes nothing.
+fn a_value_said_to_have_ended_is_replaced_by_the_one_beside_it(make: Make) {
+    let mut e = make(&|_| {});
+    let t = clock(&mut e);
+    let first = said(
+        &e,
+        "s1",
+        "my current account is with Barclays, is the saver covered separately?",
+    );
+    later(&t, 20);
+    said(
+        &e,
+        "s2",
+        "My sister might ditch Barclays for Monzo someday.",
+    );
+    e.learn().unwrap();
+    let v = learned(&e, "fact");
+    assert!(v.is_empty(), "a plan is no change: {v:?}");
+    later(&t, 20);
+    let change = said(
+        &e,
+        "s3",
+        "Finally ditched Barclays, I moved my current account to Starling. Any interest?",
+    );
+    let day = e.get(&change.id).unwrap().unwrap().created_at;
+    e.learn().unwrap();
+    let v = learned(&e, "fact");
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].0.content, "The user banks with Starling");
+    assert_eq!(v[0].1.evidence, std::slice::from_ref(&change.id));
+    let history: Vec<String> = e
+        .history(&v[0].0.id)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect();
+    assert_eq!(
+        history,
+        ["The user banks with Barclays"],
+        "earlier versions"
+    );
+    let mut r = strata::Recall::new("which bank", View::subtree(acme()));
+    r.as_of = Some(day - SignedDuration::from_hours(24));
+    r.min_relevance = Some(0.0);
+    r.filter = strata::Filter::parse(&serde_json::json!({"source": "learned"})).unwrap();
+    let before = e.recall(&r).unwrap();
+    assert_eq!(before[0].memory.content, "The user banks with Barclays");
+    assert_eq!(
+        before[0].memory.created_at,
+        e.get(&first.id).unwrap().unwrap().created_at
+    );
 }
 
 fn a_rejected_pattern_stays_rejected_once_it_is_cold(make: Make) {

@@ -4,7 +4,7 @@ use strata::{Kind, NewMemory, Recall, Strategy};
 
 use crate::harness::{MakeEngine, scope, view};
 
-backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, short_ids_name_one_memory, a_turn_beside_a_strong_match_shares_its_relevance, a_turn_of_the_conversation_that_matched_shares_its_relevance, a_memory_written_in_the_named_time_leads);
+backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, id_prefixes_name_one_memory, a_turn_beside_a_strong_match_shares_its_relevance, a_turn_of_the_conversation_that_matched_shares_its_relevance, a_memory_written_in_the_named_time_leads);
 
 /// A conversation turn in `project/a`, in `session`.
 fn turn(e: &strata::Engine, session: &str, text: &str) -> strata::Memory {
@@ -88,10 +88,12 @@ fn a_turn_of_the_conversation_that_matched_shares_its_relevance(make: MakeEngine
     }
 }
 
-/// Short ids: the shortest dash-cut prefix no other memory inside the
-/// fence shares, read back by `resolve_id`; too short, unknown and
-/// ambiguous prefixes are named errors.
-fn short_ids_name_one_memory(make: MakeEngine) {
+/// Ids and their prefixes: `resolve_id` reads a whole id or a prefix that
+/// names one memory inside the fence; too short, unknown and ambiguous
+/// prefixes are named errors. A prefix of a time-ordered id that names one
+/// memory today can name two tomorrow, which is why answers hand out whole
+/// ids.
+fn id_prefixes_name_one_memory(make: MakeEngine) {
     let e = make(&|_| {});
     let batch = (0..3)
         .map(|i| NewMemory::new(scope("project/a"), format!("batch {i}")))
@@ -99,36 +101,26 @@ fn short_ids_name_one_memory(make: MakeEngine) {
     let ms = e.remember_batch(batch, strata::Confirm::No).unwrap();
     let all = strata::Fence::everything();
     for m in &ms {
-        let short = e.short_id(&m.id, &all).unwrap();
-        // Written in one millisecond: the first 8 characters are shared.
-        assert!(m.id.starts_with(&short) && short.len() >= 13, "{short}");
-        assert_eq!(e.resolve_id(&short, &all).unwrap(), m.id);
         assert_eq!(e.resolve_id(&m.id, &all).unwrap(), m.id);
+        assert_eq!(e.resolve_id(&m.id[..30], &all).unwrap(), m.id);
     }
     let err = e.resolve_id("01", &all).unwrap_err().to_string();
     assert!(err.contains("too short"), "{err}");
     let err = e.resolve_id("ffffffff-ffff", &all).unwrap_err();
     assert!(matches!(err, strata::Error::NotFound(_)), "{err}");
-    let common: String = ms[0]
-        .id
-        .chars()
-        .zip(ms[1].id.chars())
-        .take_while(|(a, b)| a == b)
-        .map(|(a, _)| a)
-        .collect();
-    if common.len() >= 8 {
-        let err = e.resolve_id(&common, &all).unwrap_err().to_string();
-        assert!(err.contains("give more of the id"), "{err}");
-    }
-    // Alone in its 65 seconds: 8 characters.
-    let lone = strata::Fence::within(vec![scope("project/b")]);
+    // Written in one call: they share at least their first 8 characters,
+    // and that prefix names all three.
+    let err = e.resolve_id(&ms[0].id[..8], &all).unwrap_err().to_string();
+    assert!(err.contains("give more of the id"), "{err}");
+    // Outside the fence a memory does not exist, and takes no prefix room.
     let b = e
         .remember(NewMemory::new(scope("project/b"), "elsewhere"))
         .unwrap();
-    assert_eq!(e.short_id(&b.id, &lone).unwrap(), b.id[..8]);
-    // Outside the fence a memory does not exist, and takes no prefix room.
-    let other = strata::Fence::within(vec![scope("project/b")]);
-    assert!(e.resolve_id(&ms[0].id, &other).is_err());
+    let lone = strata::Fence::within(vec![scope("project/b")]);
+    assert!(e.resolve_id(&ms[0].id, &lone).is_err());
+    if b.id[..8] == ms[0].id[..8] {
+        assert_eq!(e.resolve_id(&b.id[..8], &lone).unwrap(), b.id);
+    }
 }
 
 /// The relevance floor: a recall with a query answers only with memories
