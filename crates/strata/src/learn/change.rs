@@ -1033,7 +1033,7 @@ mod tests {
                 "Lou".into(),
                 "Grey Owl".into(),
                 "Pike & Wren".into(),
-                "thing"
+                "employer"
             ))
         );
         assert_eq!(
