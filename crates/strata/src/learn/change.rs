@@ -834,6 +834,13 @@ fn change(toks: &[Vec<Tok>], i: usize) -> Option<Change> {
     let old_words: Vec<&str> = t[a..b].iter().map(|x| x.low.as_str()).collect();
     // The new value: a span of this turn nobody said before, after a word
     // that introduces one, before "now", or a name; nearest the old value.
+    let sentence: Vec<usize> = t
+        .iter()
+        .scan(0, |n, w| {
+            *n += usize::from(w.start);
+            Some(*n)
+        })
+        .collect();
     let mut pick: Option<(usize, usize, f64)> = None;
     for (x, y) in spans(t, 0..t.len()) {
         if (x < b && y > a) || x == y {
@@ -860,7 +867,10 @@ fn change(toks: &[Vec<Tok>], i: usize) -> Option<Change> {
             }
             NEW_AFTER.contains(&t[k].low.as_str()) && !t[k].brk
         };
-        let before_now = t.get(y).is_some_and(|w| w.low == "now") && !t[y - 1].brk;
+        // "… X now", or "now we see X" in one clause.
+        let before_now = t.get(y).is_some_and(|w| w.low == "now") && !t[y - 1].brk
+            || (x.saturating_sub(4)..x)
+                .any(|k| t[k].low == "now" && !t[k..x].iter().any(|w| w.brk));
         let name = t[x..y]
             .iter()
             .all(|w| named(w) || matches!(w.low.as_str(), "&" | "of" | "de" | "la"));
@@ -885,6 +895,11 @@ fn change(toks: &[Vec<Tok>], i: usize) -> Option<Change> {
         let score = distance / 2.0
             + if name { 0.0 } else { 8.0 }
             + if introduced || before_now { 0.0 } else { 3.0 }
+            + if sentence[x] == sentence[cue] {
+                0.0
+            } else {
+                3.0
+            }
             - 0.5 * (y - x) as f64;
         if pick.is_none_or(|(_, _, s)| score < s) {
             pick = Some((x, y, score));
@@ -1047,7 +1062,7 @@ mod tests {
         // A lowercase value ends where its phrase ends.
         assert_eq!(
             run(&[
-                "my bike is an old steel tourer, fine on flats",
+                "my bike is an old steel tourer, fine on hills",
                 "sold the tourer. got a carbon racer, size 54. saddle height?",
             ])
             .map(|(_, old, new, attribute)| (old, new, attribute)),
