@@ -604,7 +604,31 @@ fn capitalised(t: &Tok) -> bool {
 
 /// A name: capitalised where a sentence does not start ("I" is not one).
 fn named(t: &Tok) -> bool {
-    capitalised(t) && !t.start && t.raw != "I" && t.low.chars().any(char::is_alphabetic)
+    const WHEN: &[&str] = &[
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    capitalised(t)
+        && !t.start
+        && t.raw != "I"
+        && t.low.chars().any(char::is_alphabetic)
+        && !WHEN.contains(&t.low.as_str())
 }
 
 fn content_word(t: &Tok) -> bool {
