@@ -1242,6 +1242,61 @@ mod tests {
     }
 
     #[test]
+    fn labels_are_redacted_or_refused_without_repeating_the_secret() {
+        let redact = SecretRule::new("*", SecretAction::Redact);
+        let mut tags = vec!["ops".to_string(), "AKIAIOSFODNN7EXAMPLE".to_string()];
+        let mut key = Some("ana@example.com".to_string());
+        let mut p = Some(serde_json::json!({"AKIAIOSFODNN7EXAMPLE": {"x": 1}}));
+        let s = screen_labels(&redact, "", &mut tags, &mut key, &mut p, Some("s1")).unwrap();
+        assert_eq!(tags, ["ops", "[REDACTED:aws_key]"]);
+        assert_eq!(key.as_deref(), Some("[REDACTED:email]"));
+        assert_eq!(
+            p.unwrap(),
+            serde_json::json!({"[REDACTED:aws_key]": {"x": 1}})
+        );
+        assert_eq!(s.redacted.values().sum::<usize>(), 3);
+        // A session is an identifier: not redacted, refused.
+        let e = screen_labels(
+            &redact,
+            "",
+            &mut [],
+            &mut None,
+            &mut None,
+            Some("AKIAIOSFODNN7EXAMPLE"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("session") && !e.contains("AKIAIOSFODNN7EXAMPLE"),
+            "{e}"
+        );
+        // Refused: named by the key's placeholder, and nothing changed.
+        let refuse = SecretRule::new("*", SecretAction::Refuse);
+        let mut tags = vec!["ok".to_string()];
+        let mut p = Some(serde_json::json!({"a": {"AKIAIOSFODNN7EXAMPLE": 1}}));
+        let before = p.clone();
+        let e = screen_labels(&refuse, "line 3: ", &mut tags, &mut None, &mut p, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 3: payload.a.[REDACTED:aws_key] (an object key)")
+                && !e.contains("AKIAIOSFODNN7EXAMPLE"),
+            "{e}"
+        );
+        assert_eq!(p, before);
+        // The logged context's rule: the strictest action of all rules.
+        let rules = vec![
+            SecretRule::new("*", SecretAction::Flag),
+            SecretRule::new("project/pay", SecretAction::Redact),
+        ];
+        let r = strictest(&rules).unwrap();
+        assert_eq!(
+            screen_text(&r, "query", "key AKIAIOSFODNN7EXAMPLE").unwrap(),
+            "key [REDACTED:aws_key]"
+        );
+    }
+
+    #[test]
     fn redaction_is_idempotent() {
         let t = "AKIAIOSFODNN7EXAMPLE and ana@example.com";
         let once = redact(t, &scan(t));

@@ -246,7 +246,7 @@ mod nodes {
             let (st, v) = call(
                 &agent(),
                 "POST",
-                &format!("http://{}/v1/memories", n.base),
+                &format!("{}/v1/memories", n.base),
                 &token,
                 Some(&json!({"content": "stops cleanly", "scope": "project/stop"})),
             );
