@@ -485,13 +485,17 @@ impl Engine {
             return Ok(());
         };
         let ids: BTreeSet<&str> = items.iter().map(|i| i.memory.id.as_str()).collect();
-        let (held, foreign): (Vec<(String, String)>, Vec<(String, String)>) = c
-            .holding_scoped(&ids)?
-            .into_iter()
-            .partition(|(_, scope)| Scope::parse(scope).is_ok_and(|s| fence.contains(&s)));
-        let held: Vec<String> = held.into_iter().map(|(id, _)| id).collect();
+        let mut held = Vec::new();
+        let mut foreign = BTreeSet::new();
+        for (id, scope) in c.holding_scoped(&ids)? {
+            if Scope::parse(&scope).is_ok_and(|s| fence.contains(&s)) {
+                held.push(id);
+            } else {
+                foreign.insert(id);
+            }
+        }
         for item in items.iter_mut() {
-            if foreign.iter().any(|(id, _)| *id == item.memory.id) {
+            if foreign.contains(&item.memory.id) {
                 *item = crate::store::rekeyed(item);
             }
         }
