@@ -338,7 +338,10 @@ pub struct SessionBody {
     pub max_bytes: Option<u64>,
     /// Held only in this server's hot tier: its memories never reach the
     /// store or any file, and vanish when it is archived, forgotten or the
-    /// server stops (`[hot]`).
+    /// server stops (`[hot]`). It keeps its last `hot.turns` memories
+    /// (a write that pushes older ones out names them in `dropped`) within
+    /// `max_bytes`, and all ephemeral sessions together keep
+    /// `hot.ephemeral_bytes`.
     #[serde(default)]
     pub ephemeral: bool,
 }
@@ -527,6 +530,21 @@ pub struct RecallAnswer {
 #[derive(Clone, Debug, Serialize, ToSchema)]
 pub struct BatchAnswer {
     pub memories: Vec<strata::Memory>,
+    /// Ids of the oldest turns ephemeral sessions let go to hold these
+    /// (`hot.turns`); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
+}
+
+/// `POST /v1/memories`: the stored memory.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct RememberAnswer {
+    #[serde(flatten)]
+    pub memory: strata::Memory,
+    /// Ids of the oldest turns the memory's ephemeral session let go to
+    /// hold it (`hot.turns`); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
 }
 
 /// `GET /v1/memories/{id}` (and `list` over the archive): a memory, with

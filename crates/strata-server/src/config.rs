@@ -161,9 +161,11 @@ pub struct Limits {
     /// (first come, first served). Default: 4 × the CPUs. More threads than
     /// that only contend for the CPU and SQLite's write lock.
     pub max_concurrent: usize,
-    /// Seconds a client has, from the first byte of a request, to send its
-    /// whole head (request line and headers); then the connection is
-    /// closed. Bounds slow-header (slowloris) clients.
+    /// Seconds a client has to send a request's whole head (request line
+    /// and headers): from the first byte of a request, and on a new
+    /// connection from its accept (a connection that sends nothing is not
+    /// kept for the idle timeout); then the connection is closed. Bounds
+    /// slow-header (slowloris) and silent clients.
     pub header_timeout_secs: u64,
     /// Seconds a client has to send a request's whole body once its head
     /// is in; then the answer is a 408.
@@ -173,14 +175,31 @@ pub struct Limits {
     /// read; then it is closed.
     pub idle_timeout_secs: u64,
     /// Most connections open at once; further clients wait to be accepted
-    /// (in the kernel's queue) until one closes.
+    /// (in the kernel's queue) until one closes. The last eighth of them
+    /// (at least one) is a reserve for peers that hold none yet, so one
+    /// peer (or a few) holding many cannot keep a new one out.
     pub max_connections: usize,
+    /// Most connections one peer holds at once: one IPv4 address, or one
+    /// IPv6 /64 (what one host is usually given). The next is answered
+    /// 503 `too_many_connections` and closed. Default 64; behind a reverse
+    /// proxy every client is the proxy's address, so raise it there.
+    pub max_connections_per_peer: usize,
 }
 
 impl Limits {
     /// [`Limits::header_timeout_secs`] as a duration.
     pub fn header_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.header_timeout_secs)
+    }
+
+    /// How many of `max_connections` only a peer that holds no connection
+    /// may take: an eighth, at least one (none when there is only one).
+    pub fn connection_reserve(&self) -> usize {
+        if self.max_connections < 2 {
+            0
+        } else {
+            (self.max_connections / 8).max(1)
+        }
     }
 
     /// [`Limits::body_timeout_secs`] as a duration.
@@ -205,6 +224,7 @@ impl Default for Limits {
             body_timeout_secs: 30,
             idle_timeout_secs: 60,
             max_connections: 1024,
+            max_connections_per_peer: 64,
         }
     }
 }
@@ -273,6 +293,7 @@ impl ServerConfig {
             ("max_results", l.max_results),
             ("max_concurrent", l.max_concurrent),
             ("max_connections", l.max_connections),
+            ("max_connections_per_peer", l.max_connections_per_peer),
             ("header_timeout_secs", to_usize(l.header_timeout_secs)),
             ("body_timeout_secs", to_usize(l.body_timeout_secs)),
             ("idle_timeout_secs", to_usize(l.idle_timeout_secs)),
@@ -371,6 +392,7 @@ mod tests {
             "body_timeout_secs",
             "idle_timeout_secs",
             "max_connections",
+            "max_connections_per_peer",
         ] {
             let e = ServerConfig::from_toml(&format!("[server.limits]\n{key} = 0")).unwrap_err();
             assert!(
@@ -384,6 +406,8 @@ mod tests {
         let cfg = ServerConfig::from_toml("[server.limits]\nheader_timeout_secs = 3").unwrap();
         assert_eq!(cfg.limits.header_timeout_secs, 3);
         assert_eq!(cfg.limits.max_connections, 1024);
+        assert_eq!(cfg.limits.max_connections_per_peer, 64);
+        assert_eq!(cfg.limits.connection_reserve(), 128);
         let e = ServerConfig::from_toml(
             "[[server.tokens]]\nname='a'\nsecret_sha256='abc'\nscopes=['global']\naccess='read'",
         )

@@ -1,5 +1,6 @@
-//! Connections: accepting them under `max_connections`, and the deadlines
-//! hyper does not keep by itself.
+//! Connections: accepting them under `max_connections` and
+//! `max_connections_per_peer` ([`Peers`]), and the deadlines hyper does not
+//! keep by itself.
 //!
 //! hyper's own header timeout starts when it begins waiting for a request,
 //! so it cannot tell a keep-alive connection between requests (allowed
@@ -8,11 +9,16 @@
 //! is in: the service marks a request begun, the answer's body marks it
 //! done (when hyper drops it, having written it), and [`Guarded`], the
 //! socket hyper reads, fails its read once the phase's deadline passes,
-//! which makes hyper close the connection. The body's own deadline
+//! which makes hyper close the connection. A new connection has the header
+//! deadline from its accept until its first request (a client that
+//! connects and says nothing holds a slot for `header_timeout_secs`, not
+//! `idle_timeout_secs`). The body's own deadline
 //! (`body_timeout_secs`, a 408) is kept where the body is read, in
 //! `http::guard`.
 
+use std::collections::HashMap;
 use std::io;
+use std::net::{IpAddr, Ipv6Addr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker, ready};
@@ -53,6 +59,9 @@ struct State {
     /// A read that found nothing while busy: it armed no timer, so it is
     /// woken to arm one when the answer is done.
     parked: Option<Waker>,
+    /// Whether a request's head has come in on this connection: until
+    /// then waiting is under the header deadline, from the accept.
+    served: bool,
 }
 
 impl Clock {
@@ -64,6 +73,7 @@ impl Clock {
                     first_byte: None,
                 },
                 parked: None,
+                served: false,
             }),
             header: limits.header_timeout(),
             idle: limits.idle_timeout(),
@@ -76,7 +86,9 @@ impl Clock {
 
     /// hyper has parsed a request's head and calls the service.
     pub(crate) fn busy(&self) {
-        self.lock().phase = Phase::Busy;
+        let mut s = self.lock();
+        s.phase = Phase::Busy;
+        s.served = true;
     }
 
     /// The answer is written: the connection waits for the next request.
@@ -114,6 +126,10 @@ impl Clock {
             } => Some((
                 t + self.header,
                 "request head not received within server.limits.header_timeout_secs",
+            )),
+            Phase::Waiting { since, .. } if !s.served => Some((
+                since + self.header,
+                "no request within server.limits.header_timeout_secs of connecting",
             )),
             Phase::Waiting { since, .. } => Some((
                 since + self.idle,
@@ -270,4 +286,102 @@ impl http_body::Body for Tracked {
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
     }
+}
+
+/// Who holds how many connections, for `max_connections_per_peer` and the
+/// reserve of `max_connections` ([`crate::config::Limits::connection_reserve`]).
+#[derive(Debug, Default)]
+pub(crate) struct Peers {
+    held: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One admitted connection's place in [`Peers`], given back on drop.
+#[derive(Debug)]
+pub(crate) struct Admitted {
+    peers: Arc<Peers>,
+    peer: IpAddr,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut g = self.peers.lock();
+        if let Some(n) = g.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                g.remove(&self.peer);
+            }
+        }
+    }
+}
+
+/// The peer a connection counts against: an IPv4 address (also when it
+/// comes mapped into IPv6), or an IPv6 address's /64, since one host is
+/// usually given a whole /64 and could otherwise take a new address for
+/// every connection.
+pub(crate) fn peer_of(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(Ipv6Addr::from(bits))
+        }
+        v4 => v4,
+    }
+}
+
+impl Peers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Admits a connection of `peer` when it holds fewer than
+    /// `max_connections_per_peer`, and, when only the reserve is left
+    /// (`free` slots after this one), only if it holds none; else why not.
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        peer: IpAddr,
+        limits: &Limits,
+        free: usize,
+    ) -> Result<Admitted, String> {
+        let mut g = self.lock();
+        let held = g.get(&peer).copied().unwrap_or(0);
+        if held >= limits.max_connections_per_peer {
+            return Err(format!(
+                "this address holds {held} connections, the most one peer may hold \
+                 (server.limits.max_connections_per_peer); reuse them or close some"
+            ));
+        }
+        let reserve = limits.connection_reserve();
+        if held > 0 && free < reserve {
+            return Err(format!(
+                "the server is near server.limits.max_connections ({}); its last {reserve} \
+                 are kept for clients that hold none, and this address holds {held}",
+                limits.max_connections
+            ));
+        }
+        *g.entry(peer).or_default() += 1;
+        Ok(Admitted {
+            peers: self.clone(),
+            peer,
+        })
+    }
+}
+
+/// Answers a connection that was not admitted: a 503 saying why, written
+/// if the socket takes it at once (a new socket's buffer is empty), then
+/// closed. It never waits for the client.
+pub(crate) fn refuse(tcp: TcpStream, why: &str) {
+    let body = serde_json::json!({
+        "error": {"code": "too_many_connections", "message": why}
+    })
+    .to_string();
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tcp.try_write(answer.as_bytes());
+    // What the client sent already is read off, so that the close is a
+    // FIN after the answer, not a reset that may discard it.
+    let mut sink = [0u8; 4096];
+    while matches!(tcp.try_read(&mut sink), Ok(n) if n > 0) {}
 }

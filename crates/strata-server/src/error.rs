@@ -48,7 +48,8 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     /// `invalid`, `unauthorized`, `forbidden`, `not_found`, `conflict`,
     /// `needs_confirmation`, `too_large`, `refused`, `unsupported_media_type`,
-    /// `timeout`, `method_not_allowed`, `rate_limited`, `storage`,
+    /// `session_full`, `timeout`, `method_not_allowed`, `rate_limited`,
+    /// `too_many_connections`, `storage`, `disk_full` (507),
     /// `unavailable`, `internal`: the same words as the CLI's `--json`
     /// errors and MCP tool errors.
     pub code: String,
@@ -88,6 +89,8 @@ impl ApiError {
         eprintln!("strata serve: request {id}: {code}: {detail}");
         let what = if code == "unavailable" {
             "the storage backend is unavailable; retry later"
+        } else if code == "disk_full" {
+            "the disk the store writes to is full, so nothing was written; retry once space is freed"
         } else if code == "storage" {
             "the storage layer failed"
         } else {
@@ -210,7 +213,8 @@ impl From<strata::Error> for ApiError {
             C::Invalid => StatusCode::BAD_REQUEST,
             C::NotFound => StatusCode::NOT_FOUND,
             C::Conflict | C::NeedsConfirmation => StatusCode::CONFLICT,
-            C::LimitExceeded => StatusCode::PAYLOAD_TOO_LARGE,
+            C::LimitExceeded | C::SessionFull => StatusCode::PAYLOAD_TOO_LARGE,
+            C::DiskFull => StatusCode::INSUFFICIENT_STORAGE,
             C::Refused => StatusCode::UNPROCESSABLE_ENTITY,
             C::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -221,7 +225,7 @@ impl From<strata::Error> for ApiError {
             // for the log.
             return ApiError::new(status, code, e.to_string());
         }
-        if matches!(class, C::Storage | C::Unavailable) {
+        if matches!(class, C::Storage | C::Unavailable | C::DiskFull) {
             return ApiError::hidden(status, code, &e);
         }
         let field = match &e {

@@ -97,7 +97,7 @@ pub fn openapi_doc() -> utoipa::openapi::OpenApi {
     components(schemas(
         RememberBody, BatchBody, PatchBody, RecallBody, ListBody, ForgetBody, PromoteBody,
         RestoreBody, CompleteTaskBody, ContextBody, SessionBody, Stats, ErrorBody,
-        RecallAnswer, BatchAnswer, ContextAnswer, MemoryAnswer, ListAnswer, ScopesAnswer, SessionsAnswer,
+        RecallAnswer, BatchAnswer, RememberAnswer, ContextAnswer, MemoryAnswer, ListAnswer, ScopesAnswer, SessionsAnswer,
         RestoreAnswer, HealthAnswer, strata::Memory, strata::Recalled, strata::ForgetReport,
         strata::TaskReport, strata::Session, strata::Manifest, strata::ScopeCount,
         strata::ImportCounts, LearnedListBody, LearnedListAnswer, LearnedAnswer, strata::Learned,
@@ -605,9 +605,9 @@ fn known_params(pairs: &[(String, String)], known: &[&str]) -> Result<()> {
 
 /// Store a memory.
 #[utoipa::path(post, path = "/v1/memories", request_body = RememberBody,
-    responses((status = 201, description = "The stored memory", body = strata::Memory), (status = "4XX", body = ErrorBody)))]
+    responses((status = 201, description = "The stored memory", body = RememberAnswer), (status = "4XX", body = ErrorBody)))]
 async fn remember(State(st): St, g: G, JsonBody(b): JsonBody<RememberBody>) -> Result<Response> {
-    let m = st.run_write(g.0, move |c| c.remember(&b)).await?;
+    let m = st.run_write(g.0, move |c| c.remember_reporting(&b)).await?;
     Ok(ok(StatusCode::CREATED, m))
 }
 
@@ -615,8 +615,8 @@ async fn remember(State(st): St, g: G, JsonBody(b): JsonBody<RememberBody>) -> R
 #[utoipa::path(post, path = "/v1/memories/batch", request_body = BatchBody,
     responses((status = 201, description = "The stored memories", body = BatchAnswer), (status = "4XX", body = ErrorBody)))]
 async fn remember_batch(State(st): St, g: G, JsonBody(b): JsonBody<BatchBody>) -> Result<Response> {
-    let memories = run(&st, g.0, move |c| c.remember_batch(&b)).await?;
-    Ok(ok(StatusCode::CREATED, BatchAnswer { memories }))
+    let answer = run(&st, g.0, move |c| c.remember_batch(&b)).await?;
+    Ok(ok(StatusCode::CREATED, answer))
 }
 
 /// One memory (active or archived); `?history=true` adds earlier versions.

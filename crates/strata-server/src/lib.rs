@@ -39,7 +39,8 @@ use std::sync::Arc;
 
 pub use api::{
     BatchAnswer, BatchBody, CompleteTaskBody, ContextBody, ForgetBody, GetArgs, ListBody,
-    PatchBody, PromoteBody, RecallAnswer, RecallBody, RememberBody, RestoreBody, SessionBody,
+    PatchBody, PromoteBody, RecallAnswer, RecallBody, RememberAnswer, RememberBody, RestoreBody,
+    SessionBody,
 };
 pub use auth::{Access, Entry, Grant, TokenTable, Tokens, new_token, sha256_hex};
 pub use config::{
@@ -373,9 +374,14 @@ pub const TURN_WAIT: std::time::Duration = std::time::Duration::from_millis(100)
 ///
 /// At most `limits.max_connections` connections are open at once: the
 /// next is accepted only when one closes, so further clients wait in the
-/// kernel's queue rather than being refused. Each connection keeps the
-/// header and idle deadlines of `conn.rs`; bodies are read under theirs in
-/// the router.
+/// kernel's queue rather than being refused. One peer holds at most
+/// `limits.max_connections_per_peer` of them, and the last
+/// [`Limits::connection_reserve`] go only to peers that hold none, so a
+/// peer that opens many connections and sends nothing keeps no one else
+/// out; a connection over either is answered 503 and closed at once. Each
+/// connection keeps the header and idle deadlines of `conn.rs` (a silent
+/// one is closed after `header_timeout_secs`); bodies are read under
+/// theirs in the router.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
@@ -385,6 +391,7 @@ pub async fn serve(
     let limits = shared.limits.clone();
     let app = router(shared);
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let peers = Arc::new(conn::Peers::default());
     let conns = tokio_util::task::TaskTracker::new();
     tokio::pin!(shutdown);
     loop {
@@ -392,20 +399,35 @@ pub async fn serve(
             () = &mut shutdown => break,
             s = slots.clone().acquire_owned() => s.expect("the semaphore is never closed"),
         };
-        let tcp = tokio::select! {
+        let (tcp, addr) = tokio::select! {
             () = &mut shutdown => break,
             r = listener.accept() => match r {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     accept_failed(e).await;
                     continue;
                 }
             },
         };
+        let admitted =
+            match peers.admit(conn::peer_of(addr.ip()), &limits, slots.available_permits()) {
+                Ok(a) => a,
+                Err(why) => {
+                    drop(slot);
+                    conn::refuse(tcp, &why);
+                    continue;
+                }
+            };
         // Answers are small and written whole: send them at once instead of
         // letting Nagle's algorithm wait for the client's delayed ACK.
         let _ = tcp.set_nodelay(true);
-        conns.spawn(connection(tcp, app.clone(), &limits, stop.clone(), slot));
+        conns.spawn(connection(
+            tcp,
+            app.clone(),
+            &limits,
+            stop.clone(),
+            (slot, admitted),
+        ));
     }
     stop.cancel();
     drop(listener);
@@ -421,7 +443,7 @@ fn connection(
     app: axum::Router,
     limits: &Limits,
     stop: tokio_util::sync::CancellationToken,
-    slot: tokio::sync::OwnedSemaphorePermit,
+    slot: (tokio::sync::OwnedSemaphorePermit, conn::Admitted),
 ) -> impl Future<Output = ()> + Send + 'static {
     use tower_service::Service as _;
     let clock = conn::Clock::new(limits);

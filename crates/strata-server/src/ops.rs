@@ -17,8 +17,9 @@ use strata::{
 };
 
 use crate::api::{
-    BatchBody, CompleteTaskBody, ContextAnswer, ContextBody, ForgetBody, ListAnswer, ListBody,
-    MemoryAnswer, PatchBody, PromoteBody, RecallBody, RememberBody, SessionBody,
+    BatchAnswer, BatchBody, CompleteTaskBody, ContextAnswer, ContextBody, ForgetBody, ListAnswer,
+    ListBody, MemoryAnswer, PatchBody, PromoteBody, RecallBody, RememberAnswer, RememberBody,
+    SessionBody,
 };
 use crate::auth::Grant;
 use crate::config::Limits;
@@ -257,7 +258,10 @@ impl Ctx<'_> {
     }
 
     /// The active or archived memory `id`, when it exists inside the grant.
-    fn visible_anywhere(&self, id: &str) -> Result<Option<(Memory, Option<strata::ArchiveMark>)>> {
+    pub(crate) fn visible_anywhere(
+        &self,
+        id: &str,
+    ) -> Result<Option<(Memory, Option<strata::ArchiveMark>)>> {
         if let Some(m) = self.engine.get(id)? {
             return Ok(self.grant.allows_scope(&m.scope).then_some((m, None)));
         }
@@ -309,22 +313,31 @@ impl Ctx<'_> {
 
     /// Stores one memory.
     pub fn remember(&self, b: &RememberBody) -> Result<Memory> {
+        self.remember_reporting(b).map(|a| a.memory)
+    }
+
+    /// Stores one memory, naming the turns its ephemeral session let go
+    /// to hold it.
+    pub fn remember_reporting(&self, b: &RememberBody) -> Result<RememberAnswer> {
         self.audited(
             "remember",
             || asked(b.scope.iter()),
             || {
                 self.need_write()?;
                 let new = self.new_memory(b, "")?;
-                Ok(without_vector(
-                    self.engine.remember_with(new, confirm(b.confirm))?,
-                ))
+                let r = self.engine.remember_reporting(new, confirm(b.confirm))?;
+                Ok(RememberAnswer {
+                    memory: without_vector(r.memory),
+                    dropped: r.dropped,
+                })
             },
-            |m| Touched::wrote([m.id.clone()]).scopes([&m.scope]),
+            |a| Touched::wrote([a.memory.id.clone()]).scopes([&a.memory.scope]),
         )
     }
 
-    /// Stores many memories in one transaction.
-    pub fn remember_batch(&self, b: &BatchBody) -> Result<Vec<Memory>> {
+    /// Stores many memories in one transaction, naming the turns
+    /// ephemeral sessions let go to hold them.
+    pub fn remember_batch(&self, b: &BatchBody) -> Result<BatchAnswer> {
         self.audited("remember", || asked(b.items.iter().filter_map(|i| i.scope.as_ref())), || {
         self.need_write()?;
         if b.items.len() > self.limits.max_batch {
@@ -343,13 +356,14 @@ impl Ctx<'_> {
             .enumerate()
             .map(|(i, m)| self.new_memory(m, &format!("items[{i}]")))
             .collect::<Result<Vec<_>>>()?;
-        Ok(self
+        let (memories, dropped) = self
             .engine
-            .remember_batch(items, confirm(b.confirm))?
-            .into_iter()
-            .map(without_vector)
-            .collect())
-        }, |ms: &Vec<Memory>| Touched::wrote(ms.iter().map(|m| m.id.clone())).scopes(ms.iter().map(|m| &m.scope)))
+            .remember_batch_reporting(items, confirm(b.confirm))?;
+        Ok(BatchAnswer {
+            memories: memories.into_iter().map(without_vector).collect(),
+            dropped,
+        })
+        }, |a: &BatchAnswer| Touched::wrote(a.memories.iter().map(|m| m.id.clone())).scopes(a.memories.iter().map(|m| &m.scope)))
     }
 
     /// One memory (active or archived), optionally with its history, as the
@@ -778,13 +792,11 @@ impl Ctx<'_> {
                     }
                 };
                 if b.ephemeral {
-                    if b.max_bytes.is_some() {
-                        return Err(ApiError::invalid(
-                            "max_bytes",
-                            "an ephemeral session is bounded by its turns (`hot.turns`), not bytes",
-                        ));
-                    }
-                    return Ok(self.engine.open_ephemeral_session(b.id.as_deref(), scope)?);
+                    return Ok(self.engine.open_ephemeral_session_bounded(
+                        b.id.as_deref(),
+                        scope,
+                        b.max_bytes,
+                    )?);
                 }
                 Ok(self
                     .engine
@@ -802,7 +814,9 @@ impl Ctx<'_> {
         if self.grant.is_unrestricted() {
             return Ok(());
         }
-        let ok = match self.engine.store().get_session(id)? {
+        // The engine's lookup, not the store's: an ephemeral session lives
+        // only in the hot tier, and its scope decides as a stored one's.
+        let ok = match self.engine.get_session(id)? {
             Some(s) => self.grant.allows_scope(&s.scope),
             None => self.owns_session_name(field, id)?,
         };
@@ -825,7 +839,7 @@ impl Ctx<'_> {
     }
 
     fn visible_session(&self, id: &str) -> Result<Session> {
-        match self.engine.store().get_session(id)? {
+        match self.engine.get_session(id)? {
             Some(s) if self.grant.allows_scope(&s.scope) => Ok(s),
             _ => Err(ApiError::from(strata::Error::SessionNotFound(id.into()))),
         }

@@ -145,6 +145,11 @@ pub struct HotConfig {
     /// write-through ring leaves first, and opening an ephemeral session
     /// beyond this is refused.
     pub sessions: usize,
+    /// Bytes (content and payload) the ephemeral sessions of one process
+    /// hold together; a write beyond is refused (413 `too_large` over
+    /// HTTP), as a write beyond one session's `max_bytes` is
+    /// (`session_full`). Default 256 MiB.
+    pub ephemeral_bytes: u64,
 }
 
 impl Default for HotConfig {
@@ -152,6 +157,7 @@ impl Default for HotConfig {
         HotConfig {
             turns: 100,
             sessions: 10_000,
+            ephemeral_bytes: 256 << 20,
         }
     }
 }
@@ -941,6 +947,12 @@ impl Config {
         if self.hot.turns > 0 && self.hot.sessions == 0 {
             return Err(Error::InvalidConfig(
                 "hot.sessions: must be at least 1 while hot.turns is above 0".into(),
+            ));
+        }
+        if self.hot.ephemeral_bytes == 0 {
+            return Err(Error::InvalidConfig(
+                "hot.ephemeral_bytes: must be positive (the bytes ephemeral sessions hold together)"
+                    .into(),
             ));
         }
         self.cold.resolve(&self.store)?;

@@ -19,8 +19,15 @@ pub enum ErrorClass {
     Conflict,
     /// The operation needs an explicit confirmation.
     NeedsConfirmation,
-    /// A bound (session size, item size) would be exceeded.
+    /// A bound (item size, the ephemeral sessions' bytes) would be
+    /// exceeded.
     LimitExceeded,
+    /// A session's byte bound (`max_bytes`) would be exceeded: archive it
+    /// and start another, or raise its bound.
+    SessionFull,
+    /// The disk (or the database server's) is full: nothing was written;
+    /// retry once space is freed.
+    DiskFull,
     /// The input is well formed but a rule refuses it (a secret in a
     /// scope whose `[[secrets]]` rule says `refuse`).
     Refused,
@@ -42,6 +49,8 @@ impl ErrorClass {
             ErrorClass::Conflict => "conflict",
             ErrorClass::NeedsConfirmation => "needs_confirmation",
             ErrorClass::LimitExceeded => "too_large",
+            ErrorClass::SessionFull => "session_full",
+            ErrorClass::DiskFull => "disk_full",
             ErrorClass::Refused => "refused",
             ErrorClass::Storage => "storage",
             ErrorClass::Unavailable => "unavailable",
@@ -135,6 +144,29 @@ pub enum Error {
         adding: u64,
         /// The bound.
         bound: u64,
+    },
+    /// The ephemeral sessions of this process would hold more than their
+    /// bound (`hot.ephemeral_bytes`).
+    #[error(
+        "ephemeral sessions hold {held} bytes in this process; {adding} more would exceed \
+         `hot.ephemeral_bytes` ({bound} bytes): end some (archive them) or raise the bound"
+    )]
+    EphemeralFull {
+        /// Bytes the ephemeral sessions hold.
+        held: u64,
+        /// Bytes this write adds.
+        adding: u64,
+        /// The bound.
+        bound: u64,
+    },
+    /// The disk the store writes to (or the database server's) is full;
+    /// nothing was written. The backend's error is the source.
+    #[error("{backend}: the disk is full, nothing was written: {source}")]
+    DiskFull {
+        /// The backend (`sqlite`, `postgres`, `cold tier`).
+        backend: &'static str,
+        /// The backend's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// An item is larger than the configured maximum.
     #[error("content is {size} bytes, over the limit of {limit} bytes (`max_item_bytes`)")]
@@ -267,7 +299,12 @@ impl Error {
             | Error::SessionArchived(_) => ErrorClass::Conflict,
             Error::NeedsConfirmation(_) => ErrorClass::NeedsConfirmation,
             Error::Refused { .. } => ErrorClass::Refused,
-            Error::SessionFull { .. } | Error::ItemTooLarge { .. } => ErrorClass::LimitExceeded,
+            Error::SessionFull { .. } => ErrorClass::SessionFull,
+            Error::ItemTooLarge { .. } | Error::EphemeralFull { .. } => ErrorClass::LimitExceeded,
+            Error::DiskFull { .. } => ErrorClass::DiskFull,
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+                ErrorClass::DiskFull
+            }
             Error::SchemaTooNew { .. }
             | Error::ForeignDatabase { .. }
             | Error::Storage { .. }

@@ -344,7 +344,7 @@ impl Engine {
             fence: fence.clone(),
             session_max_bytes: self.cfg.session_max_bytes,
         };
-        self.thaw_for_import(&items)?;
+        self.thaw_for_import(&mut items, fence)?;
         let counts = self.store().import(&items, &rules)?;
         // Learning examines what an import brought at its next run; the
         // import stands whatever happens to that mark.

@@ -68,7 +68,7 @@ pub use config::{
 pub use engine::{
     ArchiveMark, Compaction, Confirm, EmbedStatus, EmbedWorker, Engine, Forget, ForgetOptions,
     ForgetReport, List, ListOrder, Manifest, Patch, Promotion, QueryVector, Recall, Recalled,
-    TaskReport, UpkeepReport, open_store,
+    Remembered, TaskReport, UpkeepReport, open_store,
 };
 pub use error::{Error, ErrorClass};
 

@@ -733,7 +733,8 @@ fn high_entropy(b: &[u8], found: &mut Vec<Secret>) {
 // Rules
 
 /// What a rule does with a detector's finding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+/// Ordered from the mildest to the strictest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SecretAction {
     /// Nothing: the detector does not run.
@@ -908,6 +909,195 @@ pub(crate) fn screen(
     Ok(out)
 }
 
+/// The findings in `text` that `rule` acts on, or the refusal naming
+/// `field` when one of them is refused.
+fn acted_on(
+    rule: &SecretRule,
+    field: &str,
+    text: &str,
+) -> Result<Vec<(Secret, SecretAction)>, Error> {
+    let spans: Vec<(Secret, SecretAction)> = scan(text)
+        .into_iter()
+        .map(|s| (s, rule.action_for(s.detector)))
+        .filter(|(_, a)| *a != SecretAction::Off)
+        .collect();
+    if let Some((s, _)) = spans.iter().find(|(_, a)| *a == SecretAction::Refuse) {
+        return Err(Error::Refused {
+            field: field.to_string(),
+            detector: s.detector.to_string(),
+            start: s.start,
+            end: s.end,
+            rule: rule.scope.clone(),
+        });
+    }
+    Ok(spans)
+}
+
+/// `text` with the redacted ones of `spans` replaced, the flagged ones
+/// and the replaced ones counted in `out`; `None` when nothing changed.
+fn apply(text: &str, spans: &[(Secret, SecretAction)], out: &mut Screened) -> Option<String> {
+    for (s, a) in spans {
+        if *a == SecretAction::Flag && !out.flagged.contains(&s.detector) {
+            out.flagged.push(s.detector);
+        }
+    }
+    let cut: Vec<Secret> = spans
+        .iter()
+        .filter(|(_, a)| *a == SecretAction::Redact)
+        .map(|(s, _)| *s)
+        .collect();
+    if cut.is_empty() {
+        return None;
+    }
+    for s in &cut {
+        *out.redacted.entry(s.detector).or_default() += 1;
+    }
+    Some(redact(text, &cut))
+}
+
+/// Applies `rule` to what else a writer names a memory with: its tags,
+/// key, the keys of its payload's objects (each redacted or refused as
+/// content is), and its session. A session's name is an identifier that
+/// other writes must find again, so a finding there that the rule would
+/// redact is refused as well (400 naming `session`). A refusal changes
+/// nothing.
+pub(crate) fn screen_labels(
+    rule: &SecretRule,
+    at: &str,
+    tags: &mut [String],
+    key: &mut Option<String>,
+    payload: &mut Option<serde_json::Value>,
+    session: Option<&str>,
+) -> Result<Screened, Error> {
+    let mut out = Screened::default();
+    if let Some(id) = session {
+        let spans = acted_on(rule, &format!("{at}session"), id)?;
+        if let Some((s, _)) = spans.iter().find(|(_, a)| *a == SecretAction::Redact) {
+            return Err(Error::field(
+                format!("{at}session"),
+                format!(
+                    "bytes {}..{} look like {} (detector `{}`), and a session's name is not \
+                     redacted (other writes name it again): name the session otherwise",
+                    s.start,
+                    s.end,
+                    describe(s.detector),
+                    s.detector
+                ),
+            ));
+        }
+        apply(id, &spans, &mut out);
+    }
+    // Every refusal first, so that a refused write changes nothing.
+    let tag_spans = tags
+        .iter()
+        .enumerate()
+        .map(|(i, t)| acted_on(rule, &format!("{at}tags[{i}]"), t))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let key_spans = match key {
+        Some(k) => acted_on(rule, &format!("{at}key"), k)?,
+        None => Vec::new(),
+    };
+    if let Some(p) = payload.as_mut() {
+        object_keys(
+            rule,
+            p,
+            &format!("{at}payload"),
+            true,
+            &mut Screened::default(),
+        )?;
+    }
+    for (t, spans) in tags.iter_mut().zip(tag_spans) {
+        if let Some(new) = apply(t, &spans, &mut out) {
+            *t = new;
+        }
+    }
+    if let Some(k) = key.as_mut()
+        && let Some(new) = apply(k, &key_spans, &mut out)
+    {
+        *k = new;
+    }
+    if let Some(p) = payload.as_mut() {
+        object_keys(rule, p, &format!("{at}payload"), false, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// The keys of every object in `v`: checked only (`dry`), or redacted.
+/// Paths name a key by its redacted form, so an error never repeats a
+/// secret the key holds.
+fn object_keys(
+    rule: &SecretRule,
+    v: &mut serde_json::Value,
+    path: &str,
+    dry: bool,
+    out: &mut Screened,
+) -> Result<(), Error> {
+    match v {
+        serde_json::Value::Object(o) => {
+            let keys: Vec<String> = o.keys().cloned().collect();
+            for k in keys {
+                let probe = scan(&k);
+                let shown = if probe.is_empty() {
+                    k.clone()
+                } else {
+                    redact(&k, &probe)
+                };
+                let here = format!("{path}.{shown}");
+                let spans = acted_on(rule, &format!("{here} (an object key)"), &k)?;
+                if let Some(child) = o.get_mut(&k) {
+                    object_keys(rule, child, &here, dry, out)?;
+                }
+                if dry {
+                    continue;
+                }
+                if let Some(mut new) = apply(&k, &spans, out) {
+                    // Two keys redacted alike stay two keys.
+                    while o.contains_key(&new) {
+                        new.push('_');
+                    }
+                    if let Some(x) = o.remove(&k) {
+                        o.insert(new, x);
+                    }
+                }
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter_mut().enumerate() {
+                object_keys(rule, x, &format!("{path}[{i}]"), dry, out)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// One rule that takes, for every detector, the strictest action of
+/// `rules`: for text logged outside any one scope (a context request's
+/// query and placeholder values), which may concern any of them.
+pub(crate) fn strictest(rules: &[SecretRule]) -> Option<SecretRule> {
+    let first = rules.first()?;
+    let mut out = SecretRule::new("*", first.action);
+    for r in rules {
+        out.action = out.action.max(r.action);
+    }
+    for (d, _) in DETECTORS {
+        let a = rules
+            .iter()
+            .map(|r| r.action_for(d))
+            .max()
+            .unwrap_or(SecretAction::Off);
+        out.detectors.insert((*d).to_string(), a);
+    }
+    Some(out)
+}
+
+/// `text` as it may be logged under `rule`: redacted, or the refusal
+/// naming `field`.
+pub(crate) fn screen_text(rule: &SecretRule, field: &str, text: &str) -> Result<String, Error> {
+    let spans = acted_on(rule, field, text)?;
+    Ok(apply(text, &spans, &mut Screened::default()).unwrap_or_else(|| text.to_string()))
+}
+
 /// Every string value in `v`, with its path (`payload.a.b[2]`).
 fn strings<'a>(
     v: &'a mut serde_json::Value,
@@ -1049,6 +1239,61 @@ mod tests {
         ] {
             assert!(found(not).is_empty(), "{not}: {:?}", found(not));
         }
+    }
+
+    #[test]
+    fn labels_are_redacted_or_refused_without_repeating_the_secret() {
+        let redact = SecretRule::new("*", SecretAction::Redact);
+        let mut tags = vec!["ops".to_string(), "AKIAIOSFODNN7EXAMPLE".to_string()];
+        let mut key = Some("ana@example.com".to_string());
+        let mut p = Some(serde_json::json!({"AKIAIOSFODNN7EXAMPLE": {"x": 1}}));
+        let s = screen_labels(&redact, "", &mut tags, &mut key, &mut p, Some("s1")).unwrap();
+        assert_eq!(tags, ["ops", "[REDACTED:aws_key]"]);
+        assert_eq!(key.as_deref(), Some("[REDACTED:email]"));
+        assert_eq!(
+            p.unwrap(),
+            serde_json::json!({"[REDACTED:aws_key]": {"x": 1}})
+        );
+        assert_eq!(s.redacted.values().sum::<usize>(), 3);
+        // A session is an identifier: not redacted, refused.
+        let e = screen_labels(
+            &redact,
+            "",
+            &mut [],
+            &mut None,
+            &mut None,
+            Some("AKIAIOSFODNN7EXAMPLE"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("session") && !e.contains("AKIAIOSFODNN7EXAMPLE"),
+            "{e}"
+        );
+        // Refused: named by the key's placeholder, and nothing changed.
+        let refuse = SecretRule::new("*", SecretAction::Refuse);
+        let mut tags = vec!["ok".to_string()];
+        let mut p = Some(serde_json::json!({"a": {"AKIAIOSFODNN7EXAMPLE": 1}}));
+        let before = p.clone();
+        let e = screen_labels(&refuse, "line 3: ", &mut tags, &mut None, &mut p, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 3: payload.a.[REDACTED:aws_key] (an object key)")
+                && !e.contains("AKIAIOSFODNN7EXAMPLE"),
+            "{e}"
+        );
+        assert_eq!(p, before);
+        // The logged context's rule: the strictest action of all rules.
+        let rules = vec![
+            SecretRule::new("*", SecretAction::Flag),
+            SecretRule::new("project/pay", SecretAction::Redact),
+        ];
+        let r = strictest(&rules).unwrap();
+        assert_eq!(
+            screen_text(&r, "query", "key AKIAIOSFODNN7EXAMPLE").unwrap(),
+            "key [REDACTED:aws_key]"
+        );
     }
 
     #[test]

@@ -489,6 +489,12 @@ pub(super) fn server_config(token: &str) -> strata_server::ServerConfig {
             access: strata_server::Access::ReadWrite,
             ..Default::default()
         }],
+        // Every client is this process on loopback: one peer, which may
+        // hold as many connections as `--clients` asks for.
+        limits: strata_server::Limits {
+            max_connections_per_peer: 1024,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

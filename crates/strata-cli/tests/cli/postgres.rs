@@ -213,6 +213,56 @@ mod nodes {
         Serve::spawn(cmd)
     }
 
+    /// Issue 51 (N7): without upkeep (`upkeep_every_secs = 0`) the last
+    /// handle on the engine was dropped on the event loop, where the
+    /// PostgreSQL client's drop panicked ("Cannot start a runtime from
+    /// within a runtime") and the process aborted. SIGTERM stops it with
+    /// status 0, after a write, on every setting.
+    #[test]
+    fn sigterm_stops_a_postgres_server_cleanly_with_and_without_upkeep() {
+        let Some(base) = pg_url() else { return };
+        let pg = Schema::new(&base);
+        let e = Env::new();
+        let out = e.json(&[
+            "token",
+            "new",
+            "--name",
+            "agent",
+            "--scope",
+            "project",
+            "--access",
+            "read_write",
+        ]);
+        let token = out["token"].as_str().unwrap().to_string();
+        for every in [0, 3600] {
+            write(
+                &e.path("strata.toml"),
+                &format!(
+                    "[server]\nupkeep_every_secs = {every}\n{}",
+                    out["config"].as_str().unwrap()
+                ),
+            );
+            let mut n = node(&e, &pg.url);
+            let (st, v) = call(
+                &agent(),
+                "POST",
+                &format!("{}/v1/memories", n.base),
+                &token,
+                Some(&json!({"content": "stops cleanly", "scope": "project/stop"})),
+            );
+            assert_eq!(st, 201, "{v}");
+            let status = n.terminate();
+            // The log's reader thread takes the last lines.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let log = n.log.lock().unwrap().clone();
+            assert!(
+                status.success(),
+                "upkeep_every_secs = {every}: {status:?}\n{log}"
+            );
+            assert!(!log.contains("panicked"), "{log}");
+        }
+    }
+
     /// Three `strata serve` on one PostgreSQL schema, written through at
     /// once (single writes and batches): every acknowledged write is there
     /// exactly once, no answer is a 5xx, a write through one node is

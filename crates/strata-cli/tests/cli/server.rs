@@ -79,7 +79,8 @@ impl Serve {
         assert!(ok.success());
     }
 
-    fn terminate(&mut self) -> std::process::ExitStatus {
+    /// Sends SIGTERM and waits for the exit.
+    pub(crate) fn terminate(&mut self) -> std::process::ExitStatus {
         let ok = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()

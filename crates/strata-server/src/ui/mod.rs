@@ -247,6 +247,15 @@ async fn signed_in(State(st): State<Arc<Shared>>, req: Request, next: Next) -> R
         match tokens.entry_by_digest(&digest) {
             Some(e) if e.expires_at.is_none_or(|at| at > jiff::Timestamp::now()) => {
                 s.grant = e.grant.clone();
+                // The token's rate, in the same bucket as its API calls:
+                // signing in to the inspector is no way around it.
+                let name = e.grant.name.as_deref().unwrap_or_default();
+                if let Some(per_minute) = e.rate_limit_per_minute
+                    && let Err(wait) = st.usage.admit(name, per_minute, std::time::Instant::now())
+                {
+                    return error_page(Some(s), ApiError::rate_limited(name, per_minute, wait));
+                }
+                st.usage.used(name, jiff::Timestamp::now());
             }
             _ => {
                 if let Some(id) = &id {
@@ -367,7 +376,11 @@ pub(crate) fn error_page(sess: Option<&Session>, e: ApiError) -> Response {
         html::esc(&e.message)
     );
     let title = e.status.canonical_reason().unwrap_or("Error");
-    html::page(e.status, title, sess, &body)
+    let mut resp = html::page(e.status, title, sess, &body);
+    if let Some(secs) = e.retry_after {
+        resp.headers_mut().insert(header::RETRY_AFTER, secs.into());
+    }
+    resp
 }
 
 async fn login_form(State(st): State<Arc<Shared>>) -> Response {

@@ -1121,8 +1121,11 @@ fn dry_run(c: &Ctx<'_>, text: &str) -> Result<DryRun, ApiError> {
                 return Err(ApiError::outside(&format!("line {}", n + 1), &m.scope));
             }
         }
+        // Only the ids the grant sees: another tenant's id is one that
+        // does not exist, as `POST /v1/import` treats it (stored under a
+        // fresh id).
         let id = &item.memory.id;
-        if c.engine.get(id)?.is_some() || c.engine.get_archived(id)?.is_some() {
+        if c.visible_anywhere(id)?.is_some() {
             d.existing.push(id.clone());
         }
         d.scopes.insert(item.memory.scope.to_string());

@@ -361,3 +361,26 @@ pub fn closed_within(s: &mut std::net::TcpStream, within: std::time::Duration) -
         }
     }
 }
+
+/// `n` connections to `addr` from the loopback address `from`
+/// (`127.0.0.2`: the whole of 127/8 is this host, so one test can be
+/// several peers), each a blocking socket.
+pub fn connect_from(from: &str, addr: &str, n: usize) -> Vec<std::net::TcpStream> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let from: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
+    let to: std::net::SocketAddr = addr.parse().unwrap();
+    rt.block_on(async {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let sock = tokio::net::TcpSocket::new_v4().unwrap();
+            sock.bind(from).unwrap();
+            let c = sock.connect(to).await.unwrap().into_std().unwrap();
+            c.set_nonblocking(false).unwrap();
+            out.push(c);
+        }
+        out
+    })
+}

@@ -9,6 +9,7 @@ mod auth;
 mod browser;
 mod errors;
 mod foreign;
+mod hostile;
 mod isolation;
 mod learned;
 mod limits;

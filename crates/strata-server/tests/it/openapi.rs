@@ -119,7 +119,7 @@ fn answers_are_described_by_their_schemas() {
     };
     assert_eq!(
         answer("/v1/memories", "post", "201"),
-        "#/components/schemas/Memory"
+        "#/components/schemas/RememberAnswer"
     );
     assert_eq!(
         answer("/v1/recall", "post", "200"),
@@ -131,6 +131,14 @@ fn answers_are_described_by_their_schemas() {
     );
     let memory = &schemas["Memory"];
     let props = properties(schemas, memory);
+    // A remember's answer is the memory, and `dropped` when an ephemeral
+    // session let turns go.
+    let remembered = properties(schemas, &schemas["RememberAnswer"]);
+    assert!(remembered.contains("dropped"), "{remembered:?}");
+    assert!(
+        props.iter().all(|p| remembered.contains(p)),
+        "{remembered:?}"
+    );
     assert_eq!(
         memory["properties"]["created_at"]["format"], "date-time",
         "{memory}"

@@ -714,12 +714,22 @@ fn sessions_ephemeral_and_their_last_turns() {
     assert_error(&v, "invalid", "lmit");
     let v = s.expect(404, "GET", "/v1/sessions/nobody/turns", t, Value::Null);
     assert_error(&v, "not_found", "nobody");
+    // An ephemeral session takes a byte bound of its own (issue 51); a
+    // bound of 0 is named.
+    let v = s.expect(
+        201,
+        "POST",
+        "/v1/sessions",
+        t,
+        json!({"id": "q2", "ephemeral": true, "max_bytes": 10}),
+    );
+    assert_eq!(v["max_bytes"], 10);
     let v = s.expect(
         400,
         "POST",
         "/v1/sessions",
         t,
-        json!({"id": "q2", "ephemeral": true, "max_bytes": 10}),
+        json!({"id": "q3", "ephemeral": true, "max_bytes": 0}),
     );
     assert_error(&v, "invalid", "max_bytes");
     let v = s.expect(

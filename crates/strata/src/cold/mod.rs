@@ -1359,11 +1359,20 @@ impl ColdDir {
 
     /// Which of `ids` some segment holds (one pass over the indexes).
     pub fn holding(&self, ids: &BTreeSet<&str>) -> Result<Vec<String>> {
+        Ok(self
+            .holding_scoped(ids)?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    /// [`ColdDir::holding`], each id with its scope.
+    pub fn holding_scoped(&self, ids: &BTreeSet<&str>) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
         for seg in self.segments()? {
             for e in &self.index(&seg.path)?.entries {
                 if ids.contains(e.id.as_str()) {
-                    out.push(e.id.clone());
+                    out.push((e.id.clone(), e.scope.clone()));
                 }
             }
         }

@@ -94,14 +94,24 @@ pub(crate) fn log(
     now: Timestamp,
     pkg: &ContextPackage,
 ) -> Result<()> {
+    let mut request = ContextRequest {
+        log: false,
+        ..req.clone()
+    };
+    // The query and placeholder values are a writer's text that the log
+    // keeps: screened as memories are, under the strictest `[[secrets]]`
+    // action of any rule (the request may concern any scope).
+    if let Some(rule) = crate::secrets::strictest(&engine.config().secrets) {
+        request.query = crate::secrets::screen_text(&rule, "query", &request.query)?;
+        for (name, value) in request.vars.iter_mut() {
+            *value = crate::secrets::screen_text(&rule, &format!("vars.{name}"), value)?;
+        }
+    }
     let doc = LogDoc {
         id: pkg.id.clone(),
         now,
         profile: prof.clone(),
-        request: ContextRequest {
-            log: false,
-            ..req.clone()
-        },
+        request,
         render,
         items: pkg
             .items

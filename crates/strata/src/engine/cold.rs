@@ -474,12 +474,31 @@ impl Engine {
     /// it holds (error, skip, replace, a fresh id outside the caller's
     /// fence) apply as to any archived memory, and no id ends up in both
     /// tiers.
-    pub(crate) fn thaw_for_import(&self, items: &[ImportItem]) -> Result<()> {
+    ///
+    /// Only what the caller's `fence` holds thaws: a line naming a cold
+    /// memory outside is stored under a fresh id, as for a warm one
+    /// ([`crate::store::IdPlan::Rekey`]), and the other memory stays where
+    /// it is, so neither its tier nor the time a thaw takes tells that it
+    /// exists.
+    pub(crate) fn thaw_for_import(&self, items: &mut [ImportItem], fence: &Fence) -> Result<()> {
         let Some(c) = &self.cold else {
             return Ok(());
         };
         let ids: BTreeSet<&str> = items.iter().map(|i| i.memory.id.as_str()).collect();
-        let held = c.holding(&ids)?;
+        let mut held = Vec::new();
+        let mut foreign = BTreeSet::new();
+        for (id, scope) in c.holding_scoped(&ids)? {
+            if Scope::parse(&scope).is_ok_and(|s| fence.contains(&s)) {
+                held.push(id);
+            } else {
+                foreign.insert(id);
+            }
+        }
+        for item in items.iter_mut() {
+            if foreign.contains(&item.memory.id) {
+                *item = crate::store::rekeyed(item);
+            }
+        }
         if !held.is_empty() {
             self.unfreeze(&held)?;
         }

@@ -14,8 +14,11 @@
 //!   key is all a current ring costs.
 //! - **ephemeral** (`Engine::open_ephemeral_session`): the only copy. Its
 //!   memories never reach the store; the oldest leave when the ring is
-//!   full; `forget`, archiving the session and the end of the process
-//!   remove them.
+//!   full (and the write that pushed them out says so); `forget`,
+//!   archiving the session and the end of the process remove them. A
+//!   write that would take a session over its `max_bytes`, or all of them
+//!   over `hot.ephemeral_bytes`, is refused, as the store refuses a
+//!   stored session's.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,8 +71,9 @@ impl Ring {
     }
 
     /// Puts `m` in creation order, replacing the copy of the same id, and
-    /// drops the oldest beyond `turns`. Whether it replaced one.
-    fn put(&mut self, m: Arc<Memory>, turns: usize) -> bool {
+    /// drops the oldest beyond `turns` into `dropped`. Whether it replaced
+    /// one.
+    fn put(&mut self, m: Arc<Memory>, turns: usize, dropped: &mut Vec<Arc<Memory>>) -> bool {
         if let Some(i) = self.items.iter().position(|x| x.id == m.id) {
             self.items[i] = m;
             return true;
@@ -81,7 +85,7 @@ impl Ring {
             .map_or(0, |i| i + 1);
         self.items.insert(at, m);
         while self.items.len() > turns {
-            self.items.pop_front();
+            dropped.extend(self.items.pop_front());
         }
         false
     }
@@ -105,6 +109,8 @@ struct Inner {
 pub(crate) struct Hot {
     turns: usize,
     sessions: usize,
+    /// `hot.ephemeral_bytes`.
+    ephemeral_bytes: u64,
     inner: Mutex<Inner>,
     /// Set by the first ephemeral session: until then reads need not look
     /// (no lock on the recall path of a process that has none).
@@ -124,6 +130,7 @@ impl Hot {
         Hot {
             turns: cfg.turns,
             sessions: cfg.sessions,
+            ephemeral_bytes: cfg.ephemeral_bytes,
             inner: Mutex::new(Inner::default()),
             any_ephemeral: AtomicBool::new(false),
         }
@@ -220,8 +227,21 @@ impl Hot {
     /// Adds memories of ephemeral sessions (each names an open one, its
     /// scope within the session's). A keyed memory supersedes the one of
     /// its scope and key the session holds, as in the store. Answers them
-    /// as held.
-    pub(crate) fn put_ephemeral(&self, ms: Vec<Memory>) -> Result<Vec<Memory>> {
+    /// as held, and the ids of the oldest turns their rings let go
+    /// (`hot.turns`). A memory that would take its session over
+    /// `max_bytes`, or the ephemeral sessions together over
+    /// `hot.ephemeral_bytes`, fails the call and nothing changes.
+    pub(crate) fn put_ephemeral(&self, ms: Vec<Memory>) -> Result<(Vec<Memory>, Vec<String>)> {
+        self.put_or_try(ms, false)
+    }
+
+    /// Whether [`Hot::put_ephemeral`] of `ms` would pass now; nothing
+    /// changes.
+    pub(crate) fn try_ephemeral(&self, ms: &[Memory]) -> Result<()> {
+        self.put_or_try(ms.to_vec(), true).map(|_| ())
+    }
+
+    fn put_or_try(&self, ms: Vec<Memory>, dry: bool) -> Result<(Vec<Memory>, Vec<String>)> {
         let mut g = self.lock();
         for m in &ms {
             let id = m.session.as_deref().unwrap_or_default();
@@ -235,7 +255,27 @@ impl Hot {
                 return Err(super::write::beside_session(id, &s.scope, &m.scope));
             }
         }
+        // What the rings held, to put back when a later memory fails.
+        let before: Vec<(String, Option<Session>, VecDeque<Arc<Memory>>)> = {
+            let mut ids: Vec<&str> = ms.iter().filter_map(|m| m.session.as_deref()).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.into_iter()
+                .filter_map(|id| {
+                    let r = g.rings.get(id)?;
+                    Some((id.to_string(), r.session.clone(), r.items.clone()))
+                })
+                .collect()
+        };
+        let mut held: u64 = g
+            .rings
+            .values()
+            .filter(|r| r.ephemeral())
+            .map(Ring::bytes)
+            .sum();
         let mut out = Vec::with_capacity(ms.len());
+        let mut dropped = Vec::new();
+        let mut failed = None;
         for mut m in ms {
             let id = m.session.clone().unwrap_or_default();
             let Some(r) = g.rings.get_mut(&id) else {
@@ -249,19 +289,60 @@ impl Hot {
             {
                 m = crate::store::superseding(old, m);
             }
+            let used = r.bytes();
+            let mut gone = Vec::new();
+            r.put(Arc::new(m.clone()), self.turns, &mut gone);
+            let now = r.bytes();
+            let bound = r.session.as_ref().map_or(u64::MAX, |s| s.max_bytes);
+            let next = (held + now).saturating_sub(used);
+            if now > used && now > bound {
+                failed = Some(Error::SessionFull {
+                    session: id,
+                    used,
+                    adding: m.size_bytes(),
+                    bound,
+                });
+                break;
+            }
+            if now > used && next > self.ephemeral_bytes {
+                failed = Some(Error::EphemeralFull {
+                    held,
+                    adding: m.size_bytes(),
+                    bound: self.ephemeral_bytes,
+                });
+                break;
+            }
+            held = next;
             if let Some(s) = &mut r.session {
                 s.last_activity_at = s.last_activity_at.max(m.updated_at);
             }
-            r.put(Arc::new(m.clone()), self.turns);
+            dropped.extend(gone.iter().map(|x| x.id.clone()));
             out.push(m);
         }
-        Ok(out)
+        if failed.is_some() || dry {
+            for (id, session, items) in before {
+                if let Some(r) = g.rings.get_mut(&id) {
+                    r.session = session;
+                    r.items = items;
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        Ok((out, dropped))
     }
 
     /// Replaces an ephemeral memory by its new version, if its version is
     /// still `expected`.
     pub(crate) fn replace_ephemeral(&self, m: Memory, expected: u64) -> Result<Memory> {
         let mut g = self.lock();
+        let held: u64 = g
+            .rings
+            .values()
+            .filter(|r| r.ephemeral())
+            .map(Ring::bytes)
+            .sum();
         for r in g.rings.values_mut().filter(|r| r.ephemeral()) {
             if let Some(i) = r.items.iter().position(|x| x.id == m.id) {
                 if r.items[i].version != expected {
@@ -270,6 +351,26 @@ impl Hot {
                         expected,
                         current: r.items[i].version,
                     });
+                }
+                let (old, new) = (r.items[i].size_bytes(), m.size_bytes());
+                if new > old {
+                    let used = r.bytes();
+                    let bound = r.session.as_ref().map_or(u64::MAX, |s| s.max_bytes);
+                    if used - old + new > bound {
+                        return Err(Error::SessionFull {
+                            session: m.session.clone().unwrap_or_default(),
+                            used,
+                            adding: new - old,
+                            bound,
+                        });
+                    }
+                    if held - old + new > self.ephemeral_bytes {
+                        return Err(Error::EphemeralFull {
+                            held,
+                            adding: new - old,
+                            bound: self.ephemeral_bytes,
+                        });
+                    }
                 }
                 r.items[i] = Arc::new(m.clone());
                 return Ok(m);
@@ -304,7 +405,7 @@ impl Hot {
             let Some(mut t) = r.token else {
                 continue;
             };
-            if r.put(Arc::new(m.clone()), self.turns) {
+            if r.put(Arc::new(m.clone()), self.turns, &mut Vec::new()) {
                 r.token = None;
                 continue;
             }
@@ -454,7 +555,20 @@ impl super::Engine {
         id: Option<&str>,
         scope: Option<crate::scope::Scope>,
     ) -> Result<Session> {
-        let s = self.new_session(id, scope, None, true)?;
+        self.open_ephemeral_session_bounded(id, scope, None)
+    }
+
+    /// [`Engine::open_ephemeral_session`] with a byte bound of its own
+    /// (the configured `session_max_bytes` without one): a write that would
+    /// take its turns over it is refused ([`Error::SessionFull`]), as for a
+    /// stored session.
+    pub fn open_ephemeral_session_bounded(
+        &self,
+        id: Option<&str>,
+        scope: Option<crate::scope::Scope>,
+        max_bytes: Option<u64>,
+    ) -> Result<Session> {
+        let s = self.new_session(id, scope, max_bytes, true)?;
         if self.store.get_session(&s.id)?.is_some() {
             return Err(Error::DuplicateSession(s.id));
         }

@@ -61,7 +61,7 @@ pub use self::recall::{List, ListOrder, Recall, Recalled};
 pub use self::sessions::Manifest;
 pub(crate) use self::vectors::said_first;
 pub use self::vectors::{EmbedStatus, EmbedWorker, QueryVector};
-pub use self::write::Patch;
+pub use self::write::{Patch, Remembered};
 
 /// An explicit answer to "are you sure?" for high-risk operations (writing a
 /// global preference, clearing global memory).

@@ -37,14 +37,6 @@ impl Engine {
         if self.is_ephemeral(&s.id) {
             return Err(Error::DuplicateSession(s.id));
         }
-        if let Some(m) = max_bytes
-            && (m == 0 || m > i64::MAX as u64)
-        {
-            return Err(Error::field(
-                "max_bytes",
-                format!("{m} must be between 1 and {}", i64::MAX),
-            ));
-        }
         self.store.create_session(&s)?;
         Ok(s)
     }
@@ -59,6 +51,14 @@ impl Engine {
         max_bytes: Option<u64>,
         ephemeral: bool,
     ) -> Result<Session> {
+        if let Some(m) = max_bytes
+            && (m == 0 || m > i64::MAX as u64)
+        {
+            return Err(Error::field(
+                "max_bytes",
+                format!("{m} must be between 1 and {}", i64::MAX),
+            ));
+        }
         let id = match id {
             Some(i) => {
                 model::validate_session_id(i)?;
@@ -67,11 +67,17 @@ impl Engine {
             None => uuid::Uuid::now_v7().simple().to_string(),
         };
         let now = self.now();
+        let scope = match scope {
+            Some(s) => s,
+            None => Scope::parse(&format!("session/{id}"))?,
+        };
+        // A name a secret would be stored under is refused (or flagged
+        // nowhere: a session has no `sensitive` mark), as in a write.
+        if let Some(rule) = crate::secrets::rule_for(&self.cfg.secrets, &scope) {
+            crate::secrets::screen_labels(rule, "", &mut [], &mut None, &mut None, Some(&id))?;
+        }
         Ok(Session {
-            scope: match scope {
-                Some(s) => s,
-                None => Scope::parse(&format!("session/{id}"))?,
-            },
+            scope,
             id,
             created_at: now,
             last_activity_at: now,

@@ -17,6 +17,28 @@ pub(super) fn beside_session(id: &str, covers: &Scope, scope: &Scope) -> Error {
     )
 }
 
+/// `e` with `at` before the field it names.
+fn prefixed(at: &str, e: Error) -> Error {
+    match e {
+        Error::InvalidField { field, reason } if !at.is_empty() => Error::InvalidField {
+            field: format!("{at}{field}"),
+            reason,
+        },
+        e => e,
+    }
+}
+
+/// A stored memory, and the turns an ephemeral session's ring let go to
+/// hold it ([`Engine::remember_reporting`]).
+#[derive(Clone, Debug)]
+pub struct Remembered {
+    /// The memory as held.
+    pub memory: Memory,
+    /// Ids of the oldest turns its ephemeral session no longer holds
+    /// (`hot.turns`); empty for any other write.
+    pub dropped: Vec<String>,
+}
+
 /// Changes for [`Engine::update`]; unset fields keep their value.
 #[derive(Clone, Debug, Default)]
 pub struct Patch {
@@ -169,11 +191,28 @@ impl Engine {
         let Some(rule) = crate::secrets::rule_for(&self.cfg.secrets, &m.scope) else {
             return Ok(());
         };
+        // Tags, key, payload keys and session, then content and payload
+        // values; a refusal of any fails the write, and `m` goes with it.
+        let labels = crate::secrets::screen_labels(
+            rule,
+            at,
+            &mut m.tags,
+            &mut m.key,
+            &mut m.payload,
+            m.session.as_deref(),
+        )?;
         let s = crate::secrets::screen(rule, at, &mut m.content, &mut m.payload)?;
-        if !s.flagged.is_empty() {
+        if !s.flagged.is_empty() || !labels.flagged.is_empty() {
             m.sensitive = true;
         }
-        if s.changed() {
+        if labels.changed() {
+            // A placeholder may be longer than what it replaced.
+            model::validate_tags(&m.tags).map_err(|e| prefixed(at, e))?;
+            if let Some(k) = &m.key {
+                model::validate_key(k).map_err(|e| prefixed(at, e))?;
+            }
+        }
+        if s.changed() || labels.changed() {
             m.tokens = self.tokens.count(&m.content);
             m.checksum = model::checksum(&m.content, m.payload.as_ref());
         }
@@ -233,16 +272,33 @@ impl Engine {
 
     /// Stores a memory, with an explicit confirmation for high-risk writes.
     pub fn remember_with(&self, new: NewMemory, confirm: Confirm) -> Result<Memory> {
+        self.remember_reporting(new, confirm).map(|r| r.memory)
+    }
+
+    /// [`Engine::remember_with`], saying which turns an ephemeral
+    /// session's ring let go to hold the new one (`hot.turns`): a caller
+    /// is told, never left to find them gone.
+    pub fn remember_reporting(&self, new: NewMemory, confirm: Confirm) -> Result<Remembered> {
         self.check_confirm(&new, confirm)?;
         self.check_new(&new)?;
         let now = self.now();
         let m = self.build(new, now)?;
         if m.session.as_deref().is_some_and(|s| self.is_ephemeral(s)) {
-            let mut held = self.hot.put_ephemeral(vec![m])?;
-            return held
+            let (mut held, dropped) = self.hot.put_ephemeral(vec![m])?;
+            let memory = held
                 .pop()
-                .ok_or_else(|| Error::field("session", "not held"));
+                .ok_or_else(|| Error::field("session", "not held"))?;
+            return Ok(Remembered { memory, dropped });
         }
+        self.remember_stored(m, now).map(|memory| Remembered {
+            memory,
+            dropped: Vec::new(),
+        })
+    }
+
+    /// The store's side of [`Engine::remember_reporting`]: `m`, built and
+    /// checked, for a session that is not ephemeral (or none).
+    fn remember_stored(&self, m: Memory, now: Timestamp) -> Result<Memory> {
         // On a thread that must not wait (`without_waiting`), a project at
         // its bound means an eviction after the write: work for a thread
         // that may wait. Refuse before writing anything.
@@ -323,6 +379,17 @@ impl Engine {
     /// Stores many memories in one transaction: all or none. Token counting
     /// runs on the other cores while earlier memories are written.
     pub fn remember_batch(&self, items: Vec<NewMemory>, confirm: Confirm) -> Result<Vec<Memory>> {
+        self.remember_batch_reporting(items, confirm)
+            .map(|(ms, _)| ms)
+    }
+
+    /// [`Engine::remember_batch`], with the ids of the turns ephemeral
+    /// sessions' rings let go to hold the batch (`hot.turns`).
+    pub fn remember_batch_reporting(
+        &self,
+        items: Vec<NewMemory>,
+        confirm: Confirm,
+    ) -> Result<(Vec<Memory>, Vec<String>)> {
         for (i, n) in items.iter().enumerate() {
             self.check_confirm(n, confirm)
                 .map_err(|e| prefix_item(i, e))?;
@@ -335,7 +402,7 @@ impl Engine {
         {
             return self.remember_batch_split(items, now);
         }
-        self.remember_batch_checked(items, now)
+        Ok((self.remember_batch_checked(items, now)?, Vec::new()))
     }
 
     /// [`Engine::remember_batch`] for items already checked, none of them
@@ -416,7 +483,11 @@ impl Engine {
     /// in one transaction, then the ephemeral ones kept; the answer is in
     /// the items' order. A failure anywhere before the store's commit
     /// changes nothing.
-    fn remember_batch_split(&self, items: Vec<NewMemory>, now: Timestamp) -> Result<Vec<Memory>> {
+    fn remember_batch_split(
+        &self,
+        items: Vec<NewMemory>,
+        now: Timestamp,
+    ) -> Result<(Vec<Memory>, Vec<String>)> {
         let mut hot = Vec::new();
         let mut warm = Vec::new();
         let mut order = Vec::with_capacity(items.len());
@@ -437,17 +508,21 @@ impl Engine {
                 warm.push(n);
             }
         }
+        // The rings' bounds first: a batch the hot tier refuses stores
+        // nothing.
+        self.hot.try_ephemeral(&hot)?;
         let stored = if warm.is_empty() {
             Vec::new()
         } else {
             self.remember_batch_checked(warm, now)?
         };
-        let held = self.hot.put_ephemeral(hot)?;
+        let (held, dropped) = self.hot.put_ephemeral(hot)?;
         let (mut w, mut h) = (stored.into_iter(), held.into_iter());
-        Ok(order
+        let all = order
             .into_iter()
             .filter_map(|e| if e { h.next() } else { w.next() })
-            .collect())
+            .collect();
+        Ok((all, dropped))
     }
 
     /// Builds memories in chunks on helper threads and feeds them to one

@@ -425,7 +425,7 @@ impl Engine {
             fence: Fence::within(scopes.into_iter().collect::<Vec<_>>()),
             session_max_bytes: self.config().session_max_bytes,
         };
-        self.thaw_for_import(&items)?;
+        self.thaw_for_import(&mut items, &rules.fence)?;
         self.store().import(&items, &rules)?;
         // Learning examines what an import brought at its next run; the
         // import stands whatever happens to that mark.

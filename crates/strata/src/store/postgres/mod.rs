@@ -66,10 +66,19 @@ use writes::*;
 /// PostgreSQL's errors as the engine's: [`Error::Unavailable`] when the
 /// server cannot be reached or is going away (a closed connection, the
 /// SQLSTATE classes 08 connection exception, 53 insufficient resources and
-/// 57P operator intervention), else a storage error; either carries the
-/// client's own as its source.
+/// 57P operator intervention), [`Error::DiskFull`] for 53100 disk_full,
+/// else a storage error; each carries the client's own as its source.
 impl From<postgres::Error> for Error {
     fn from(e: postgres::Error) -> Error {
+        // 53100 disk_full: the server's disk, not the server, is the matter.
+        if e.as_db_error()
+            .is_some_and(|db| *db.code() == postgres::error::SqlState::DISK_FULL)
+        {
+            return Error::DiskFull {
+                backend: "postgres",
+                source: Box::new(e),
+            };
+        }
         let gone = match e.as_db_error() {
             None => {
                 e.is_closed()

@@ -175,6 +175,25 @@ impl Pool {
     }
 }
 
+impl Drop for Pool {
+    /// The idle connections close on a thread of their own: the
+    /// synchronous client's drop runs a runtime of its own to end the
+    /// session, which panics on a thread already inside one ("Cannot
+    /// start a runtime from within a runtime"), such as a server's event
+    /// loop that drops the last handle on the engine (issue 51: `serve`
+    /// with `upkeep_every_secs = 0` aborted on SIGTERM).
+    fn drop(&mut self) {
+        let idle = std::mem::take(&mut self.state.get_mut().unwrap_or_else(|p| p.into_inner()).0);
+        if idle.is_empty() {
+            return;
+        }
+        let _ = std::thread::Builder::new()
+            .name("strata-pg-close".into())
+            .spawn(move || drop(idle))
+            .map(|t| t.join());
+    }
+}
+
 /// A pooled connection, returned to the pool on drop (closed if broken).
 pub(super) struct Pooled<'a> {
     store: &'a PostgresStore,

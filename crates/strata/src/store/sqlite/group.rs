@@ -97,7 +97,7 @@ struct State {
     /// Groups whose commit failed: why, and how many of their writers
     /// have yet to read it (kept until each has, so a later failure cannot
     /// hide an earlier one from a writer still waking up).
-    failed: std::collections::HashMap<u64, (String, usize)>,
+    failed: std::collections::HashMap<u64, (Failure, usize)>,
 }
 
 impl Writer {
@@ -301,10 +301,14 @@ impl Writer {
         // `text_queue.rs`); if they cannot, no write of the group is kept.
         let r = if st.writes > 0 {
             text_queue::write_out(c, &mut st.text)
-                .map_err(|e| e.to_string())
-                .and_then(|()| c.execute_batch("COMMIT").map_err(|e| e.to_string()))
+                .map_err(|e| Failure::of(&e))
+                .and_then(|()| {
+                    c.execute_batch("COMMIT")
+                        .map_err(|e| Failure::of(&Error::from(e)))
+                })
         } else {
-            c.execute_batch("ROLLBACK").map_err(|e| e.to_string())
+            c.execute_batch("ROLLBACK")
+                .map_err(|e| Failure::of(&Error::from(e)))
         };
         st.text.clear();
         if let Err(e) = r {
@@ -333,9 +337,34 @@ fn conn(s: &State) -> &Connection {
     s.conn.as_ref().expect("the write connection is open")
 }
 
-fn commit_failed(why: &str) -> Error {
-    Error::Storage {
-        backend: "sqlite",
-        source: format!("commit failed: {why}").into(),
+/// Why a group's commit failed, for each of its writers.
+#[derive(Clone, Debug)]
+struct Failure {
+    why: String,
+    /// SQLITE_FULL: the disk is full, which each writer is told as such.
+    full: bool,
+}
+
+impl Failure {
+    fn of(e: &Error) -> Failure {
+        Failure {
+            why: e.to_string(),
+            full: matches!(e, Error::DiskFull { .. }),
+        }
+    }
+}
+
+fn commit_failed(f: &Failure) -> Error {
+    let source = format!("commit failed: {}", f.why).into();
+    if f.full {
+        Error::DiskFull {
+            backend: "sqlite",
+            source,
+        }
+    } else {
+        Error::Storage {
+            backend: "sqlite",
+            source,
+        }
     }
 }

@@ -102,6 +102,18 @@ impl From<rusqlite::Error> for Error {
                 what: format!("column {col} of a stored row"),
                 source: format!("{v} is out of range").into(),
             },
+            // SQLITE_FULL: a write found no room (ENOSPC, or the file at
+            // `max_page_count`); the transaction is rolled back.
+            rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error {
+                    code: rusqlite::ErrorCode::DiskFull,
+                    ..
+                },
+                _,
+            ) => Error::DiskFull {
+                backend: "sqlite",
+                source: Box::new(e),
+            },
             e => Error::Storage {
                 backend: "sqlite",
                 source: Box::new(e),
