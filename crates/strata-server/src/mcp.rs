@@ -38,7 +38,8 @@ const INSTRUCTIONS: &str = "strata is persistent, scoped memory. Call `recall` (
 before answering questions about earlier work, decisions or preferences; call `remember` when \
 a decision is made, something is learned, or the user states a preference; `update` corrects a \
 memory (with the version you read), `list` shows recent activity. Scopes are paths: \
-`project/<name>`, `task/<id>`, `session/<id>`, `global`.";
+`project/<name>`, `task/<id>`, `session/<id>`, `global`. Answers are compact text; \
+`verbose: true` gives the full JSON records.";
 
 /// The MCP server handler.
 #[derive(Clone)]
@@ -95,6 +96,7 @@ impl StrataMcp {
         for route in tool_router.map.values_mut() {
             let mut schema = serde_json::Value::Object((*route.attr.input_schema).clone());
             lean_schema(&mut schema);
+            field_docs(&route.attr.name, &mut schema);
             if let serde_json::Value::Object(o) = schema {
                 route.attr.input_schema = Arc::new(o);
             }
@@ -189,6 +191,146 @@ impl StrataMcp {
     }
 }
 
+/// What a model needs to know of a field, where the HTTP body's doc says
+/// more (`(tool, field, doc)`; tool `*` for every tool, an empty doc for a
+/// field whose name says it all). The HTTP API's reference keeps the rest.
+const FIELD_DOCS: &[(&str, &str, &str)] = &[
+    ("*", "verbose", ""),
+    ("*", "id", "The memory's id, or a prefix naming only it"),
+    ("*", "view", "Scopes; `p/**` is a subtree"),
+    ("*", "filter", "Conditions, e.g. `{\"kind\": \"decision\"}`"),
+    ("*", "confirm", "Needed to reach `global`"),
+    ("*", "dry_run", "Write nothing"),
+    ("*", "limit", ""),
+    ("*", "offset", ""),
+    ("*", "content", ""),
+    ("*", "tags", ""),
+    ("*", "pinned", "Never evicted"),
+    ("*", "importance", "0–1"),
+    ("*", "modified", ""),
+    ("*", "path", "`people/ana.md`"),
+    ("*", "text", ""),
+    ("*", "history", ""),
+    ("*", "role", "`user`, `assistant`, `system` or `tool`"),
+    ("*", "source", ""),
+    ("*", "payload", "A JSON object"),
+    ("*", "ttl", "Time to live: `90s`, `12h`, `7d`"),
+    (
+        "remember",
+        "scope",
+        "`project/acme`, `task/t-42`, `global`, …",
+    ),
+    (
+        "remember",
+        "kind",
+        "`decision`, `preference`, `fact`, … or any word",
+    ),
+    ("remember", "key", "The same (scope, key) again supersedes"),
+    ("remember", "sensitive", "Kept out of contexts and exports"),
+    ("remember", "session", ""),
+    ("recall", "query", ""),
+    (
+        "recall",
+        "min_relevance",
+        "Relevance floor 0–1 (default 0.3; 0 keeps every match)",
+    ),
+    ("recall", "as_of", "What was true then (RFC 3339 or a date)"),
+    ("recall", "archived", "Include archived and cold memories"),
+    (
+        "recall",
+        "strategy",
+        "`hybrid` (default), `relevance`, `recency` or `importance`",
+    ),
+    ("recall", "touch", ""),
+    ("recall", "explain", ""),
+    (
+        "list",
+        "order",
+        "`recency` (default), `oldest` or `importance`",
+    ),
+    ("list", "archived", "List the archive"),
+    ("update", "expected_version", "`v<n>` in lines, else 1"),
+    ("update", "kind", ""),
+    ("update", "sensitive", ""),
+    ("context", "query", "What the task is about"),
+    ("context", "profile", "Profile id (default `global`)"),
+    ("context", "render", "`markdown`, `messages` or `json`"),
+    ("context", "project", ""),
+    ("context", "task", ""),
+    ("context", "session", ""),
+    ("context", "agent", ""),
+    ("context", "sprint", ""),
+    ("context", "stage", ""),
+    ("context", "vars", "Other `{placeholders}`"),
+    ("context", "log", "Keep the package for replay"),
+    ("context", "max_tokens", ""),
+    ("forget", "before", "A time (RFC 3339 or a date)"),
+    ("forget", "scope", "This scope and all below it"),
+    ("forget", "session", ""),
+    ("forget", "ids", ""),
+    ("forget", "force", "Pinned memories too"),
+    ("promote", "to", "The scope to copy it into"),
+    ("session", "limit", ""),
+    ("session", "id", "Default: the configured session"),
+    ("session", "action", "`turns` or `compact`"),
+    (
+        "learned",
+        "action",
+        "`list`, `show`, `confirm`, `reject` or `run`",
+    ),
+    ("learned", "id", ""),
+    ("audit", "action", "`query` (default) or `verify`"),
+    ("audit", "scope", "Only entries touching this scope"),
+    ("audit", "since", "RFC 3339 or a date"),
+    ("audit", "until", "RFC 3339 or a date"),
+    ("audit", "actor", ""),
+    ("audit", "op", ""),
+    ("audit", "before_seq", ""),
+    ("import_from", "name", ""),
+    ("import_from", "scope", "Default: per format"),
+    ("import_from", "files", "For `markdown`: `[{path, text}]`"),
+    ("import_from", "from", ""),
+];
+
+/// Puts [`FIELD_DOCS`] into a tool's schema and the types it defines.
+fn field_docs(tool: &str, schema: &mut serde_json::Value) {
+    if let Some(defs) = schema
+        .get_mut("$defs")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        for def in defs.values_mut() {
+            if let Some(d) = def.as_object_mut() {
+                d.remove("description");
+            }
+            field_docs(tool, def);
+        }
+    }
+    let Some(props) = schema
+        .get_mut("properties")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return;
+    };
+    for (field, v) in props.iter_mut() {
+        let Some(field_schema) = v.as_object_mut() else {
+            continue;
+        };
+        let doc = FIELD_DOCS
+            .iter()
+            .find(|(t, f, _)| *t == tool && f == field)
+            .or_else(|| FIELD_DOCS.iter().find(|(t, f, _)| *t == "*" && f == field));
+        match doc {
+            Some((_, _, "")) => {
+                field_schema.remove("description");
+            }
+            Some((_, _, d)) => {
+                field_schema.insert("description".into(), (*d).into());
+            }
+            None => {}
+        }
+    }
+}
+
 /// Leaves out of a tool's input schema what a model does not need and
 /// every agent session pays for in tokens (the list is sent on every
 /// call): titles, the schema dialect, number formats, defaults that mean
@@ -202,10 +344,22 @@ fn lean_schema(v: &mut serde_json::Value) {
             o.remove("$schema");
             o.remove("title");
             o.remove("format");
-            if matches!(o.get("default"), Some(Value::Null | Value::Bool(false)))
-                || o.get("default")
-                    .is_some_and(|d| d.as_array().is_some_and(Vec::is_empty))
-            {
+            if o.get("minimum") == Some(&Value::from(0)) {
+                o.remove("minimum");
+            }
+            if o.get("additionalProperties") == Some(&Value::Bool(false)) {
+                o.remove("additionalProperties");
+            }
+            if let Some(Value::String(d)) = o.get_mut("description") {
+                *d = d.split_whitespace().collect::<Vec<_>>().join(" ");
+            }
+            // Defaults that mean "absent": null, false, "", [], {}.
+            if o.get("default").is_some_and(|d| {
+                matches!(d, Value::Null | Value::Bool(false))
+                    || d.as_str() == Some("")
+                    || d.as_array().is_some_and(Vec::is_empty)
+                    || d.as_object().is_some_and(serde_json::Map::is_empty)
+            }) {
                 o.remove("default");
             }
             if let Some(Value::Array(types)) = o.get_mut("type") {
@@ -286,7 +440,7 @@ fn json<T: Serialize>(v: T) -> Result<Answer, ApiError> {
 #[tool_router]
 impl StrataMcp {
     #[tool(
-        description = "Store a memory: a decision, finding, preference, convention, failure or fact worth keeping across sessions. `scope` defaults to the configured project (`project/<p>`); `kind` classifies it (without one it is a `note`); `key` makes later writes of the same key supersede it. Answers with the memory's short id (`verbose` for the whole record)."
+        description = "Store a memory (a decision, finding, preference, fact…). `scope` defaults to the configured project, else the token's one scope. Answers with its id."
     )]
     async fn remember(
         &self,
@@ -313,7 +467,7 @@ impl StrataMcp {
     }
 
     #[tool(
-        description = "Find memories relevant to a query, best first (hybrid of relevance, decayed importance and recency by default). Only memories whose text match or similarity reaches `min_relevance` (default 0.3; 0 returns every match) come back, so an empty answer means nothing relevant. `view` lists the scopes to search (`project/acme/**` for a subtree, `global`); it defaults to the configured project, session and global. `filter` is JSON such as {\"kind\": \"decision\"}. Each memory is a line `- <id> <kind> <date> <score>: <content>` (`v<n>` after the score when its version is above 1) under a `<scope>:` line; ids are short and every tool that takes an id accepts them. `verbose` gives the full JSON records."
+        description = "Find memories relevant to `query`, best first; only those reaching `min_relevance` come back. `view` defaults to the configured project (or the token's scopes) and global. Lines: `- <id> <kind> <date> <score> [v<n>]: <content>`."
     )]
     async fn recall(
         &self,
@@ -345,9 +499,7 @@ impl StrataMcp {
         Ok(answer_result(out))
     }
 
-    #[tool(
-        description = "Recent activity: memories of a view without a query, newest first (`order`: recency, oldest, importance), 20 by default. `view` defaults to the configured project, session and global. Same lines as `recall`, without scores. `verbose` gives the full JSON records."
-    )]
+    #[tool(description = "Recent memories of a view, newest first; `view` defaults as for recall.")]
     async fn list(
         &self,
         Parameters(mut a): Parameters<ListArgs>,
@@ -369,7 +521,7 @@ impl StrataMcp {
     }
 
     #[tool(
-        description = "A session's last memories, oldest first, from the server's hot tier (`action` `turns`, the default; `limit`, 20 by default), or `action` `compact`: its oldest memories summarised into a summary memory that names them and archived, until it holds half its bound. `id` defaults to the configured session. Turns are the lines `list` gives; `verbose` gives the full JSON records."
+        description = "A session's last memories (`turns`, the default), or `compact`: its oldest summarised into one memory and archived."
     )]
     async fn session(
         &self,
@@ -432,7 +584,7 @@ impl StrataMcp {
     }
 
     #[tool(
-        description = "Assemble the context for a task within a token budget: the profile's sources (task, project, global, …) ranked by `query` when one is given and cut to fit, as markdown. `project` defaults to the configured project; `profile` defaults to `global`. The answer is one line of figures, then the markdown; `verbose` gives the whole package as JSON (items with ids and scores)."
+        description = "The context for a task as markdown within a token budget: the profile's sources ranked by `query`. `project` defaults as for remember."
     )]
     async fn context(
         &self,
@@ -459,7 +611,7 @@ impl StrataMcp {
     }
 
     #[tool(
-        description = "Change a memory: its content, importance, kind, tags, pinned or sensitive. `expected_version` is the version you read (`v<n>` in recall and list lines, 1 when none is shown); when the memory changed since, nothing changes and the answer says which version is current. Answers with the new version."
+        description = "Change a memory read at `expected_version`; if it changed since, nothing changes and the answer says so."
     )]
     async fn update(
         &self,
@@ -479,7 +631,7 @@ impl StrataMcp {
     }
 
     #[tool(
-        description = "Delete memories everywhere (row, index, archive, history): exactly one of `ids`, `filter` (with `view`), `session`, `scope`, `before` (with `view`). Use `dry_run` to see what would go."
+        description = "Delete memories everywhere: exactly one of `ids`, `filter` or `before` (with `view`), `session`, `scope`."
     )]
     async fn forget(
         &self,
@@ -499,9 +651,7 @@ impl StrataMcp {
         .await
     }
 
-    #[tool(
-        description = "Copy a memory into another scope (for example from a task into its project) with a new id; the copy records where it came from."
-    )]
+    #[tool(description = "Copy a memory into another scope (a new id that records its origin).")]
     async fn promote(
         &self,
         Parameters(args): Parameters<Verbose<PromoteBody>>,
@@ -520,7 +670,7 @@ impl StrataMcp {
         .await
     }
 
-    #[tool(description = "The scopes that hold memories (that this caller may see), with counts.")]
+    #[tool(description = "The scopes that hold memories you may see, with counts.")]
     async fn list_scopes(
         &self,
         Parameters(args): Parameters<Verbose<NoArgs>>,
@@ -538,9 +688,7 @@ impl StrataMcp {
         .await
     }
 
-    #[tool(
-        description = "One memory by id (short ids work): its full id, scope, kind, date, version, key and tags, then its content; `history` adds earlier versions; `verbose` gives the JSON record."
-    )]
+    #[tool(description = "One memory by id; `history` adds its earlier versions.")]
     async fn get(
         &self,
         Parameters(b): Parameters<GetArgs>,
@@ -559,7 +707,7 @@ impl StrataMcp {
     }
 
     #[tool(
-        description = "What strata learned from earlier memories (stated preferences and standing instructions, repeated failures with their fixes, areas of confusion), and your say over it. `action`: `list` (default; `view` defaults to the configured project, session and global), `show` (one learned memory and its evidence), `confirm` or `reject` (a rejected pattern is not learned again from the same evidence); `id` for those three; `run` (an admin token) runs learning now, as upkeep does. Lines are `- <id> <detector> <confidence> <status> (<n> evidence): <content>`."
+        description = "What strata learned (preferences, facts, repeated failures, topics), to list, show, confirm or reject."
     )]
     async fn learned(
         &self,
@@ -609,7 +757,7 @@ impl StrataMcp {
     }
 
     #[tool(
-        description = "The audit trail (an admin token; the local user on stdio): who called what, when, on which scopes, with the ids written or deleted, never content. `action`: `query` (default; filters `since`, `until` (RFC 3339 or a date), `actor`, `op`, `scope`, `before_seq`, `limit`, newest first; lines are `<seq> <time> <actor> <op> [<scopes>] n=<count> <outcome> ids …`) or `verify` (checks the hash chain and names the first entry changed or missing)."
+        description = "The audit trail (admin): who called what, when, on which scopes; `verify` checks its hash chain."
     )]
     async fn audit(
         &self,
@@ -631,7 +779,7 @@ impl StrataMcp {
     }
 
     #[tool(
-        description = "Import another memory tool's export: `from` is `mcp-memory` (the MCP memory server's memory.json), `chatgpt` or `claude` (their conversations.json), `mem0` (its export) with the file's `text`, or `markdown` (a basic-memory or Obsidian folder) with `name` (the folder's) and `files` ([{path, text}]). `scope` overrides where memories go (each format has a default); `dry_run` reports without writing. Importing the same input twice adds nothing. Answers how many memories were added, already there and skipped (with why)."
+        description = "Import another tool's export: `from` `mcp-memory`, `chatgpt`, `claude`, `mem0` (with `text`) or `markdown` (with `files`)."
     )]
     async fn import_from(
         &self,

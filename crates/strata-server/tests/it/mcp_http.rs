@@ -372,7 +372,8 @@ fn answers_are_compact_and_carry_what_a_model_needs() {
         compact.len(),
         verbose_ratio
     );
-    assert!(ratio <= 1.5, "{ratio:.2}×:\n{compact}");
+    // Whole ids (36 characters a line) are the price of ids that last.
+    assert!(ratio <= 1.8, "{ratio:.2}×:\n{compact}");
     // Every line: id, kind, date, score, content; under its scope.
     let mut lines = compact.lines();
     assert_eq!(lines.next(), Some("project/acme:"));
@@ -643,8 +644,10 @@ fn the_tool_list_fits_in_few_tokens() {
         .find(|t| t["name"] == "recall")
         .unwrap();
     let query = &recall["inputSchema"]["properties"]["query"];
+    assert_eq!(query["type"], "string", "{query}");
+    let min = &recall["inputSchema"]["properties"]["min_relevance"];
     assert!(
-        query["type"] == "string" && query["description"].is_string(),
-        "{query}"
+        min["description"].as_str().unwrap().contains("0.3"),
+        "{min}"
     );
 }
