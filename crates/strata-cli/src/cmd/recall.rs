@@ -88,8 +88,13 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
         return output::json(&hits);
     }
     if hits.is_empty() {
-        if a.query.trim().is_empty() {
-            return output::line("no memories found");
+        let mut probe = strata::List::new(req.view.clone());
+        probe.limit = 1;
+        if a.query.trim().is_empty() || e.list(&probe)?.is_empty() {
+            return output::line(format!(
+                "no memories in {} (`strata scopes` lists those that hold some)",
+                a.views.join(", ")
+            ));
         }
         let floor = a.min_relevance.unwrap_or(e.config().ranking.min_relevance);
         return output::line(format!(

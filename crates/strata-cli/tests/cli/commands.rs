@@ -83,6 +83,9 @@ fn remember_recall_get_list() {
     assert!(e.ok(&["get", &id]).contains("PostgreSQL"));
     let none = e.ok(&["recall", "zebra", "--view", "project/acme"]);
     assert!(none.contains("nothing relevant"), "{none}");
+    // A misspelt view holds nothing: said so, not "nothing relevant".
+    let typo = e.ok(&["recall", "PostgreSQL", "--view", "project/acne"]);
+    assert!(typo.starts_with("no memories in project/acne"), "{typo}");
 }
 
 #[test]

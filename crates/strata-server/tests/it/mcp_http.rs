@@ -609,6 +609,21 @@ fn a_tokens_scopes_are_the_defaults_when_none_are_configured() {
     // Reads see every scope the token names.
     let (err, r) = m2.text("recall", json!({"query": "deploys tuesday"}));
     assert!(!err && r.contains("every Tuesday"), "{r}");
+    // A view that holds nothing (misspelt, or empty) says so, rather than
+    // "nothing relevant".
+    let (err, r) = m2.text(
+        "recall",
+        json!({"query": "deploys tuesday", "view": ["project/beta"]}),
+    );
+    assert!(!err && r == "no memories in project/beta", "{r}");
+    let (err, r) = m2.text(
+        "recall",
+        json!({"query": "how tall is mount everest", "view": ["project/acme"]}),
+    );
+    assert!(
+        !err && r.starts_with("nothing relevant in project/acme"),
+        "{r}"
+    );
 }
 
 /// The tool list is sent to the model in every agent session: all of it,
