@@ -2,7 +2,7 @@
 //! PostgreSQL server (`STRATA_TEST_PG_URL`), an S3 endpoint
 //! (`STRATA_TEST_S3_URL`) or Chromium and chromedriver on `PATH`.
 //!
-//! ```ignore
+//! ```text
 //! #[strata_testenv::pg]
 //! #[test]
 //! fn migrate_to_postgres() { /* … */ }
