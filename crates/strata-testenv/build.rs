@@ -28,9 +28,7 @@ fn main() {
 
 /// Whether `PATH` holds an executable file named `name`.
 fn on_path(name: &str) -> bool {
-    env::var_os("PATH").is_some_and(|p| {
-        env::split_paths(&p).any(|d| is_executable(&d.join(name)))
-    })
+    env::var_os("PATH").is_some_and(|p| env::split_paths(&p).any(|d| is_executable(&d.join(name))))
 }
 
 fn is_executable(p: &Path) -> bool {

@@ -350,12 +350,17 @@ fn refuse_missing_folder(store: &strata::StoreConfig) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
-    let flag = if std::env::args_os().any(|a| a == "--db" || a.to_string_lossy().starts_with("--db=")) {
-        "--db"
+    let flag =
+        if std::env::args_os().any(|a| a == "--db" || a.to_string_lossy().starts_with("--db=")) {
+            "--db"
+        } else {
+            "STRATA_DB"
+        };
+    let what = if dir.exists() {
+        "is not a folder"
     } else {
-        "STRATA_DB"
+        "does not exist"
     };
-    let what = if dir.exists() { "is not a folder" } else { "does not exist" };
     usage(format!(
         "{flag}: {} {what}; strata makes no folders for a database you name: create it, or name a file in a folder that exists",
         dir.display()

@@ -88,9 +88,13 @@ fn place(project: &Scope, rel: &[&str]) -> std::result::Result<(Scope, Kind), St
         [".memory", "project", "decisions", _] | [".memory", "decisions", _] => {
             Ok((project.clone(), Kind::Decision))
         }
-        [".memory", layer @ ("sprint" | "stage" | "agent"), name, _, ..] => {
-            Ok((sub(&[layer, name])?, Kind::Context))
-        }
+        [
+            ".memory",
+            layer @ ("sprint" | "stage" | "agent"),
+            name,
+            _,
+            ..,
+        ] => Ok((sub(&[layer, name])?, Kind::Context)),
         [".memory", _, ..] => Ok((project.clone(), Kind::Context)),
         _ => Err("not CLAUDE.md or a file under .memory/".into()),
     }

@@ -94,7 +94,10 @@ fn importing_a_backup_into_the_store_that_holds_it_names_on_conflict_skip() {
     assert_eq!(e.snapshot(), before);
     // The hint works as said.
     let r = e.json(&["import", "backup.jsonl", "--on-conflict", "skip"]);
-    assert_eq!((r["imported"].as_u64(), r["skipped"].as_u64()), (Some(0), Some(1)));
+    assert_eq!(
+        (r["imported"].as_u64(), r["skipped"].as_u64()),
+        (Some(0), Some(1))
+    );
     // The JSON error keeps its code.
     let o = e.run(&["import", "backup.jsonl", "--json"]);
     let v: Value = serde_json::from_slice(&o.stderr).unwrap();
@@ -107,7 +110,10 @@ fn a_db_in_a_missing_folder_is_refused_and_nothing_is_created() {
     let db = e.path("no/such/dir/x.db");
     let err = e.fails(&["--db", db.to_str().unwrap(), "stats"], 2);
     assert!(err.contains("--db"), "{err}");
-    assert!(err.contains(&e.path("no/such/dir").display().to_string()), "{err}");
+    assert!(
+        err.contains(&e.path("no/such/dir").display().to_string()),
+        "{err}"
+    );
     assert!(!e.path("no").exists(), "a folder was created");
     // The same path from STRATA_DB is named as such.
     let o = e.cmd().env("STRATA_DB", &db).arg("stats").output().unwrap();
@@ -130,12 +136,22 @@ fn a_db_in_a_missing_folder_is_refused_and_nothing_is_created() {
 fn one_chat_export_given_as_the_other_names_the_right_from() {
     let e = Env::new();
     let err = e.fails(
-        &["import", "--from", "chatgpt", &fixture("claude/conversations.json")],
+        &[
+            "import",
+            "--from",
+            "chatgpt",
+            &fixture("claude/conversations.json"),
+        ],
         1,
     );
     assert!(err.contains("--from claude"), "{err}");
     let err = e.fails(
-        &["import", "--from", "claude", &fixture("chatgpt/conversations.json")],
+        &[
+            "import",
+            "--from",
+            "claude",
+            &fixture("chatgpt/conversations.json"),
+        ],
         1,
     );
     assert!(err.contains("--from chatgpt"), "{err}");
