@@ -15,8 +15,8 @@
 //!
 //! Every file under `.memory/` with a known extension is synced: one the
 //! table names no place for belongs to the project itself, as the README's
-//! "`CLAUDE.md` and `.memory/`" promises (issue 56: `.memory/testing.md`
-//! was skipped).
+//! "`CLAUDE.md` and `.memory/`" promises (issue 56).
+//!
 //! One memory per file, keyed by the file's path (`CLAUDE.md`,
 //! `.memory/project/decisions/db.md`), tagged `memory-file`, pinned (a file
 //! is the source of truth, so eviction must not drop it), with the file's

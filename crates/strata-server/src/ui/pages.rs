@@ -139,7 +139,7 @@ pub async fn scopes(State(st): St, Extension(s): Sess) -> Response {
     let mut b = String::new();
     b.push_str("<h2>By tier</h2><table class=\"counts\" id=\"tiers\"><tr><th>tier</th><th>active</th><th>archived</th></tr>");
     for (tier, (a, r)) in &tiers {
-        let _ = write!(b, "<tr><td>{tier}</td><td>{a}</td><td>{r}</td></tr>");
+        let _ = write!(b, "<tr><td>{}</td><td>{a}</td><td>{r}</td></tr>", esc(tier));
     }
     b.push_str("</table>");
     if tiers.keys().any(|t| !TIERS.contains(t)) {
@@ -780,7 +780,7 @@ pub async fn context(State(st): St, Extension(s): Sess, RawQuery(q): RawQuery) -
     let _ = write!(
         b,
         "<p id=\"ctx-total\"><strong>{}</strong> of the budget's {} tokens used by {} item(s). \
-         The profile's sources gave {} candidate(s) holding {} tokens in all (its pinned keys, the query's matches and its newest memories); \
+         The profile's sources gave {} candidate(s) holding {} tokens in all (their `always` keys, the query's matches and their newest memories); \
          {} of them were left out.</p>",
         k.total_tokens,
         k.max_tokens,
