@@ -4,11 +4,13 @@ Each thread is a separate conversation (its own checkpointed state); what a
 user asked to remember goes to the store under ("users", <id>, "memories"),
 so any later thread, or a later process, can recall it.
 
-    strata serve --no-auth &          # or set STRATA_TOKEN
-    python examples/remember_across_threads.py
+    strata serve &                    # with the token of clients/python/README.md
+    STRATA_TOKEN=strata_… python examples/remember_across_threads.py
 
 STRATA_URL (default http://127.0.0.1:7077) and STRATA_TOKEN pick the server;
-STRATA_ROOT (default project/demo) the scope the graph's namespaces live in.
+STRATA_ROOT (default project/acme, the project the README's token covers)
+the scope the graph's namespaces live in. A token for another project needs
+STRATA_ROOT=project/<it>.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def build(store: StrataStore):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    root = os.environ.get("STRATA_ROOT", "project/demo")
+    root = os.environ.get("STRATA_ROOT", "project/acme")
     with StrataStore(root=root) as store:
         app = build(store)
         user = Context(user_id=os.environ.get("DEMO_USER", "ada"))

@@ -28,6 +28,7 @@ class Server:
     admin: str  # read_write over project, global, session, task
     a: str  # read_write over project/a
     a_read: str  # read over project/a
+    agent: str  # read_write over project/acme: the token clients/python/README.md makes
     binary: str
     home: Path
 
@@ -60,8 +61,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     admin, c1 = _token(binary, env, "admin", ["project", "global", "session", "task"], "read_write")
     a, c2 = _token(binary, env, "a", ["project/a"], "read_write")
     a_read, c3 = _token(binary, env, "a-read", ["project/a"], "read")
+    agent, c4 = _token(binary, env, "agent", ["project/acme"], "read_write")
     config = home / "strata.toml"
-    config.write_text(f"[server.limits]\nmax_batch = {MAX_BATCH}\n\n{c1}\n{c2}\n{c3}")
+    config.write_text(f"[server.limits]\nmax_batch = {MAX_BATCH}\n\n{c1}\n{c2}\n{c3}\n{c4}")
     proc = subprocess.Popen(
         [binary, "serve", "--db", str(home / "strata.db"), "--config", str(config), "--listen", "127.0.0.1:0"],
         cwd=home,
@@ -84,7 +86,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     # Keep draining stderr so the server never blocks on it.
     threading.Thread(target=lambda: [None for _ in proc.stderr or ()], daemon=True).start()
     try:
-        yield Server(url=url, admin=admin, a=a, a_read=a_read, binary=binary, home=home)
+        yield Server(url=url, admin=admin, a=a, a_read=a_read, agent=agent, binary=binary, home=home)
     finally:
         proc.terminate()
         proc.wait(timeout=10)

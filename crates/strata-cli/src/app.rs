@@ -303,6 +303,7 @@ pub fn resolve_config(g: &Global) -> Result<strata::Config> {
             return usage("--db: empty path");
         }
         cfg.store = store_at(&cfg.store, db, "--db")?;
+        refuse_missing_folder(&cfg.store)?;
     }
     with_password(&mut cfg.store);
     with_key(&mut cfg.store)?;
@@ -332,6 +333,38 @@ pub fn store_at(
         }
     }
     Ok(base.with_location(text))
+}
+
+/// A database file named by `--db` or `STRATA_DB` must lie in a folder
+/// that exists: a mistyped path would otherwise become a new, empty store
+/// in new folders, and the user's memories would seem gone (issue 56).
+/// The default database's folder (under `XDG_DATA_HOME`) is still made on
+/// first use, by the store.
+fn refuse_missing_folder(store: &strata::StoreConfig) -> Result<()> {
+    let strata::StoreConfig::Sqlite { path, .. } = store else {
+        return Ok(());
+    };
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let flag =
+        if std::env::args_os().any(|a| a == "--db" || a.to_string_lossy().starts_with("--db=")) {
+            "--db"
+        } else {
+            "STRATA_DB"
+        };
+    let what = if dir.exists() {
+        "is not a folder"
+    } else {
+        "does not exist"
+    };
+    usage(format!(
+        "{flag}: {} {what}; strata makes no folders for a database you name: create it, or name a file in a folder that exists",
+        dir.display()
+    ))
 }
 
 /// Whether a `postgres://` URL carries a password (`user:password@`).

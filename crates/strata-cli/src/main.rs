@@ -59,14 +59,34 @@ fn main() -> ExitCode {
                     None if usage => "usage",
                     None => "error",
                 };
-                let body = serde_json::json!({"error": {"code": code, "message": format!("{e:#}"), "class": code}});
+                let body = serde_json::json!({"error": {"code": code, "message": message(&e), "class": code}});
                 let _ = writeln!(err, "{body}");
             } else {
-                let _ = writeln!(err, "strata: {e:#}");
+                let _ = writeln!(err, "strata: {}", message(&e));
             }
             ExitCode::from(if usage { 2 } else { 1 })
         }
     }
+}
+
+/// `e` and its causes, each once: `context: cause: its cause`. The
+/// library's errors already end with their source's text (`reading FILE:
+/// No such file or directory`), and so do PostgreSQL's, so a cause that
+/// the text so far already holds is left out rather than said again, as
+/// anyhow's `{:#}` would (issue 56).
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// Whether `e` is a usage error of `strata bench` or `strata eval`.

@@ -10,6 +10,12 @@
 //! | `.memory/sprint/<id>/…` (`goals.md`, `progress.json`, …) | `project/<p>/sprint/<id>` | `context` |
 //! | `.memory/stage/<name>/…`                    | `project/<p>/stage/<name>`        | `context`    |
 //! | `.memory/agent/<name>/…`                    | `project/<p>/agent/<name>`        | `context`    |
+//! | `.memory/conventions/*`, `.memory/decisions/*` | `project/<p>`                  | `convention`, `decision` |
+//! | `.memory/…` (any other file)                | `project/<p>`                     | `context`    |
+//!
+//! Every file under `.memory/` with a known extension is synced: one the
+//! table names no place for belongs to the project itself, as the README's
+//! "`CLAUDE.md` and `.memory/`" promises (issue 56).
 //!
 //! One memory per file, keyed by the file's path (`CLAUDE.md`,
 //! `.memory/project/decisions/db.md`), tagged `memory-file`, pinned (a file
@@ -51,7 +57,7 @@ pub struct SyncReport {
     pub unchanged: usize,
     /// Memories forgotten because their file is gone.
     pub removed: Vec<String>,
-    /// Files left out, with why (unknown place, other extension, empty).
+    /// Files left out, with why (hidden, a link, other extension, empty).
     pub skipped: Vec<(String, String)>,
     /// Whether nothing was written.
     pub dry_run: bool,
@@ -69,19 +75,28 @@ struct FileMemory {
 }
 
 /// Where a memory file belongs: its scope and kind, or why it is skipped.
+/// `rel` is `CLAUDE.md` or a path under `.memory/` (the only files read).
 fn place(project: &Scope, rel: &[&str]) -> std::result::Result<(Scope, Kind), String> {
     let sub = |parts: &[&str]| -> std::result::Result<Scope, String> {
         Scope::parse(&format!("{}/{}", project, parts.join("/"))).map_err(|e| e.to_string())
     };
     match rel {
         ["CLAUDE.md"] => Ok((project.clone(), Kind::Convention)),
-        [".memory", "project", "conventions", _] => Ok((project.clone(), Kind::Convention)),
-        [".memory", "project", "decisions", _] => Ok((project.clone(), Kind::Decision)),
-        [".memory", "project", _, ..] => Ok((project.clone(), Kind::Context)),
-        [".memory", layer @ ("sprint" | "stage" | "agent"), name, _, ..] => {
-            Ok((sub(&[layer, name])?, Kind::Context))
+        [".memory", "project", "conventions", _] | [".memory", "conventions", _] => {
+            Ok((project.clone(), Kind::Convention))
         }
-        _ => Err("not a memory-file location (CLAUDE.md or .memory/{project,sprint/<id>,stage/<name>,agent/<name>}/…)".into()),
+        [".memory", "project", "decisions", _] | [".memory", "decisions", _] => {
+            Ok((project.clone(), Kind::Decision))
+        }
+        [
+            ".memory",
+            layer @ ("sprint" | "stage" | "agent"),
+            name,
+            _,
+            ..,
+        ] => Ok((sub(&[layer, name])?, Kind::Context)),
+        [".memory", _, ..] => Ok((project.clone(), Kind::Context)),
+        _ => Err("not CLAUDE.md or a file under .memory/".into()),
     }
 }
 

@@ -70,7 +70,21 @@ pub fn run(g: &Global, a: ImportArgs) -> Result<()> {
         Some(l) if !g.json => crate::output::bytes_bar(l),
         _ => indicatif::ProgressBar::hidden(),
     };
-    let r = e.import(&mut input, on_conflict, &mut |n| bar.set_position(n))?;
+    let r = match e.import(&mut input, on_conflict, &mut |n| bar.set_position(n)) {
+        Ok(r) => r,
+        // A backup imported into the store it came from (or one that
+        // already took it): say what to do about it.
+        Err(err @ strata::Error::DuplicateId(_)) => {
+            bar.finish_and_clear();
+            return Err(anyhow::Error::new(err).context(format!(
+                "nothing imported from {}: the store already holds some of its memories \
+                 (`--on-conflict skip` keeps those and imports the rest, \
+                 `--on-conflict replace` overwrites them)",
+                a.file.display()
+            )));
+        }
+        Err(err) => return Err(err.into()),
+    };
     app::audit(&e, "import", Vec::new(), r.imported, Vec::new())?;
     bar.finish_and_clear();
     if g.json {

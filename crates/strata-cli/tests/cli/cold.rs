@@ -454,6 +454,7 @@ fn s3_names(endpoint: &str, prefix: &str) -> Vec<String> {
 /// rename there is a copy then a delete, so a crash can leave a segment
 /// under both names; every memory is in exactly one tier after recovery.
 #[cfg(feature = "s3")]
+#[strata_testenv::s3]
 #[test]
 fn kill_nine_during_demotion_to_s3_leaves_each_memory_in_one_tier() {
     let Some(url) = s3_endpoint() else { return };

@@ -29,14 +29,14 @@ fn the_memory_tree_syncs_where_the_page_says() {
         .lines()
         .map(|l| l.split_whitespace().map(String::from).collect())
         .collect();
-    assert_eq!(rows.len(), 7);
+    assert_eq!(rows.len(), 9);
     for r in &rows {
         let p = e.path("repo").join(&r[0]);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         write(&p, &format!("# {}\n\nSomething worth knowing.\n", r[0]));
     }
     let out = e.json(&["sync", "repo", "--project", "acme"]);
-    assert_eq!(out["added"].as_array().map(Vec::len), Some(7), "{out}");
+    assert_eq!(out["added"].as_array().map(Vec::len), Some(9), "{out}");
     let listed = e.json(&["list", "--view", "project/acme/**", "--limit", "100"]);
     let listed = listed.as_array().unwrap();
     for r in &rows {

@@ -394,7 +394,11 @@ fn bad_inputs_are_named_and_change_nothing() {
         &e,
         "chatgpt",
         &claude,
-        &["input.json: conversation 1", "`mapping` is missing"],
+        &[
+            "input.json: conversation 1",
+            "not `mapping`",
+            "`--from claude`",
+        ],
     );
     // The first conversation is good; the second's message lacks a sender.
     let two = format!(

@@ -20,6 +20,7 @@ mod import_from;
 mod learned;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod rough_edges;
 #[cfg(feature = "server")]
 mod server;
 #[cfg(feature = "server")]

@@ -54,6 +54,7 @@ fn everything(e: &Env, db: &str) -> String {
     format!("{}\n{sessions}", lines.join("\n"))
 }
 
+#[strata_testenv::pg]
 #[test]
 fn migrate_sqlite_to_postgres_and_back_loses_nothing() {
     let Some(base) = pg_url() else { return };
@@ -133,6 +134,7 @@ fn migrate_sqlite_to_postgres_and_back_loses_nothing() {
     assert_eq!(everything(&e, &pg.url), want);
 }
 
+#[strata_testenv::pg]
 #[test]
 fn postgres_mistakes_are_named() {
     let Some(base) = pg_url() else { return };
@@ -218,6 +220,7 @@ mod nodes {
     /// PostgreSQL client's drop panicked ("Cannot start a runtime from
     /// within a runtime") and the process aborted. SIGTERM stops it with
     /// status 0, after a write, on every setting.
+    #[strata_testenv::pg]
     #[test]
     fn sigterm_stops_a_postgres_server_cleanly_with_and_without_upkeep() {
         let Some(base) = pg_url() else { return };
@@ -270,6 +273,7 @@ mod nodes {
     /// SIGKILL mid-write (3 rounds) loses nothing it acknowledged while the
     /// others keep serving. `STRATA_SOAK=1` runs it at full scale (over
     /// 30,000 writes, 20 kill rounds; a few minutes).
+    #[strata_testenv::pg]
     #[test]
     fn three_nodes_on_one_database() {
         let Some(base) = pg_url() else { return };

@@ -126,7 +126,7 @@ pub async fn scopes(State(st): St, Extension(s): Sess) -> Response {
     // counts and its subtree's active count.
     let mut nodes: std::collections::BTreeMap<&str, (u64, u64, u64)> = Default::default();
     for sc in &scopes {
-        let t = tiers.entry(sc.scope.tier().as_str()).or_default();
+        let t = tiers.entry(tier_label(&sc.scope)).or_default();
         t.0 += sc.memories;
         t.1 += sc.archived;
         for p in sc.scope.prefixes() {
@@ -139,9 +139,14 @@ pub async fn scopes(State(st): St, Extension(s): Sess) -> Response {
     let mut b = String::new();
     b.push_str("<h2>By tier</h2><table class=\"counts\" id=\"tiers\"><tr><th>tier</th><th>active</th><th>archived</th></tr>");
     for (tier, (a, r)) in &tiers {
-        let _ = write!(b, "<tr><td>{tier}</td><td>{a}</td><td>{r}</td></tr>");
+        let _ = write!(b, "<tr><td>{}</td><td>{a}</td><td>{r}</td></tr>", esc(tier));
     }
     b.push_str("</table>");
+    if tiers.keys().any(|t| !TIERS.contains(t)) {
+        b.push_str(
+            "<p class=\"note\">A scope outside task/, session/, project/ and global/ is counted under its own root; its memories last as a project's do.</p>",
+        );
+    }
     b.push_str("<h2>By kind</h2><table class=\"counts\" id=\"kinds\"><tr><th>kind</th><th>active</th></tr>");
     for (k, n) in kinds {
         let _ = write!(b, "<tr><td>{}</td><td>{n}</td></tr>", esc(&k));
@@ -176,6 +181,21 @@ pub async fn scopes(State(st): St, Extension(s): Sess) -> Response {
     }
     b.push_str("</table>");
     html::page(StatusCode::OK, "Scopes", Some(&s), &b)
+}
+
+/// The tiers' own names: `session/…` is of the task tier.
+const TIERS: [&str; 3] = ["task", "project", "global"];
+
+/// The tier a page shows for `scope`: its [`strata::Tier`] under `task/`,
+/// `session/`, `project/` and `global/`; else its root (`user` for
+/// `user/ana`), which [`strata::Scope::tier`] files under "project" only
+/// for its lifetime, since `user/ana` is no project.
+fn tier_label(scope: &strata::Scope) -> &str {
+    let root = scope.as_str().split('/').next().unwrap_or_default();
+    match root {
+        "task" | "session" | "project" | "global" => scope.tier().as_str(),
+        _ => root,
+    }
 }
 
 // ---- search ----
@@ -394,7 +414,7 @@ fn memory_body(s: &Session, a: &MemoryAnswer, note: Note) -> String {
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "—".into());
     row("id", m.id.clone());
     row("scope", m.scope.to_string());
-    row("tier", m.scope.tier().as_str().into());
+    row("tier", tier_label(&m.scope).into());
     row("kind", m.kind.to_string());
     row("role", or_dash(m.role.as_ref().map(word)));
     row("key", or_dash(m.key.clone()));
@@ -752,14 +772,22 @@ pub async fn context(State(st): St, Extension(s): Sess, RawQuery(q): RawQuery) -
         }
     };
     let k = &pkg.package;
+    // `available_tokens` is what every candidate the sources gathered
+    // (`always` keys, head and tail, the query's matches and the newest
+    // items; context/assemble.rs) holds before any is cut or left out: a
+    // package under its budget holds all there was to give.
+    let candidates: usize = k.items.len() + k.dropped;
     let _ = write!(
         b,
-        "<p id=\"ctx-total\"><strong>{}</strong> of {} tokens used; {} item(s), {} ranked candidate(s) left out, {} tokens were available.</p>",
+        "<p id=\"ctx-total\"><strong>{}</strong> of the budget's {} tokens used by {} item(s). \
+         The profile's sources gave {} candidate(s) holding {} tokens in all (their `always` keys, the query's matches and their newest memories); \
+         {} of them were left out.</p>",
         k.total_tokens,
         k.max_tokens,
         k.items.len(),
+        candidates,
+        k.available_tokens,
         k.dropped,
-        k.available_tokens
     );
     b.push_str("<h2>Per source</h2><table class=\"counts\" id=\"sources\"><tr><th>source</th><th>scope</th><th>share</th><th>budget</th><th>used</th><th>items</th><th>left out</th><th>note</th></tr>");
     for u in &k.per_source {

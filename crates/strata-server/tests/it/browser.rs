@@ -272,6 +272,7 @@ fn base64_decode(text: &str) -> Vec<u8> {
     out
 }
 
+#[strata_testenv::browser]
 #[test]
 fn browser_a_person_inspects_and_corrects_memory() {
     let Some(b) = Browser::start() else {

@@ -847,3 +847,47 @@ fn ui_sessions_end_when_their_token_is_revoked_or_expires() {
     assert!(p.body.contains("expired"), "{}", p.body);
     assert!(p.header("set-cookie").is_empty());
 }
+
+/// Regression (issue 56): `user/ana` was counted under the tier "project",
+/// and the context preview's "85 tokens were available" said nothing of
+/// what they were.
+#[test]
+fn ui_a_user_scope_counts_under_its_own_root_and_the_preview_says_what_it_counts() {
+    let (rw, t) = token(
+        "ana",
+        &["project/acme", "user/ana", "global"],
+        Access::ReadWrite,
+    );
+    let s = Server::start(ServerConfig {
+        tokens: vec![t],
+        ..Default::default()
+    });
+    for (content, scope) in [
+        ("Ana prefers short answers", "user/ana"),
+        ("Ana reads the changelog first", "user/ana"),
+        ("We chose PostgreSQL for billing", "project/acme"),
+        ("Prefer tabs over spaces", "global"),
+    ] {
+        s.expect(
+            201,
+            "POST",
+            "/v1/memories",
+            Some(&rw),
+            json!({"content": content, "scope": scope}),
+        );
+    }
+    let ui = sign_in(&s, &rw);
+    let p = ui.get("/ui");
+    let tiers = &p.body[p.body.find("id=\"tiers\"").unwrap()..];
+    let tiers = &tiers[..tiers.find("</table>").unwrap()];
+    assert!(tiers.contains("<td>user</td><td>2</td>"), "{tiers}");
+    assert!(tiers.contains("<td>project</td><td>1</td>"), "{tiers}");
+    assert!(tiers.contains("<td>global</td><td>1</td>"), "{tiers}");
+    let p = ui.get("/ui/context?profile=global&query=tabs&max_tokens=500");
+    assert_eq!(p.status, 200, "{}", p.body);
+    let total = &p.body[p.body.find("id=\"ctx-total\"").unwrap()..];
+    let total = &total[..total.find("</p>").unwrap()];
+    assert!(!total.contains("were available"), "{total}");
+    assert!(total.contains("of the budget's 500 tokens"), "{total}");
+    assert!(total.contains("candidate"), "{total}");
+}

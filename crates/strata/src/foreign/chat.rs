@@ -2,7 +2,8 @@
 //! of conversations.
 //!
 //! Each conversation becomes a session (`chatgpt-<id>`, `claude-<uuid>`)
-//! whose turns are memories of kind `conversation` with their role, in the
+//! whose turns are memories of kind `conversation` with their role
+//! (ChatGPT's tool turns: role `tool`, kind `tool_output`), in the
 //! scope `<target>/<session>` (target `session` unless told otherwise), each
 //! created when the export says it was said, the conversation's id and title
 //! in its payload. A message without text (an image, a hidden system
@@ -20,7 +21,7 @@ use std::collections::HashSet;
 
 use super::{Draft, Read, bad, parse_json, parse_time, segment};
 use crate::Result;
-use crate::model::{Kind, NewMemory, Role};
+use crate::model::{Kind, NewMemory, Role, Source};
 use crate::scope::Scope;
 
 /// The conversations of an export: its top-level array.
@@ -72,6 +73,24 @@ fn time(file: &str, entry: &str, v: &Value, field: &str) -> Result<Option<Timest
             format!("`{field}` must be a time (text or seconds)"),
         )),
     }
+}
+
+/// The error for the other tool's export: both are a `conversations.json`
+/// array, told apart by how a conversation holds its messages (ChatGPT's
+/// `mapping`, a tree of nodes; Claude's `chat_messages`, a list).
+fn other_export(file: &str, entry: &str, tool: &str, format: &str) -> crate::error::Error {
+    let (has, lacks) = if format == "claude" {
+        ("chat_messages", "mapping")
+    } else {
+        ("mapping", "chat_messages")
+    };
+    bad(
+        file,
+        entry,
+        format!(
+            "has `{has}`, not `{lacks}`: this is {tool}'s export; import it as `{format}` (`--from {format}`)"
+        ),
+    )
 }
 
 /// A conversation: where its turns go and what they carry.
@@ -150,6 +169,9 @@ pub(super) fn read_chatgpt(
     let mut out = Read::default();
     for (i, c) in conversations(file, &doc)?.iter().enumerate() {
         let entry = format!("conversation {}", i + 1);
+        if c.get("mapping").is_none() && c.get("chat_messages").is_some() {
+            return Err(other_export(file, &entry, "Claude", "claude"));
+        }
         let mapping = object(file, &entry, c, "mapping")?;
         let id = match c.get("conversation_id") {
             Some(Value::String(_)) => string(file, &entry, c, "conversation_id")?,
@@ -227,10 +249,18 @@ pub(super) fn read_chatgpt(
             let said = time(file, &at, m, "create_time")?.unwrap_or(started);
             let mid = m.get("id").and_then(Value::as_str).unwrap_or(node);
             let updated_at = time(file, &at, m, "update_time")?;
+            let mut new = conv.turn(mid, role, text, said);
+            // What a tool answered (a search, code run, a file read) is the
+            // tool's output, not something the user or assistant said.
+            // It still came in the conversation, as the other turns did.
+            if role == Role::Tool {
+                new.kind = Some(Kind::ToolOutput);
+                new.source = Some(Source::Conversation);
+            }
             out.drafts.push(Draft {
                 source_id: format!("{id}\0{mid}"),
                 entry: at,
-                new: conv.turn(mid, role, text, said),
+                new,
                 updated_at,
             });
         }
@@ -265,6 +295,9 @@ pub(super) fn read_claude(
     let mut out = Read::default();
     for (i, c) in conversations(file, &doc)?.iter().enumerate() {
         let entry = format!("conversation {}", i + 1);
+        if c.get("chat_messages").is_none() && c.get("mapping").is_some() {
+            return Err(other_export(file, &entry, "ChatGPT", "chatgpt"));
+        }
         let id = string(file, &entry, c, "uuid")?;
         let title = c.get("name").and_then(Value::as_str).unwrap_or("");
         let started = time(file, &entry, c, "created_at")?.unwrap_or(now);

@@ -12,9 +12,10 @@ pub struct Backend {
     _pg: Option<PgSchema>,
 }
 
-/// The PostgreSQL server the tests use: `STRATA_TEST_PG_URL`. Without it
-/// the PostgreSQL instances of the tests pass without running, except in CI
-/// (`CI` set), where a missing URL fails them.
+/// The PostgreSQL server the tests use: `STRATA_TEST_PG_URL`. A build
+/// without it marks the PostgreSQL tests ignored (`#[strata_testenv::pg]`);
+/// one that had it but runs without it returns early from them, except in
+/// CI (`CI` set), where a missing URL fails them.
 #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub fn pg_url() -> Option<String> {
     match std::env::var("STRATA_TEST_PG_URL") {
@@ -186,7 +187,7 @@ macro_rules! backends {
         mod memory_store { $( #[test] fn $name() { super::$name(&crate::harness::Backend::memory); } )* }
         mod sqlite_store { $( #[test] fn $name() { super::$name(&crate::harness::Backend::sqlite); } )* }
         #[cfg(feature = "postgres")]
-        mod postgres_store { $( #[test] fn $name() {
+        mod postgres_store { $( #[strata_testenv::pg] #[test] fn $name() {
             if crate::harness::pg_url().is_some() {
                 super::$name(&|| crate::harness::Backend::postgres().unwrap());
             }
@@ -196,7 +197,7 @@ macro_rules! backends {
         mod memory_engine { $( #[test] fn $name() { super::$name(&|c| crate::harness::TestEngine::memory(|x| c(x))); } )* }
         mod sqlite_engine { $( #[test] fn $name() { super::$name(&|c| crate::harness::TestEngine::sqlite(|x| c(x))); } )* }
         #[cfg(feature = "postgres")]
-        mod postgres_engine { $( #[test] fn $name() {
+        mod postgres_engine { $( #[strata_testenv::pg] #[test] fn $name() {
             if crate::harness::pg_url().is_some() {
                 super::$name(&|c| crate::harness::TestEngine::postgres(|x| c(x)).unwrap());
             }

@@ -95,6 +95,7 @@ fn fill(s: &dyn Store) {
     s.audit_prune(None, Some(5)).unwrap();
 }
 
+#[strata_testenv::pg]
 #[test]
 fn sqlite_to_postgres_to_sqlite_is_lossless() {
     let Some(pg) = PgSchema::new() else { return };
@@ -153,6 +154,7 @@ fn sqlite_to_postgres_to_sqlite_is_lossless() {
     assert_eq!(store_digest(&b).unwrap(), before);
 }
 
+#[strata_testenv::pg]
 #[test]
 fn bad_urls_and_absent_servers_are_named() {
     let Some(pg) = PgSchema::new() else { return };
@@ -187,6 +189,7 @@ fn bad_urls_and_absent_servers_are_named() {
     );
 }
 
+#[strata_testenv::pg]
 #[test]
 fn newer_and_foreign_schemas_are_refused_untouched() {
     let Some(pg) = PgSchema::new() else { return };
@@ -235,6 +238,7 @@ fn raw_client(url: &str) -> postgres::Client {
     postgres::Client::connect(url, postgres::NoTls).unwrap()
 }
 
+#[strata_testenv::pg]
 #[test]
 fn forget_leaves_no_row_anywhere() {
     let Some(pg) = PgSchema::new() else { return };
@@ -297,6 +301,7 @@ fn forget_leaves_no_row_anywhere() {
 /// chunk is found by its words, scored as SQLite scores it, and the
 /// tables it filled are analyzed when it commits (planner statistics
 /// current before autovacuum comes round).
+#[strata_testenv::pg]
 #[test]
 fn a_large_batch_is_indexed_whole_and_analyzed() {
     let Some(pg) = PgSchema::new() else { return };
@@ -359,6 +364,7 @@ fn a_large_batch_is_indexed_whole_and_analyzed() {
 /// Several stores on one schema (the nodes of a fleet) writing at once:
 /// every write lands once, keys stay unique, sessions stay in bound, and
 /// each node sees the others' writes.
+#[strata_testenv::pg]
 #[test]
 fn nodes_on_one_schema_share_every_write() {
     let Some(pg) = PgSchema::new() else { return };
@@ -465,6 +471,7 @@ fn nodes_on_one_schema_share_every_write() {
 /// error, never a wrong answer), the store opens new connections by
 /// itself, one idle for over a second is checked before use, and nothing
 /// acknowledged is lost.
+#[strata_testenv::pg]
 #[test]
 fn connections_cut_by_the_server_are_replaced() {
     let Some(pg) = PgSchema::new() else { return };
@@ -516,6 +523,7 @@ fn connections_cut_by_the_server_are_replaced() {
 /// The embed worker's claims: two nodes asking for the memories waiting for
 /// a vector get disjoint sets (no memory embedded twice); a claimed memory
 /// changed meanwhile waits again at once, and storing vectors ends claims.
+#[strata_testenv::pg]
 #[test]
 fn nodes_claim_disjoint_work_for_the_embedder() {
     let Some(pg) = PgSchema::new() else { return };
@@ -680,6 +688,7 @@ impl Drop for OwnServer {
 /// A wrong password is named as such with what to set, never echoed, and
 /// not waited out; the right one, from the URL or from the options (where
 /// the front ends put STRATA_DB_PASSWORD), opens the store.
+#[strata_testenv::pg]
 #[test]
 fn a_wrong_password_is_named_and_the_right_one_opens() {
     let Some(srv) = OwnServer::new() else { return };
@@ -711,6 +720,7 @@ fn a_wrong_password_is_named_and_the_right_one_opens() {
 /// every failure is `Unavailable` (HTTP 503), never a wrong answer; the
 /// store reconnects by itself once it is back; and every acknowledged write
 /// is there afterwards.
+#[strata_testenv::pg]
 #[test]
 fn a_server_restarted_under_load_loses_no_acknowledged_write() {
     let Some(srv) = OwnServer::new() else { return };
@@ -819,6 +829,7 @@ fn a_server_restarted_under_load_loses_no_acknowledged_write() {
 /// unseen), every notified change is searched within a second, and a
 /// listener whose connection is cut falls back to reading the counters and
 /// listens again by itself.
+#[strata_testenv::pg]
 #[test]
 fn other_nodes_vectors_arrive_by_notification() {
     let Some(pg) = PgSchema::new() else { return };
@@ -927,6 +938,7 @@ fn other_nodes_vectors_arrive_by_notification() {
 /// vectors stored later (through another node too), never answering from
 /// outside the view, and dropped by a forget.
 #[cfg(feature = "ann")]
+#[strata_testenv::pg]
 #[test]
 fn large_views_are_searched_through_an_index() {
     let Some(pg) = PgSchema::new() else { return };
@@ -1035,6 +1047,7 @@ fn large_views_are_searched_through_an_index() {
 /// Nodes on one schema append to one audit chain: the row lock on its head
 /// hands out numbers one at a time, and verification passes over the
 /// interleaved appends.
+#[strata_testenv::pg]
 #[test]
 fn nodes_append_to_one_audit_chain() {
     use strata::{AuditEvent, AuditLog};
@@ -1075,6 +1088,7 @@ fn nodes_append_to_one_audit_chain() {
 
 /// A schema strata's version 2 wrote gains the audit tables on open, its
 /// memories untouched.
+#[strata_testenv::pg]
 #[test]
 fn a_version_2_schema_gains_an_audit_chain_and_the_learned_index() {
     use strata::AuditLog;

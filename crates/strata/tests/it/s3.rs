@@ -130,6 +130,7 @@ fn forty_days_on(e: &mut TestEngine) {
     days_on(e, 40);
 }
 
+#[strata_testenv::s3]
 #[test]
 fn an_s3_tier_moves_searches_restores_and_forgets() {
     let Some(url) = endpoint() else { return };
@@ -220,6 +221,7 @@ fn an_s3_tier_moves_searches_restores_and_forgets() {
     );
 }
 
+#[strata_testenv::s3]
 #[test]
 fn a_damaged_object_is_named_never_skipped() {
     let Some(url) = endpoint() else { return };
@@ -247,6 +249,7 @@ fn a_damaged_object_is_named_never_skipped() {
     assert!(err.contains(&name), "{err}");
 }
 
+#[strata_testenv::s3]
 #[test]
 fn an_endpoint_that_is_down_keeps_warm_and_moves_later() {
     let Some(url) = endpoint() else { return };
@@ -312,6 +315,7 @@ fn an_endpoint_that_is_down_keeps_warm_and_moves_later() {
 }
 
 #[cfg(feature = "encryption")]
+#[strata_testenv::s3]
 #[test]
 fn an_encrypted_store_seals_its_s3_segments() {
     let Some(url) = endpoint() else { return };
@@ -354,6 +358,7 @@ fn an_encrypted_store_seals_its_s3_segments() {
 /// its segments rewritten sealed (no zstd frame, no text in any object),
 /// then under another key, then plain again, the memories the same.
 #[cfg(feature = "encryption")]
+#[strata_testenv::s3]
 #[test]
 fn encrypt_rekey_and_decrypt_take_an_s3_tier_along() {
     let Some(url) = endpoint() else { return };

@@ -26,7 +26,7 @@ fn files_sync_into_their_scopes(make: MakeEngine) {
         "Prefers small diffs.",
     )
     .unwrap();
-    std::fs::write(d.join(".memory/elsewhere.md"), "not placed").unwrap();
+    std::fs::write(d.join(".memory/testing.md"), "Run ./check first.").unwrap();
     std::os::unix::fs::symlink(
         d.join("CLAUDE.md"),
         d.join(".memory/project/decisions/link.md"),
@@ -34,8 +34,8 @@ fn files_sync_into_their_scopes(make: MakeEngine) {
     .unwrap();
 
     let r = e.sync_dir(d, "acme", false).unwrap();
-    assert_eq!(r.added.len(), 3, "{r:?}");
-    assert_eq!(r.skipped.len(), 2, "{r:?}");
+    assert_eq!(r.added.len(), 4, "{r:?}");
+    assert_eq!(r.skipped.len(), 1, "{r:?}");
     assert!(
         r.skipped
             .iter()
@@ -47,7 +47,13 @@ fn files_sync_into_their_scopes(make: MakeEngine) {
         e.list(&l).unwrap()
     };
     let project = all("project/acme");
-    assert_eq!(project.len(), 2);
+    assert_eq!(project.len(), 3);
+    // A file right under `.memory/` is the project's (issue 56).
+    let testing = project
+        .iter()
+        .find(|m| m.key.as_deref() == Some(".memory/testing.md"))
+        .unwrap();
+    assert_eq!(testing.kind, Kind::Context);
     let db = project.iter().find(|m| m.kind == Kind::Decision).unwrap();
     assert_eq!(db.key.as_deref(), Some(".memory/project/decisions/db.md"));
     assert!(db.pinned && db.tags.contains(&strata::FILE_TAG.to_string()));
@@ -66,7 +72,7 @@ fn files_sync_into_their_scopes(make: MakeEngine) {
     );
     assert_eq!(e.get(&db.id).unwrap().unwrap().version, 1);
     let r = e.sync_dir(d, "acme", false).unwrap();
-    assert_eq!((r.updated.len(), r.unchanged), (1, 2));
+    assert_eq!((r.updated.len(), r.unchanged), (1, 3));
     let now = e.get(&db.id).unwrap().unwrap();
     assert_eq!(
         (now.version, now.content.as_str()),
