@@ -432,9 +432,9 @@ pub fn open(g: &Global) -> Result<strata::Engine> {
 /// model is missing (`embedder.kind = "auto"` and no model on this
 /// machine): a user who writes or recalls without it learns why
 /// paraphrases are not found, where they are. `kind = "none"` is meant and
-/// says nothing.
-pub fn say_if_model_missing(e: &strata::Engine) {
-    if e.config().embedder.kind != strata::EmbedderKind::Auto {
+/// says nothing, and so does `--json`, whose stderr a program reads.
+pub fn say_if_model_missing(g: &Global, e: &strata::Engine) {
+    if g.json || e.config().embedder.kind != strata::EmbedderKind::Auto {
         return;
     }
     if let Ok(None) = e.embedder()

@@ -58,7 +58,7 @@ pub fn run(g: &Global, a: RecallArgs) -> Result<()> {
         .map(|t| strata::parse_time("as_of", t))
         .transpose()?;
     let e = app::open(g)?;
-    app::say_if_model_missing(&e);
+    app::say_if_model_missing(g, &e);
     let hits = e.recall(&req)?;
     app::audit(
         &e,

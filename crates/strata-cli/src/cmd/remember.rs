@@ -82,7 +82,7 @@ pub fn run(g: &Global, a: RememberArgs) -> Result<()> {
     new.sensitive = a.sensitive;
     new.ttl = a.ttl.as_deref().map(strata::parse_ttl).transpose()?;
     let e = app::open(g)?;
-    app::say_if_model_missing(&e);
+    app::say_if_model_missing(g, &e);
     let m = app::with_confirm(a.yes, |c| e.remember_with(new.clone(), c))?;
     app::audit(
         &e,

@@ -148,7 +148,7 @@ pub fn serve(g: &Global, a: ServeArgs) -> Result<()> {
         strata_server::AuthMode::Tokens
     };
     let engine = app::open(g)?;
-    app::say_if_model_missing(&engine);
+    app::say_if_model_missing(g, &engine);
     let shared = strata_server::Shared::new(engine, &cfg, mode)?;
     // Tokens are reloaded when the file changes (or on SIGHUP).
     let watched = match app::config_path(g)? {
@@ -181,7 +181,7 @@ pub fn mcp(g: &Global, a: McpArgs) -> Result<()> {
         cfg.mcp.session = a.session;
     }
     let engine = app::open(g)?;
-    app::say_if_model_missing(&engine);
+    app::say_if_model_missing(g, &engine);
     if a.ephemeral {
         let scope = match &cfg.mcp.project {
             Some(p) => Some(strata::Scope::project(p)?),
