@@ -39,6 +39,8 @@ use crate::out::{self as output, usage};
 mod http;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "http")]
+mod soak;
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -142,6 +144,15 @@ pub struct BenchArgs {
     /// table (recall only and the two mixes on 1, 2, 4 … threads).
     #[arg(long, default_value_t = 6_000)]
     pub scale_requests: usize,
+    /// Minutes the soak benchmark runs (`--only soak`: a server under
+    /// `--clients` well-behaved clients, 90 % recall / 10 % remember, and
+    /// hostile requests; not in the default set).
+    #[arg(long, default_value_t = 30.0)]
+    pub soak_minutes: f64,
+    /// Share of the soak's requests that are hostile (oversized, malformed,
+    /// another tenant's id, slow), in (0, 0.5].
+    #[arg(long, default_value_t = 0.01)]
+    pub soak_hostile: f64,
     /// Random seed of the data generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -212,6 +223,9 @@ struct Report {
     #[cfg(feature = "postgres")]
     #[serde(skip_serializing_if = "Option::is_none")]
     postgres: Option<postgres::PgBench>,
+    #[cfg(feature = "http")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    soak: Option<soak::SoakBench>,
 }
 
 /// The cold tier: archived memories demoted out of SQLite into segments.
@@ -1082,15 +1096,27 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
             "tiers",
             "hot",
             "lifecycle",
+            "soak",
         ]
         .contains(&o.as_str())
         {
             return usage(format!(
-                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http, postgres, tiers, hot, lifecycle"
+                "bench --only: `{o}` is not one of insert, remember, writers, recall, cold, context, vectors, http, postgres, tiers, hot, lifecycle, soak"
             ));
         }
-        if o == "http" && !cfg!(feature = "http") {
-            return usage("bench --only http: built without the `http` feature");
+        if (o == "http" || o == "soak") && !cfg!(feature = "http") {
+            return usage(format!(
+                "bench --only {o}: built without the `http` feature"
+            ));
+        }
+        if o == "soak"
+            && (!(a.soak_minutes > 0.0 && a.soak_minutes <= 24.0 * 60.0)
+                || !(a.soak_hostile > 0.0 && a.soak_hostile <= 0.5))
+        {
+            return usage(format!(
+                "bench --only soak: --soak-minutes {} must be in (0, 1440] and --soak-hostile {} in (0, 0.5]",
+                a.soak_minutes, a.soak_hostile
+            ));
         }
         if o == "postgres" && !cfg!(feature = "postgres") {
             return usage("bench --only postgres: built without the `postgres` feature");
@@ -1327,6 +1353,11 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
         rep.http = Some(http::run(&a, &db, &mut datagen, &say)?);
     }
 
+    #[cfg(feature = "http")]
+    if a.only.iter().any(|o| o == "soak") {
+        rep.soak = Some(soak::run(&a, &dir, &say)?);
+    }
+
     #[cfg(feature = "postgres")]
     if let (true, Some(url)) = (a.only.iter().any(|o| o == "postgres"), &a.pg_url) {
         rep.postgres = Some(postgres::run(&a, url, &db, &data, &mut datagen, &say)?);
@@ -1352,6 +1383,16 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
     }
     if http_failures > 0 {
         anyhow::bail!("bench http: {http_failures} failed requests or lost writes");
+    }
+    #[cfg(feature = "http")]
+    if let Some(k) = &rep.soak
+        && (k.errors > 0 || k.lost_writes > 0)
+    {
+        anyhow::bail!(
+            "bench soak: {} failed requests of well-behaved clients, {} acknowledged writes lost",
+            k.errors,
+            k.lost_writes
+        );
     }
     Ok(())
 }
@@ -1509,6 +1550,27 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
         ))?;
     }
     #[cfg(feature = "http")]
+    #[cfg(feature = "http")]
+    if let Some(k) = &rep.soak {
+        let shown = |(sent, ok): (usize, usize)| format!("{ok}/{sent}");
+        output::line(format!(
+            "soak               {:.1} min, {} clients: {} requests, {} errors, {} writes acknowledged, {} lost",
+            k.minutes, k.clients, k.requests, k.errors, k.acked_writes, k.lost_writes
+        ))?;
+        output::line(format!(
+            "  hostile answered as expected: oversized {} (413), malformed {} (400), another tenant's id {} (404), slow {} (closed at the header deadline)",
+            shown(k.oversized),
+            shown(k.malformed),
+            shown(k.foreign_id),
+            shown(k.slow)
+        ))?;
+        let rss: Vec<String> = k.rss_mib.iter().map(|m| format!("{m:.0}")).collect();
+        output::line(format!(
+            "  resident memory by tenth (MiB): {}; last against second tenth {:+.1} %",
+            rss.join(" "),
+            k.rss_growth_pct
+        ))?;
+    }
     if let Some(h) = &rep.http {
         for p in &h.in_process {
             output::line(format!(

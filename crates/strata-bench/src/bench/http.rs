@@ -401,7 +401,7 @@ pub(super) fn drive_http<'a>(
 }
 
 /// A keep-alive HTTP/1.1 connection and its buffers.
-struct Conn {
+pub(super) struct Conn {
     addr: SocketAddr,
     stream: TcpStream,
     out: Vec<u8>,
@@ -409,7 +409,7 @@ struct Conn {
 }
 
 impl Conn {
-    async fn open(addr: SocketAddr) -> Result<Conn> {
+    pub(super) async fn open(addr: SocketAddr) -> Result<Conn> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(Conn {
@@ -422,7 +422,7 @@ impl Conn {
 
     /// One request (a GET when the body is empty); the answer's body when
     /// its status is the one wanted.
-    async fn send(&mut self, auth: &str, (path, body, want): Call<'_>) -> Result<&[u8]> {
+    pub(super) async fn send(&mut self, auth: &str, (path, body, want): Call<'_>) -> Result<&[u8]> {
         use std::io::Write as _;
         self.out.clear();
         if body.is_empty() {

@@ -213,6 +213,12 @@ fn every_boundary_names_the_problem() {
     );
     check(
         &e,
+        &["bench", "--only", "soak", "--soak-hostile", "0"],
+        2,
+        &["--soak-hostile", "0"],
+    );
+    check(
+        &e,
         &[
             "bench",
             "--encrypted",

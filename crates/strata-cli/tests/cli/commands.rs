@@ -494,6 +494,45 @@ fn forget_dry_run_and_yes_reach_global() {
     assert_eq!(r["pinned_kept"], 1);
 }
 
+/// `bench --only soak` for a few seconds: well-behaved clients get no
+/// error and lose no write while a tenth of the requests are hostile, and
+/// each hostile request gets the answer it should (413, 400, 404).
+#[test]
+fn bench_soak_keeps_well_behaved_clients_whole_under_hostile_requests() {
+    let e = Env::new();
+    let dir = e.path("bench");
+    let j = e.json(&[
+        "bench",
+        "--only",
+        "soak",
+        "--memories",
+        "100",
+        "--scopes",
+        "2",
+        "--clients",
+        "2",
+        "--soak-minutes",
+        "0.05",
+        "--soak-hostile",
+        "0.1",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    let k = &j["soak"];
+    assert_eq!(
+        (&k["errors"], &k["lost_writes"]),
+        (&0.into(), &0.into()),
+        "{k}"
+    );
+    assert!(k["requests"].as_u64().unwrap() > 20, "{k}");
+    assert!(k["acked_writes"].as_u64().unwrap() > 0, "{k}");
+    for kind in ["oversized", "malformed", "foreign_id"] {
+        let (answered, right) = (k[kind][0].as_u64().unwrap(), k[kind][1].as_u64().unwrap());
+        assert!(answered > 0 && right == answered, "{kind}: {k}");
+    }
+    assert_eq!(k["rss_mib"].as_array().unwrap().len(), 10, "{k}");
+}
+
 /// `bench --only http` on a small store: no errors nor lost writes, and
 /// a recall's CPU time is read on both sides, the server's and the
 /// library's in process (Linux), so what the server adds splits into the
