@@ -558,7 +558,7 @@ impl super::Engine {
         self.open_ephemeral_session_bounded(id, scope, None)
     }
 
-    /// [`Engine::open_ephemeral_session`] with a byte bound of its own
+    /// [`crate::Engine::open_ephemeral_session`] with a byte bound of its own
     /// (the configured `session_max_bytes` without one): a write that would
     /// take its turns over it is refused ([`Error::SessionFull`]), as for a
     /// stored session.
