@@ -64,7 +64,17 @@ fn departure_at(t: &[Tok], i: usize) -> bool {
     let w = low[i];
     let prev = |k: usize| i.checked_sub(k).map(|j| low[j]);
     match w {
-        "of" => matches!(prev(1), Some("instead" | "rid" | "out")),
+        // "instead of", "rid of"; "out of" only after taking someone out
+        // ("pulled her out of Little Honu"), not "made out of".
+        "of" => {
+            matches!(prev(1), Some("instead" | "rid"))
+                || prev(1) == Some("out")
+                    && low[..i - 1]
+                        .iter()
+                        .rev()
+                        .take(3)
+                        .any(|p| matches!(*p, "pulled" | "took" | "taken" | "moved" | "switched"))
+        }
         "off" => matches!(prev(1), Some("moved" | "switched" | "came" | "got")),
         "from" => low[..i].iter().rev().take(4).any(|p| {
             matches!(
@@ -79,13 +89,19 @@ fn departure_at(t: &[Tok], i: usize) -> bool {
             .take(5)
             .any(|p| matches!(*p, "put" | "gave" | "given" | "moved")),
         "go" => low[..i].iter().rev().take(5).any(|p| *p == "let"),
-        // "left knee", "left side": at the start of a clause, "left" is a
-        // departure only before what it left ("left the firm", "left Acme").
-        "left" if i == 0 || t[i - 1].brk => low
-            .get(i + 1)
-            .is_some_and(|n| matches!(*n, "the" | "my" | "our" | "her" | "his" | "their")),
-        "split" | "broke" => true,
+        // "left knee", "money left after": "left" is a departure before
+        // what it left, a name or a thing with its determiner ("left the
+        // firm", "left Acme").
+        "left" => t.get(i + 1).is_some_and(|n| {
+            matches!(
+                n.low.as_str(),
+                "the" | "my" | "our" | "her" | "his" | "their" | "a" | "an"
+            ) || named(n)
+        }),
+        // "split up", "broke up"; a car that broke down changed nothing.
+        "split" | "broke" => matches!(low.get(i + 1), Some(&"up")),
         "gone" => matches!(prev(1), Some("has" | "'s" | "is" | "was" | "have")),
+        "ended" | "finished" => low.get(i + 1) != Some(&"up"),
         _ => ENDED_BEFORE.contains(&w) || ENDED_AFTER.contains(&w),
     }
 }
@@ -631,6 +647,17 @@ fn named(t: &Tok) -> bool {
         && !WHEN.contains(&t.low.as_str())
 }
 
+/// Whether a value may start with this word: a name, or a word that is not
+/// a verb's form ("getting", "recycled") nor an adverb ("almost").
+fn thing(t: &Tok) -> bool {
+    named(t)
+        || !(t.low.ends_with("ing") || t.low.ends_with("ed") || t.low.ends_with("ly"))
+            && !matches!(
+                t.low.as_str(),
+                "almost" | "sometimes" | "often" | "always" | "never" | "even" | "early" | "later"
+            )
+}
+
 fn content_word(t: &Tok) -> bool {
     named(t)
         || !STOP.contains(&t.low.as_str())
@@ -780,9 +807,23 @@ fn fact_attribute(name: &str) -> &'static str {
 fn change(toks: &[Vec<Tok>], i: usize) -> Option<Change> {
     let t = &toks[i];
     // The departure word, and the old value beside it.
+    let sentence: Vec<usize> = t
+        .iter()
+        .scan(0, |n, w| {
+            *n += usize::from(w.start);
+            Some(*n)
+        })
+        .collect();
+    // Advice to the other ("instead of candy, you could try…") is not the
+    // user's change.
+    let advice = |k: usize| {
+        t.iter().zip(&sentence).any(|(w, n)| {
+            *n == sentence[k] && matches!(w.low.as_str(), "you" | "your" | "you'd" | "should")
+        })
+    };
     let mut best: Option<(usize, usize, usize, usize)> = None; // (cue, a, b, old turn)
     for cue in 0..t.len() {
-        if !departure_at(t, cue) || t[cue].question {
+        if !departure_at(t, cue) || t[cue].question || advice(cue) {
             continue;
         }
         let clause_start = (0..cue).rev().find(|&k| t[k].brk).map_or(0, |k| k + 1);
@@ -805,10 +846,34 @@ fn change(toks: &[Vec<Tok>], i: usize) -> Option<Change> {
             if after && t[cue..a].iter().any(|x| x.brk) {
                 continue;
             }
-            if !after && (b > cue || !t[b..cue].iter().all(|x| STOP.contains(&x.low.as_str()))) {
+            // "Dr. Hensley retired", "Mosse has gone", "Amaka and I split
+            // up": what ended is the subject, an auxiliary at most between.
+            if !after
+                && (b > cue
+                    || !t[b..cue].iter().all(|x| {
+                        matches!(
+                            x.low.as_str(),
+                            "has"
+                                | "have"
+                                | "had"
+                                | "is"
+                                | "was"
+                                | "'s"
+                                | "just"
+                                | "finally"
+                                | "been"
+                                | "and"
+                                | "i"
+                                | "we"
+                        )
+                    }))
+            {
                 continue;
             }
             let words: Vec<&str> = t[a..b].iter().map(|x| x.low.as_str()).collect();
+            if !thing(&t[a]) {
+                continue;
+            }
             let Some(old_turn) = (0..i).find(|&k| says(&toks[k], &words)) else {
                 continue;
             };
@@ -838,17 +903,30 @@ fn change(toks: &[Vec<Tok>], i: usize) -> Option<Change> {
                 {
                     return None;
                 }
+                let new = t[k].low == "new";
+                if new && !(k > 0 && matches!(t[k - 1].low.as_str(), "a" | "my" | "our" | "the")) {
+                    return None;
+                }
                 t.iter().skip(k + 1).take(2).find_map(|x| {
-                    let noun = x.low.strip_suffix('s').unwrap_or(&x.low);
+                    // "a new job", but not "new cities".
+                    let noun = if new {
+                        x.low.as_str()
+                    } else {
+                        x.low.strip_suffix('s').unwrap_or(&x.low)
+                    };
                     ATTRS
                         .iter()
                         .find(|at| at.nouns.contains(&noun))
                         .map(|at| (k, at))
                 })
             })?;
+            let clause = (0..cue).rev().find(|&k| t[k].brk).map_or(0, |k| k + 1);
             if t[..cue]
                 .iter()
                 .any(|x| NOT_YET.contains(&x.low.as_str()) || x.low.ends_with("n't"))
+                || !t[clause..cue]
+                    .iter()
+                    .any(|x| matches!(x.low.as_str(), "i" | "we" | "im" | "ive" | "my" | "our"))
             {
                 return None;
             }
@@ -858,13 +936,6 @@ fn change(toks: &[Vec<Tok>], i: usize) -> Option<Change> {
     let old_words: Vec<&str> = t[a..b].iter().map(|x| x.low.as_str()).collect();
     // The new value: a span of this turn nobody said before, after a word
     // that introduces one, before "now", or a name; nearest the old value.
-    let sentence: Vec<usize> = t
-        .iter()
-        .scan(0, |n, w| {
-            *n += usize::from(w.start);
-            Some(*n)
-        })
-        .collect();
     let mut pick: Option<(usize, usize, f64)> = None;
     for (x, y) in spans(t, 0..t.len()) {
         if (x < b && y > a) || x == y {
@@ -889,16 +960,24 @@ fn change(toks: &[Vec<Tok>], i: usize) -> Option<Change> {
             {
                 k -= 1;
             }
-            NEW_AFTER.contains(&t[k].low.as_str()) && !t[k].brk
+            // "to accept", "to buy": after a bare "to", only a name is a value.
+            NEW_AFTER.contains(&t[k].low.as_str())
+                && !t[k].brk
+                && !(t[k].low == "to" && k + 1 == x && !named(&t[x]))
         };
         // "… X now", or "now we see X" in one clause.
-        let before_now = t.get(y).is_some_and(|w| w.low == "now") && !t[y - 1].brk
-            || (x.saturating_sub(4)..x)
-                .any(|k| t[k].low == "now" && !t[k..x].iter().any(|w| w.brk));
         let name = t[x..y]
             .iter()
             .all(|w| named(w) || matches!(w.low.as_str(), "&" | "of" | "de" | "la"));
-        if !introduced && !before_now && !name {
+        let before_now = t.get(y).is_some_and(|w| w.low == "now") && !t[y - 1].brk
+            || name
+                && (x.saturating_sub(4)..x)
+                    .any(|k| t[k].low == "now" && !t[k..x].iter().any(|w| w.brk));
+        // Without an old value, only a name or what is so "now" will do.
+        if !introduced && !before_now && !name
+            || old_turn.is_none() && !name && !before_now
+            || !thing(&t[x])
+        {
             continue;
         }
         // Whole: a name ends where its capitals end ("Harrow & Finch" is
@@ -1117,6 +1196,16 @@ mod tests {
             "If I ditch Barclays, would Starling be better?",
             "I never left Barclays, Starling was a joke.",
             "Should I leave Barclays? Starling looks better.",
+        ] {
+            assert_eq!(run(&["my account is with Barclays", t]), None, "{t}");
+        }
+        // Advice to the other, a car that broke down, a game that ended up
+        // won, money left over: no change of the user's.
+        for t in [
+            "And instead of Barclays, you could try Starling.",
+            "My Barclays card broke down at the till, Starling paid.",
+            "Barclays ended up winning it, Starling lost.",
+            "We still had Barclays money left after the trip to Starling.",
         ] {
             assert_eq!(run(&["my account is with Barclays", t]), None, "{t}");
         }
