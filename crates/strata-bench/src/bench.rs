@@ -1109,10 +1109,11 @@ pub fn bench(a: BenchArgs, json: bool) -> Result<()> {
                 "bench --only {o}: built without the `http` feature"
             ));
         }
-        if o == "soak"
-            && (!(a.soak_minutes > 0.0 && a.soak_minutes <= 24.0 * 60.0)
-                || !(a.soak_hostile > 0.0 && a.soak_hostile <= 0.5))
-        {
+        let soak_ok = (0.0..=24.0 * 60.0).contains(&a.soak_minutes)
+            && a.soak_minutes > 0.0
+            && (0.0..=0.5).contains(&a.soak_hostile)
+            && a.soak_hostile > 0.0;
+        if o == "soak" && !soak_ok {
             return usage(format!(
                 "bench --only soak: --soak-minutes {} must be in (0, 1440] and --soak-hostile {} in (0, 0.5]",
                 a.soak_minutes, a.soak_hostile
@@ -1565,10 +1566,16 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
             shown(k.slow)
         ))?;
         let rss: Vec<String> = k.rss_mib.iter().map(|m| format!("{m:.0}")).collect();
+        let anon: Vec<String> = k.rss_anon_mib.iter().map(|m| format!("{m:.0}")).collect();
         output::line(format!(
             "  resident memory by tenth (MiB): {}; last against second tenth {:+.1} %",
             rss.join(" "),
             k.rss_growth_pct
+        ))?;
+        output::line(format!(
+            "  of it anonymous (heap, stacks): {}; {:+.1} % (the rest is file pages, the store's among them)",
+            anon.join(" "),
+            k.rss_anon_growth_pct
         ))?;
     }
     if let Some(h) = &rep.http {

@@ -48,14 +48,21 @@ pub struct SoakBench {
     pub rss_mib: Vec<f64>,
     /// The last tenth's against the second tenth's (after warm-up), %.
     pub rss_growth_pct: f64,
+    /// Of it, anonymous memory (heap, stacks: what a leak grows), by
+    /// tenth; the rest is file pages, the store's mapped file among them,
+    /// which grow with the store.
+    pub rss_anon_mib: Vec<f64>,
+    /// The last tenth's anonymous memory against the second tenth's, %.
+    pub rss_anon_growth_pct: f64,
 }
 
-fn rss_mib() -> f64 {
+/// A line of `/proc/self/status` in MiB (0 where there is none).
+fn status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
         })
         .map_or(0.0, |kib| kib / 1024.0)
@@ -131,6 +138,7 @@ pub fn run(a: &BenchArgs, dir: &std::path::Path, say: &dyn Fn(String)) -> Result
     ]);
     let started = Instant::now();
     let mut rss = Vec::new();
+    let mut anon = Vec::new();
     rt.block_on(async {
         let mut tasks = Vec::new();
         for c in 0..clients {
@@ -150,7 +158,7 @@ pub fn run(a: &BenchArgs, dir: &std::path::Path, say: &dyn Fn(String)) -> Result
                         continue;
                     };
                     let project = format!("project/good/p{}", (c + i) % 8);
-                    let out = if i % 10 == 0 {
+                    let out = if i.is_multiple_of(10) {
                         let body = serde_json::json!({
                             "content": format!("client {c} note {i}: the build of {project} passed"),
                             "scope": project,
@@ -252,7 +260,8 @@ pub fn run(a: &BenchArgs, dir: &std::path::Path, say: &dyn Fn(String)) -> Result
         let tenth = run_for / 10;
         for _ in 0..10 {
             tokio::time::sleep(tenth).await;
-            rss.push(rss_mib());
+            rss.push(status_mib("VmRSS:"));
+            anon.push(status_mib("RssAnon:"));
             say(format!(
                 "soak: {:.1} min, {} requests, {} errors, RSS {:.0} MiB",
                 started.elapsed().as_secs_f64() / 60.0,
@@ -281,8 +290,17 @@ pub fn run(a: &BenchArgs, dir: &std::path::Path, say: &dyn Fn(String)) -> Result
             hostile[2 * k + 1].load(Ordering::Relaxed),
         )
     };
-    let warm = rss.get(1).copied().unwrap_or(0.0);
-    let last = rss.last().copied().unwrap_or(0.0);
+    let growth = |v: &[f64]| {
+        let (warm, last) = (
+            v.get(1).copied().unwrap_or(0.0),
+            v.last().copied().unwrap_or(0.0),
+        );
+        if warm > 0.0 {
+            (last - warm) / warm * 100.0
+        } else {
+            0.0
+        }
+    };
     Ok(SoakBench {
         minutes,
         clients,
@@ -294,11 +312,9 @@ pub fn run(a: &BenchArgs, dir: &std::path::Path, say: &dyn Fn(String)) -> Result
         malformed: pair(1),
         foreign_id: pair(2),
         slow: pair(3),
-        rss_growth_pct: if warm > 0.0 {
-            (last - warm) / warm * 100.0
-        } else {
-            0.0
-        },
+        rss_growth_pct: growth(&rss),
+        rss_anon_growth_pct: growth(&anon),
         rss_mib: rss,
+        rss_anon_mib: anon,
     })
 }

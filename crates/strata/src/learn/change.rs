@@ -650,12 +650,18 @@ fn named(t: &Tok) -> bool {
 /// Whether a value may start with this word: a name, or a word that is not
 /// a verb's form ("getting", "recycled") nor an adverb ("almost").
 fn thing(t: &Tok) -> bool {
-    named(t)
-        || !(t.low.ends_with("ing") || t.low.ends_with("ed") || t.low.ends_with("ly"))
-            && !matches!(
-                t.low.as_str(),
-                "almost" | "sometimes" | "often" | "always" | "never" | "even" | "early" | "later"
-            )
+    const NOT: &[&str] = &[
+        "almost",
+        "sometimes",
+        "often",
+        "always",
+        "never",
+        "even",
+        "early",
+        "later",
+    ];
+    let verb_form = ["ing", "ed", "ly"].iter().any(|e| t.low.ends_with(e));
+    named(t) || !verb_form && !NOT.contains(&t.low.as_str())
 }
 
 fn content_word(t: &Tok) -> bool {
@@ -974,10 +980,8 @@ fn change(toks: &[Vec<Tok>], i: usize) -> Option<Change> {
                 && (x.saturating_sub(4)..x)
                     .any(|k| t[k].low == "now" && !t[k..x].iter().any(|w| w.brk));
         // Without an old value, only a name or what is so "now" will do.
-        if !introduced && !before_now && !name
-            || old_turn.is_none() && !name && !before_now
-            || !thing(&t[x])
-        {
+        let said_so = name || before_now || introduced && old_turn.is_some();
+        if !said_so || !thing(&t[x]) {
             continue;
         }
         // Whole: a name ends where its capitals end ("Harrow & Finch" is
