@@ -311,24 +311,6 @@ const STOP: &[&str] = &[
     "see",
     "say",
     "tell",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "january",
-    "february",
-    "march",
-    "april",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
     "spring",
     "summer",
     "autumn",
@@ -363,6 +345,33 @@ const STOP: &[&str] = &[
     "parents",
     "boss",
 ];
+
+/// Days and months: never a value, capitalised or not.
+const WHEN: &[&str] = &[
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+/// Whether a word carries no value on its own.
+fn stop(w: &str) -> bool {
+    STOP.contains(&w) || WHEN.contains(&w)
+}
 
 /// Titles, which a new name may share with the old ("Dr. Okafor" after
 /// "Dr. Hensley").
@@ -620,26 +629,6 @@ fn capitalised(t: &Tok) -> bool {
 
 /// A name: capitalised where a sentence does not start ("I" is not one).
 fn named(t: &Tok) -> bool {
-    const WHEN: &[&str] = &[
-        "monday",
-        "tuesday",
-        "wednesday",
-        "thursday",
-        "friday",
-        "saturday",
-        "sunday",
-        "january",
-        "february",
-        "march",
-        "april",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
     capitalised(t)
         && !t.start
         && t.raw != "I"
@@ -666,7 +655,7 @@ fn thing(t: &Tok) -> bool {
 
 fn content_word(t: &Tok) -> bool {
     named(t)
-        || !STOP.contains(&t.low.as_str())
+        || !stop(&t.low)
             && t.low.chars().any(char::is_alphabetic)
             && (t.low.chars().count() >= 3 || capitalised(t))
 }
@@ -690,7 +679,7 @@ fn spans(toks: &[Tok], around: std::ops::Range<usize>) -> Vec<(usize, usize)> {
         }
         for b in a + 1..=(a + 4).min(toks.len()) {
             if !content_word(&toks[b - 1]) {
-                if STOP.contains(&toks[b - 1].low.as_str()) && toks[b - 1].low != "&" {
+                if stop(&toks[b - 1].low) && toks[b - 1].low != "&" {
                     break;
                 }
                 continue;
@@ -1034,7 +1023,7 @@ fn change(toks: &[Vec<Tok>], i: usize) -> Option<Change> {
     });
     let person = |w: &Tok| {
         capitalised(w)
-            && !STOP.contains(&w.low.as_str())
+            && !stop(&w.low)
             && w.raw.chars().all(char::is_alphabetic)
             && !old_words.contains(&w.low.as_str())
     };
