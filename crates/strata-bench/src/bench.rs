@@ -1551,7 +1551,6 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
         ))?;
     }
     #[cfg(feature = "http")]
-    #[cfg(feature = "http")]
     if let Some(k) = &rep.soak {
         let shown = |(sent, ok): (usize, usize)| format!("{ok}/{sent}");
         output::line(format!(
@@ -1578,6 +1577,7 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
             k.rss_anon_growth_pct
         ))?;
     }
+    #[cfg(feature = "http")]
     if let Some(h) = &rep.http {
         for p in &h.in_process {
             output::line(format!(
