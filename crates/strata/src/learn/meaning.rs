@@ -11,8 +11,10 @@
 //!   `preference_similarity`); a group stated in two sessions or more is one
 //!   preference memory, keyed by the words of its first statement, whose
 //!   content is its clearest statement and whose evidence is every one;
-//! - **topics**: turns that ask or tell something (not small talk, not a
-//!   preference or a fact) are grouped the same way at `topic_similarity`;
+//! - **topics**: turns are read by their sentences that ask or tell
+//!   something (small talk and stated preferences left out; a turn with
+//!   an aside in it, "just this once" or "if I ever …", left out whole)
+//!   and grouped the same way at `topic_similarity`;
 //!   a group that comes up in `topic_min_sessions` sessions on two days or
 //!   more, but not in nearly every session (that is how this user talks,
 //!   not a topic), is a recurring topic named by its most frequent words.
@@ -328,6 +330,28 @@ fn one_off(text: &str) -> bool {
     .any(|p| t.contains(p))
 }
 
+/// Whether a sentence is an aside, not part of a thread the user keeps
+/// coming back to: someone else's view ("my friend Ana says …"), a
+/// request for this once ("just this once", "for this one"), or a
+/// daydream ("if I ever …", "someday …").
+fn aside(text: &str) -> bool {
+    let t = text.to_lowercase().replace('’', "'");
+    reported(text)
+        || [
+            "just this once",
+            "this one time",
+            "for this one",
+            "only for this",
+            "if i ever",
+            "if we ever",
+            "someday",
+            "some day",
+            "one day",
+        ]
+        .iter()
+        .any(|p| t.contains(p))
+}
+
 /// Whether a sentence reports someone else's view ("my friend Ana says
 /// …", "Oskar would hate this").
 fn reported(text: &str) -> bool {
@@ -408,15 +432,23 @@ fn evidence_of(here: &[Memory], indexes: impl Iterator<Item = usize>) -> Vec<Evi
 
 fn topics(scope: &Scope, here: &[Memory], read: &[Read], cfg: &LearnConfig) -> Vec<Finding> {
     // A turn's meaning: the mean of its sentences that ask or tell
-    // something; a turn that states a preference or a fact is that
-    // detector's, and small talk is nobody's.
+    // something, facts included ("the down payment fund is at 62k now");
+    // a stated preference is that detector's and small talk is nobody's,
+    // and a turn with an aside in it ("just this once", "if I ever …",
+    // "my friend says …") is left out whole: what follows an aside
+    // continues it.
     let mut per_turn: BTreeMap<usize, (Vec<f32>, Vec<&str>, bool)> = BTreeMap::new();
     for r in read {
         let e = per_turn
             .entry(r.memory)
             .or_insert_with(|| (vec![0.0; r.vector.len()], Vec::new(), false));
+        if aside(r.text) {
+            e.2 = true;
+            continue;
+        }
         match best(&r.p) {
-            utterance::PREFERENCE | utterance::FACT => e.2 = true,
+            utterance::PREFERENCE
+                if f64::from(r.p[utterance::PREFERENCE]) >= cfg.preference_min_probability => {}
             utterance::SMALLTALK => {}
             _ if r.text.split_whitespace().count() >= TOPIC_MIN_WORDS => {
                 for (s, x) in e.0.iter_mut().zip(&r.vector) {
@@ -578,5 +610,19 @@ mod tests {
         assert!(!one_off("Keep answers short, please."));
         assert!(reported("my friend Ana says you should just give answers"));
         assert!(!reported("I say keep it short"));
+    }
+
+    #[test]
+    fn asides_are_told_from_the_threads_a_user_returns_to() {
+        assert!(aside("Just this once, give me the whole biology first."));
+        assert!(aside("If I ever get a big bonus I'd blow it on a car."));
+        assert!(aside("Someday I wanna take the slow train across Siberia."));
+        assert!(aside("my brother says he'll never go back to inner tubes"));
+        assert!(!aside(
+            "The levain doubles in about 5 hours now. When should I use it?"
+        ));
+        assert!(!aside(
+            "Back to the apartment plan: where do I end up after 4 years?"
+        ));
     }
 }

@@ -146,7 +146,7 @@ pub struct LearnConfig {
     /// half of the held-out histories).
     pub preference_similarity: f64,
     /// Similarity (cosine) a turn must have with a topic's centroid to
-    /// be about it (default 0.38, tuned on both tuning files of the held-out histories).
+    /// be about it (default 0.42, tuned on both tuning files of the held-out histories).
     pub topic_similarity: f64,
     /// Added to that similarity when a turn shares a word with the topic's
     /// turns that few of the scope's turns say (default 0.1, tuned
@@ -175,7 +175,7 @@ impl Default for LearnConfig {
             meaning: true,
             preference_min_probability: 0.5,
             preference_similarity: 0.3,
-            topic_similarity: 0.38,
+            topic_similarity: 0.42,
             topic_word_bonus: 0.1,
         }
     }
