@@ -107,8 +107,6 @@ pub use agent::{Agent, Depth, NodeRun, NodeSpec, Pipeline, WriteSpec};
 
 // Embeddings.
 #[cfg(feature = "local-embed")]
-pub use embed::local::reference_vectors;
-#[cfg(feature = "local-embed")]
 pub use embed::write_tiny_model;
 pub use embed::{
     DEFAULT_MODEL, Embedder, EmbedderConfig, EmbedderKind, MINILM_PACKAGE, MINILM_SHA256,

@@ -4,19 +4,17 @@
 //! A model folder holds `config.json`, `tokenizer.json`,
 //! `model.safetensors` and, optionally, `1_Pooling/config.json` (mean or CLS
 //! pooling) and `sentence_bert_config.json` (`max_seq_length`). Inputs are
-//! truncated at `max_seq_length`, as sentence-transformers does. candle
-//! reads the weights; `strata-bert` runs them, a batch's texts end to end
-//! with no padding, so vectors do not depend on what else is in the batch.
-//! [`reference_vectors`] runs the same folder through candle's `BertModel`
-//! (padded per batch and masked, as sentence-transformers does): what the
-//! tests hold these vectors against.
+//! truncated at `max_seq_length`, as sentence-transformers does. The
+//! `safetensors` crate reads the weights; `strata-bert` runs them, a
+//! batch's texts end to end with no padding, so vectors do not depend on
+//! what else is in the batch. The tests hold these vectors against
+//! candle's `BertModel` over the same folder (a dev-dependency only).
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig, HiddenAct};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use safetensors::{Dtype, SafeTensors};
+use serde::Deserialize;
+use tokenizers::{Tokenizer, TruncationParams};
 
 use super::{Embedder, Purpose, normalize};
 use crate::error::Error;
@@ -68,6 +66,60 @@ fn read_json(dir: &Path, name: &str) -> Result<Option<serde_json::Value>, Error>
         .map_err(|e| model_err(dir, format!("{name}: {e}")))
 }
 
+/// The fields of a model's `config.json` the forward pass needs.
+#[derive(Debug, Deserialize)]
+struct BertConfig {
+    vocab_size: usize,
+    hidden_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    intermediate_size: usize,
+    hidden_act: String,
+    max_position_embeddings: usize,
+    #[serde(default = "default_eps")]
+    layer_norm_eps: f64,
+    #[serde(default)]
+    model_type: Option<String>,
+}
+
+fn default_eps() -> f64 {
+    1e-12
+}
+
+impl BertConfig {
+    /// The activation `hidden_act` names, as transformers names them.
+    fn act(&self) -> Option<Act> {
+        match self.hidden_act.as_str() {
+            "gelu" => Some(Act::GeluErf),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" | "geluapproximate" => {
+                Some(Act::GeluTanh)
+            }
+            "relu" => Some(Act::Relu),
+            _ => None,
+        }
+    }
+}
+
+/// A tensor's values as `f32`, from any float type a checkpoint stores.
+fn floats(t: &safetensors::tensor::TensorView<'_>) -> Result<Vec<f32>, String> {
+    let b = t.data();
+    Ok(match t.dtype() {
+        Dtype::F32 => b
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        Dtype::F16 => b
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        Dtype::BF16 => b
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        other => return Err(format!("stored as {other:?}, not F32, F16 or BF16")),
+    })
+}
+
 /// What a model folder says about itself.
 struct Folder {
     config: BertConfig,
@@ -88,6 +140,15 @@ impl Folder {
         let cfg_json = read_json(dir, "config.json")?.unwrap_or_default();
         let config: BertConfig = serde_json::from_value(cfg_json)
             .map_err(|e| model_err(dir, format!("config.json: {e}")))?;
+        if config.act().is_none() {
+            return Err(model_err(
+                dir,
+                format!(
+                    "config.json: hidden_act {:?} is not one of gelu, gelu_new, gelu_pytorch_tanh, relu",
+                    config.hidden_act
+                ),
+            ));
+        }
         let pooling = match read_json(dir, "1_Pooling/config.json")? {
             Some(p) if p["pooling_mode_cls_token"].as_bool() == Some(true) => Pooling::Cls,
             _ => Pooling::Mean,
@@ -134,23 +195,20 @@ impl LocalEmbedder {
             pooling,
             tokenizer,
         } = Folder::read(dir, max_tokens)?;
-        // Each tensor leaves the map as it is packed, so the weights are
-        // not held three times over (file, tensor, packed) while loading.
-        let mut tensors =
-            candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
-                .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
+        // The file's bytes are read once; each tensor is a view into them
+        // until it is packed.
+        let bytes = std::fs::read(dir.join("model.safetensors"))
+            .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
+        let tensors = SafeTensors::deserialize(&bytes)
+            .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
         // Some checkpoints name their tensors `bert.embeddings…`.
         let prefix = config
             .model_type
             .as_deref()
             .map(|t| format!("{t}."))
-            .filter(|p| tensors.keys().any(|k| k.starts_with(p.as_str())))
+            .filter(|p| tensors.names().iter().any(|k| k.starts_with(p.as_str())))
             .unwrap_or_default();
-        let act = match config.hidden_act {
-            HiddenAct::Gelu => Act::GeluErf,
-            HiddenAct::GeluApproximate => Act::GeluTanh,
-            HiddenAct::Relu => Act::Relu,
-        };
+        let act = config.act().unwrap_or(Act::GeluErf);
         let shape = Shape {
             hidden: config.hidden_size,
             heads: config.num_attention_heads,
@@ -164,14 +222,11 @@ impl LocalEmbedder {
         let get = |name: &str| {
             let full = format!("{prefix}{name}");
             let t = tensors
-                .remove(&full)
-                .ok_or_else(|| model_err(dir, format!("model.safetensors: no tensor {full}")))?;
-            let floats = t
-                .to_dtype(DType::F32)
-                .and_then(|t| t.flatten_all())
-                .and_then(|t| t.to_vec1::<f32>())
+                .tensor(&full)
+                .map_err(|_| model_err(dir, format!("model.safetensors: no tensor {full}")))?;
+            let values = floats(&t)
                 .map_err(|e| model_err(dir, format!("model.safetensors: {full}: {e}")))?;
-            Ok((floats, t.dims().to_vec()))
+            Ok((values, t.shape().to_vec()))
         };
         let model = Bert::new(shape, get, |what| {
             model_err(dir, format!("model.safetensors: {what}"))
@@ -320,68 +375,9 @@ impl Embedder for LocalEmbedder {
     }
 }
 
-/// candle's `BertModel` over the same folder, padded per batch as
-/// sentence-transformers pads: the reference [`LocalEmbedder`]'s vectors
-/// are checked against (tests, `strata bench`). Slower; not for use.
-#[doc(hidden)]
-pub fn reference_vectors(dir: &Path, texts: &[&str]) -> Result<Vec<Vec<f32>>, Error> {
-    let Folder {
-        config,
-        pooling,
-        mut tokenizer,
-        ..
-    } = Folder::read(dir, None)?;
-    tokenizer.with_padding(Some(PaddingParams {
-        strategy: PaddingStrategy::BatchLongest,
-        pad_id: config.pad_token_id as u32,
-        ..PaddingParams::default()
-    }));
-    let weights = std::fs::read(dir.join("model.safetensors"))
-        .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
-    let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
-        .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
-    let model = BertModel::load(vb, &config)
-        .map_err(|e| model_err(dir, format!("model.safetensors: {e}")))?;
-    let err = |e: &dyn std::fmt::Display| Error::Embedding(format!("reference: {e}"));
-    let encodings = tokenizer
-        .encode_batch(texts.to_vec(), true)
-        .map_err(|e| err(&e))?;
-    let n = encodings.len();
-    let len = encodings.first().map_or(0, |e| e.get_ids().len());
-    let mut ids = Vec::with_capacity(n * len);
-    let mut mask = Vec::with_capacity(n * len);
-    for e in &encodings {
-        ids.extend_from_slice(e.get_ids());
-        mask.extend_from_slice(e.get_attention_mask());
-    }
-    let dev = Device::Cpu;
-    let run = || -> candle_core::Result<Vec<Vec<f32>>> {
-        let ids = Tensor::from_vec(ids, (n, len), &dev)?;
-        let mask = Tensor::from_vec(mask, (n, len), &dev)?;
-        let types = ids.zeros_like()?;
-        let hidden = model.forward(&ids, &types, Some(&mask))?;
-        let pooled = match pooling {
-            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
-            Pooling::Mean => {
-                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-                let summed = hidden.broadcast_mul(&m)?.sum(1)?;
-                let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
-                summed.broadcast_div(&counts)?
-            }
-        };
-        pooled.to_vec2::<f32>()
-    };
-    let mut out = run().map_err(|e| err(&e))?;
-    for v in &mut out {
-        normalize(v);
-    }
-    Ok(out)
-}
-
 /// Writes a tiny random-weight BERT (with a word-level tokenizer over
 /// `words`) into `dir`, for tests: real code path, no model download.
 pub fn write_tiny_model(dir: &Path, words: &[&str]) -> Result<(), Error> {
-    use candle_nn::VarMap;
     let io = |e: std::io::Error| Error::io(format!("writing {}", dir.display()), e);
     std::fs::create_dir_all(dir).map_err(io)?;
     let mut vocab = serde_json::Map::new();
@@ -424,13 +420,92 @@ pub fn write_tiny_model(dir: &Path, words: &[&str]) -> Result<(), Error> {
     };
     write("tokenizer.json", &tokenizer)?;
     write("config.json", &config)?;
-    let bert: BertConfig = serde_json::from_value(config)
-        .map_err(|e| Error::Embedding(format!("tiny model config: {e}")))?;
-    let varmap = VarMap::new();
-    let vb = VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
-    BertModel::load(vb, &bert).map_err(|e| Error::Embedding(format!("tiny model: {e}")))?;
-    varmap
-        .save(dir.join("model.safetensors"))
+    // The tensors BERT has, initialised as transformers does at random:
+    // embeddings around 0 with spread 1, a linear layer's weights and
+    // bias within 1/sqrt(inputs), layer norms at 1 and 0.
+    let (h, i, layers, positions) = (16, 32, 2, 64);
+    let mut shapes: Vec<(String, Vec<usize>, Init)> = vec![
+        (
+            "embeddings.word_embeddings.weight".into(),
+            vec![vocab_size, h],
+            Init::Spread(1.7),
+        ),
+        (
+            "embeddings.position_embeddings.weight".into(),
+            vec![positions, h],
+            Init::Spread(1.7),
+        ),
+        (
+            "embeddings.token_type_embeddings.weight".into(),
+            vec![2, h],
+            Init::Spread(1.7),
+        ),
+        ("embeddings.LayerNorm.weight".into(), vec![h], Init::One),
+        ("embeddings.LayerNorm.bias".into(), vec![h], Init::Zero),
+    ];
+    for l in 0..layers {
+        let at = format!("encoder.layer.{l}");
+        let mut linear = |name: String, n_out: usize, n_in: usize| {
+            let r = 1.0 / (n_in as f32).sqrt();
+            shapes.push((format!("{name}.weight"), vec![n_out, n_in], Init::Spread(r)));
+            shapes.push((format!("{name}.bias"), vec![n_out], Init::Spread(r)));
+        };
+        for part in ["query", "key", "value"] {
+            linear(format!("{at}.attention.self.{part}"), h, h);
+        }
+        linear(format!("{at}.attention.output.dense"), h, h);
+        linear(format!("{at}.intermediate.dense"), i, h);
+        linear(format!("{at}.output.dense"), h, i);
+        for norm in ["attention.output.LayerNorm", "output.LayerNorm"] {
+            shapes.push((format!("{at}.{norm}.weight"), vec![h], Init::One));
+            shapes.push((format!("{at}.{norm}.bias"), vec![h], Init::Zero));
+        }
+    }
+    // A fixed sequence (splitmix64): the same folder every time.
+    let mut state: u64 = 0x05EE_D0F5_747A;
+    let mut uniform = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    };
+    let data: Vec<(String, Vec<usize>, Vec<u8>)> = shapes
+        .into_iter()
+        .map(|(name, shape, init)| {
+            let n: usize = shape.iter().product();
+            let bytes = (0..n)
+                .flat_map(|_| {
+                    match init {
+                        Init::Spread(r) => uniform() * r,
+                        Init::One => 1.0,
+                        Init::Zero => 0.0,
+                    }
+                    .to_le_bytes()
+                })
+                .collect();
+            (name, shape, bytes)
+        })
+        .collect();
+    let views = data
+        .iter()
+        .map(|(name, shape, bytes)| {
+            safetensors::tensor::TensorView::new(Dtype::F32, shape.clone(), bytes)
+                .map(|v| (name.as_str(), v))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Error::Embedding(format!("tiny model: {e}")))?;
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))
         .map_err(|e| Error::Embedding(format!("tiny model: {e}")))?;
     Ok(())
+}
+
+/// How [`write_tiny_model`] sets a tensor's values.
+#[derive(Clone, Copy)]
+enum Init {
+    /// Uniform in ±r.
+    Spread(f32),
+    One,
+    Zero,
 }

@@ -511,6 +511,71 @@ mod local {
         "we", "moved", "to", "berlin", "the", "database", "is", "postgres", "lunch",
     ];
 
+    /// candle's `BertModel` over a model folder, padded per batch and
+    /// masked as sentence-transformers does: the reference strata's own
+    /// forward pass is held against (candle is a dev-dependency only).
+    fn reference_vectors(dir: &std::path::Path, texts: &[&str]) -> Vec<Vec<f32>> {
+        use candle_core::{DType, Device, Tensor};
+        use candle_transformers::models::bert::{BertModel, Config};
+        use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+        let json = |name: &str| -> Option<serde_json::Value> {
+            let text = std::fs::read_to_string(dir.join(name)).ok()?;
+            serde_json::from_str(&text).ok()
+        };
+        let config: Config = serde_json::from_value(json("config.json").unwrap()).unwrap();
+        let cls = json("1_Pooling/config.json")
+            .is_some_and(|p| p["pooling_mode_cls_token"].as_bool() == Some(true));
+        let seq = json("sentence_bert_config.json")
+            .and_then(|s| s["max_seq_length"].as_u64())
+            .map_or(256, |n| n as usize)
+            .min(config.max_position_embeddings);
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            pad_id: config.pad_token_id as u32,
+            ..PaddingParams::default()
+        }));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: seq,
+                ..TruncationParams::default()
+            }))
+            .unwrap();
+        let weights = std::fs::read(dir.join("model.safetensors")).unwrap();
+        let vb =
+            candle_nn::VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+                .unwrap();
+        let model = BertModel::load(vb, &config).unwrap();
+        let encodings = tokenizer.encode_batch(texts.to_vec(), true).unwrap();
+        let (n, len) = (encodings.len(), encodings[0].get_ids().len());
+        let ids: Vec<u32> = encodings
+            .iter()
+            .flat_map(|e| e.get_ids().to_vec())
+            .collect();
+        let mask: Vec<u32> = encodings
+            .iter()
+            .flat_map(|e| e.get_attention_mask().to_vec())
+            .collect();
+        let ids = Tensor::from_vec(ids, (n, len), &Device::Cpu).unwrap();
+        let mask = Tensor::from_vec(mask, (n, len), &Device::Cpu).unwrap();
+        let hidden = model
+            .forward(&ids, &ids.zeros_like().unwrap(), Some(&mask))
+            .unwrap();
+        let pooled = if cls {
+            hidden.narrow(1, 0, 1).unwrap().squeeze(1).unwrap()
+        } else {
+            let m = mask.to_dtype(DType::F32).unwrap().unsqueeze(2).unwrap();
+            let summed = hidden.broadcast_mul(&m).unwrap().sum(1).unwrap();
+            let counts = m.sum(1).unwrap().clamp(1e-9, f64::MAX).unwrap();
+            summed.broadcast_div(&counts).unwrap()
+        };
+        let mut out = pooled.to_vec2::<f32>().unwrap();
+        for v in &mut out {
+            strata::normalize(v);
+        }
+        out
+    }
+
     /// A folder holding a random tiny BERT over [`WORDS`].
     fn tiny_model() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
@@ -573,7 +638,7 @@ mod local {
         let mut c = EmbedderConfig::local(dir.path());
         c.batch_size = Some(3);
         let e = c.open().unwrap().unwrap();
-        let reference = strata::reference_vectors(dir.path(), &texts).unwrap();
+        let reference = reference_vectors(dir.path(), &texts);
         let all = e.embed(&texts, Purpose::Document).unwrap();
         assert_same_vectors(&texts, &all, &reference, 0.99999);
         let alone: Vec<Vec<f32>> = texts
@@ -616,6 +681,27 @@ mod local {
         );
         let err = open_with(&|c| c["vocab_size"] = serde_json::json!(99));
         assert!(err.contains("embeddings.word_embeddings.weight"), "{err}");
+        let err = open_with(&|c| c["hidden_act"] = serde_json::json!("swish"));
+        assert!(err.contains("hidden_act \"swish\""), "{err}");
+        let err = open_with(&|c| {
+            c.as_object_mut().unwrap().remove("hidden_size");
+        });
+        assert!(
+            err.contains("config.json") && err.contains("hidden_size"),
+            "{err}"
+        );
+        // Weights that are not a safetensors file.
+        std::fs::write(&cfg_path, &good).unwrap();
+        std::fs::write(
+            dir.path().join("model.safetensors"),
+            b"\x10\0\0\0\0\0\0\0{not json}",
+        )
+        .unwrap();
+        let err = EmbedderConfig::local(dir.path())
+            .open()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("model.safetensors"), "{err}");
     }
 
     /// A tokenizer that knows more words than the model: the folder opens
@@ -717,7 +803,7 @@ mod local {
             long.as_str(),
         ];
         let ours = emb.embed(&texts, Purpose::Document).unwrap();
-        let reference = strata::reference_vectors(&dir, &texts).unwrap();
+        let reference = reference_vectors(&dir, &texts);
         assert_same_vectors(&texts, &ours, &reference, 0.99999);
         the_default_floor_separates_related_from_unrelated(&e, &*emb);
     }
