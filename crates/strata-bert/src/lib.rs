@@ -18,7 +18,7 @@
 //! Measured on 2 vCPUs (AMD EPYC, AVX-512), all-MiniLM-L6-v2, one short
 //! question: p50 1.7 ms against candle's 8.2 ms; LoCoMo's 5,882 turns in
 //! 30 s against ~227 s (`strata bench --only vectors`, `strata eval
-//! locomo`; docs/performance.md).
+//! locomo`; docs/history/performance-log.md).
 
 use pulp::{Arch, Simd, WithSimd};
 

@@ -119,8 +119,8 @@ fn fts_remove(tx: &Connection, rowid: i64, content: &str, scope: &Scope) -> Resu
 /// without an active row last. FTS5 writes its pending changes out as a
 /// new segment whenever a change names a rowid below the one before it,
 /// so a batch of deletes taken in any other order writes (and later
-/// merges) a segment per memory (docs/performance.md, "Batches of
-/// deletes write one segment").
+/// merges) a segment per memory (docs/history/performance-log.md,
+/// "Batches of deletes write one segment").
 pub(super) fn in_row_order<'a>(
     tx: &Connection,
     ids: impl Iterator<Item = &'a str>,
