@@ -559,13 +559,14 @@ fn the_pages_examples_import_once() {
         ("chatgpt", "import-chatgpt", 2),
         ("claude", "import-claude", 2),
         ("markdown", "import-markdown", 1),
+        ("markdown", "import-basic-memory", 4),
         ("mem0", "import-mem0", 1),
     ] {
         let text = crate::formats::example(name);
         let file = if format == "markdown" {
-            std::fs::create_dir_all(e.path("vault")).unwrap();
-            write(&e.path("vault/billing-database.md"), &text);
-            e.path("vault")
+            std::fs::create_dir_all(e.path(name)).unwrap();
+            write(&e.path(name).join("note.md"), &text);
+            e.path(name)
         } else {
             write(&e.path(name), &text);
             e.path(name)
