@@ -71,6 +71,13 @@ pub struct LocomoOptions {
     /// a ranking idea can be tried on them without running the engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_question: Option<std::path::PathBuf>,
+    /// Notes written today into each conversation's scope before the
+    /// questions: the turns of the next conversation (other people, other
+    /// topics), as kind `note` with no session, created now. They answer
+    /// none of its questions; they test whether recency and importance bury
+    /// old history that matches under fresh notes that do not.
+    #[serde(default)]
+    pub fresh_notes: usize,
 }
 
 /// One question of `--per-question`: its evidence's ranks and the
@@ -127,6 +134,7 @@ impl Default for LocomoOptions {
             summary_share: 0.3,
             learn: false,
             per_question: None,
+            fresh_notes: 0,
         }
     }
 }
@@ -199,6 +207,14 @@ pub struct LocomoReport {
     pub overall: Metrics,
     /// Categories 1–4.
     pub overall_1_4: Metrics,
+    /// Categories 1–5 over the first half of the conversations (1–5 of
+    /// LoCoMo's ten) and the second: tune on one, report on the other.
+    #[serde(default)]
+    pub halves: Vec<Metrics>,
+    /// Fresh notes written into each conversation's scope
+    /// ([`LocomoOptions::fresh_notes`]).
+    #[serde(default)]
+    pub fresh_notes: usize,
     /// The context variant, by budget.
     pub context: Vec<ContextMetrics>,
     /// What learning did before the questions (with `learn`).
@@ -325,6 +341,7 @@ impl std::fmt::Display for Timing {
 /// One question's hits, for averaging.
 #[derive(Clone, Debug)]
 struct Scored {
+    conversation: usize,
     category: u8,
     recall: Vec<f64>,
     any: Vec<f64>,
@@ -451,6 +468,54 @@ fn load_conversation(
     Ok((scope, ids))
 }
 
+/// Writes `n` notes into each conversation's scope, created now: the turns
+/// of the next conversation in the file, as notes with no session (their
+/// keys start `fresh:`, so they are never evidence). Returns how many were
+/// written to each.
+fn write_fresh_notes(
+    engine: &Engine,
+    samples: &[serde_json::Value],
+    convs: &[(Scope, HashSet<String>)],
+    n: usize,
+) -> Result<usize> {
+    let mut written = 0;
+    for (i, (scope, _)) in convs.iter().enumerate() {
+        let other = (i + 1) % samples.len();
+        if other == i {
+            break;
+        }
+        let conv = samples[other]
+            .get("conversation")
+            .and_then(|c| c.as_object());
+        let mut batch = Vec::new();
+        let mut sessions: Vec<(usize, &serde_json::Value)> = conv
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.strip_prefix("session_")?.parse::<usize>().ok()?, v)))
+            .collect();
+        sessions.sort_by_key(|s| s.0);
+        'turns: for (_, turns) in sessions {
+            for t in turns.as_array().into_iter().flatten() {
+                if batch.len() == n {
+                    break 'turns;
+                }
+                let text = t.get("text").and_then(|x| x.as_str()).unwrap_or("");
+                if text.split_whitespace().count() < 4 {
+                    continue;
+                }
+                batch.push(
+                    NewMemory::new(scope.clone(), text)
+                        .kind(Kind::Note)
+                        .key(format!("fresh:{}", batch.len())),
+                );
+            }
+        }
+        written = batch.len();
+        engine.remember_batch(batch, Confirm::No)?;
+    }
+    Ok(written)
+}
+
 fn mean(v: impl Iterator<Item = f64>) -> f64 {
     let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
     if n == 0 { 0.0 } else { s / n as f64 }
@@ -515,6 +580,9 @@ pub fn locomo(
         let (scope, ids) = load_conversation(engine, i, s, !opts.reuse)?;
         rep.turns += ids.len();
         convs.push((scope, ids));
+    }
+    if opts.fresh_notes > 0 && !opts.reuse {
+        rep.fresh_notes = write_fresh_notes(engine, samples, &convs, opts.fresh_notes)?;
     }
     rep.timing.index_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -601,7 +669,8 @@ pub fn locomo(
                     .and_then(|()| std::io::Write::write_all(out, b"\n"))
                     .map_err(|e| invalid("per_question", e))?;
             }
-            let sq = measure(&keys, &ev, &opts.ks, category);
+            let mut sq = measure(&keys, &ev, &opts.ks, category);
+            sq.conversation = i;
             scored.push(sq);
 
             // The context variant.
@@ -695,6 +764,15 @@ pub fn locomo(
         .filter(|q| (1..=4).contains(&q.category))
         .collect();
     rep.overall_1_4 = aggregate(&opts.ks, &some);
+    let half = samples.len().div_ceil(2);
+    for first in [true, false] {
+        let qs: Vec<&Scored> = all
+            .iter()
+            .copied()
+            .filter(|q| (q.conversation < half) == first)
+            .collect();
+        rep.halves.push(aggregate(&opts.ks, &qs));
+    }
     for (b, budget) in opts.budgets.iter().enumerate() {
         let (rows, lat) = &mut ctx[b];
         let col = |i: usize| mean(rows.iter().map(|r| r[i]));
@@ -1019,6 +1097,7 @@ pub fn retrieval(
 fn measure(keys: &[&str], ev: &HashSet<&str>, ks: &[usize], category: u8) -> Scored {
     let ev_sessions: HashSet<&str> = ev.iter().map(|e| session_of(e)).collect();
     let mut sq = Scored {
+        conversation: 0,
         category,
         recall: Vec::new(),
         any: Vec::new(),

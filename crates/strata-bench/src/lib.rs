@@ -19,6 +19,7 @@
 
 mod bench;
 mod eval;
+mod floor;
 mod heldout;
 mod learn;
 mod out;
@@ -32,6 +33,7 @@ pub use eval::{
     CATEGORIES, Candidate, ContextMetrics, LocomoOptions, LocomoReport, Metrics, QuestionLine,
     RetrievalOptions, RetrievalReport, Timing, evidence_ids, locomo, parse_date, retrieval,
 };
+pub use floor::{FloorCandidate, FloorLine, FloorReport, FloorScore, relevance_floor};
 pub use heldout::{Found, HeldoutReport, learning_heldout};
 pub use learn::{DetectorScore, LearningOptions, LearningReport, LearningTiming, learning};
 pub use out::UsageError;

@@ -196,3 +196,74 @@ fn per_question_lines_say_where_the_evidence_ranked() {
         "{err}"
     );
 }
+
+/// Halves are the first and second half of the conversations; fresh notes
+/// land in every conversation's scope, created now, and are never evidence.
+#[test]
+fn halves_and_fresh_notes() {
+    let e = engine();
+    let opts = LocomoOptions {
+        ks: vec![1, 5],
+        budgets: vec![],
+        fresh_notes: 1,
+        ..LocomoOptions::default()
+    };
+    let rep = locomo(&e, &fixture(), &opts).unwrap();
+    assert_eq!(rep.halves.len(), 2);
+    assert_eq!(rep.halves[0].questions, 3);
+    assert_eq!(rep.halves[1].questions, 1);
+    assert_eq!(rep.fresh_notes, 1);
+    // conv-a holds conv-b's first turn, conv-b conv-a's.
+    let mut r = strata::Recall::new(
+        "Lisbon",
+        strata::View::scope(strata::Scope::parse("project/conv-a").unwrap()),
+    );
+    r.touch = false;
+    let hits = e.recall(&r).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].memory.kind, strata::Kind::Note);
+    assert!(hits[0].memory.key.as_deref().unwrap().starts_with("fresh:"));
+}
+
+/// The relevance-floor evaluation on a small file: an answer found, a
+/// question about nothing the notes hold answered "nothing relevant";
+/// an answer past the project's notes is refused by name.
+#[test]
+fn relevance_floor_on_a_small_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.json");
+    std::fs::write(
+        &good,
+        serde_json::json!({"about": "test", "projects": [{
+        "name": "bakery",
+        "notes": ["Flour comes from Wessex Mill every Wednesday", "The oven runs hot on the left"],
+        "questions": [
+            {"q": "when does the flour come?", "answer": 0, "type": "plain"},
+            {"q": "zebra quantum", "answer": null, "type": "off_topic"}
+        ]}]})
+        .to_string(),
+    )
+    .unwrap();
+    let rep = strata_bench::relevance_floor(&engine(), &[good.as_path()], None).unwrap();
+    assert_eq!((rep.projects, rep.notes), (1, 2));
+    assert_eq!(rep.by_type["plain"].found, 1);
+    assert_eq!(rep.by_type["off_topic"].nothing, 1);
+    assert_eq!((rep.answered_found, rep.unanswerable_nothing), (1.0, 1.0));
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        serde_json::json!({"projects": [{"name": "bakery", "notes": ["x"],
+            "questions": [{"q": "y", "answer": 3}]}]})
+        .to_string(),
+    )
+    .unwrap();
+    let err = strata_bench::relevance_floor(&engine(), &[bad.as_path()], None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("bakery") && err.contains("answer 3"), "{err}");
+    let err =
+        strata_bench::relevance_floor(&engine(), &[dir.path().join("none.json").as_path()], None)
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("none.json"), "{err}");
+}

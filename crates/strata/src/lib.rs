@@ -83,8 +83,8 @@ pub use audit::{
 // Ranking and filtering.
 pub use filter::{Field, Filter, Op, Scalar};
 pub use rank::{
-    DEFAULT_NEIGHBOUR_WEIGHT, DEFAULT_SESSION_WEIGHT, DEFAULT_TIME_WEIGHT, Fusion, RankConfig,
-    Relevance, ScoreParts, Signals, Strategy, Weights,
+    DEFAULT_NEIGHBOUR_WEIGHT, DEFAULT_SESSION_WEIGHT, DEFAULT_SIMILARITY_BAND, DEFAULT_TIME_WEIGHT,
+    Floor, Fusion, RankConfig, Relevance, ScoreParts, Signals, Strategy, Weights,
 };
 pub use text::query_terms;
 pub use when::month_number;

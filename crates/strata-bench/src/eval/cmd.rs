@@ -39,6 +39,15 @@ pub enum EvalCmd {
         after_help = "Examples:\n  strata eval learning-heldout crates/strata-bench/data/learning-heldout/report.json"
     )]
     LearningHeldout(HeldoutArgs),
+    /// The relevance floor on hand-written projects nobody tuned on
+    /// (crates/strata-bench/data/relevance-floor/): the note that answers a
+    /// question asked in other words found, and "nothing relevant" where no
+    /// note answers, per question type.
+    #[command(
+        name = "relevance-floor",
+        after_help = "Examples:\n  strata eval relevance-floor crates/strata-bench/data/relevance-floor/report.json"
+    )]
+    RelevanceFloor(FloorArgs),
     /// Trains the utterance classifier learning reads meaning with, on a
     /// labelled set of sentences, and writes its weights (cross-validated
     /// scores on standard output).
@@ -80,6 +89,23 @@ pub struct HeldoutArgs {
     /// Print what was missed or learned wrongly.
     #[arg(long)]
     pub misses: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FloorArgs {
+    /// Project files (the format is in data/relevance-floor/README.md).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// auto (the local model when installed), local or none.
+    #[arg(long, default_value = "auto")]
+    pub embedder: String,
+    /// Print each question that went wrong.
+    #[arg(long)]
+    pub misses: bool,
+    /// Write one JSON line per question to this file: every candidate's
+    /// similarity, text match and vector rank before the floor.
+    #[arg(long, value_name = "FILE")]
+    pub per_question: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -210,6 +236,11 @@ pub struct LocomoArgs {
     /// of what each buys. Reply context needs the turns embedded again.
     #[arg(long)]
     pub ablation: bool,
+    /// Write N notes dated now into each conversation's scope first (the
+    /// next conversation's turns: they answer none of its questions), to
+    /// see whether fresh notes bury old history that matches.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub fresh_notes: usize,
 }
 
 /// One idea of the ranking turned off.
@@ -439,6 +470,7 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         EvalCmd::Retrieval(a) => return run_retrieval(g, a),
         EvalCmd::Learning(a) => return run_learning(g, a),
         EvalCmd::LearningHeldout(a) => return run_heldout(g, a),
+        EvalCmd::RelevanceFloor(a) => return run_floor(g, a),
         EvalCmd::TrainUtterances(a) => return run_train(g, a),
         EvalCmd::Secrets(a) => return run_secrets(g, a),
     };
@@ -458,6 +490,7 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         summary_share: a.summary_share,
         learn: a.learn,
         per_question: a.per_question.clone(),
+        fresh_notes: a.fresh_notes,
     };
     let (mut engine, cfg, dir, tmp) = open(g, &a.common)?;
     let mut clock = None;
@@ -574,6 +607,46 @@ fn embedder_kind(name: &str) -> Result<strata::EmbedderKind> {
             ));
         }
     })
+}
+
+fn run_floor(g: &Env, a: FloorArgs) -> Result<()> {
+    let kind = embedder_kind(&a.embedder)?;
+    let scratch = crate::out::scratch("strata-eval-floor")?;
+    let mut cfg = (g.config)()?;
+    cfg.store = strata::Config::sqlite(scratch.path().join("floor.db")).store;
+    cfg.max_items = 0;
+    cfg.embedder.kind = kind;
+    let engine = strata::Engine::open(cfg)?;
+    let files: Vec<&std::path::Path> = a.files.iter().map(PathBuf::as_path).collect();
+    let rep = crate::floor::relevance_floor(&engine, &files, a.per_question.as_deref())?;
+    if g.json {
+        return output::json(&rep);
+    }
+    output::line(format!(
+        "strata eval relevance-floor — {} projects, {} notes, min_relevance {}",
+        rep.projects, rep.notes, rep.min_relevance
+    ))?;
+    output::line(format!(
+        "{:<11} {:>9} {:>7} {:>7} {:>9}",
+        "type", "questions", "first", "in top 5", "nothing"
+    ))?;
+    for (t, s) in &rep.by_type {
+        output::line(format!(
+            "{t:<11} {:>9} {:>7} {:>7} {:>9}",
+            s.questions, s.first, s.found, s.nothing
+        ))?;
+    }
+    output::line(format!(
+        "answer found in the top 5: {:.1} %; nothing relevant where no note answers: {:.1} %",
+        100.0 * rep.answered_found,
+        100.0 * rep.unanswerable_nothing
+    ))?;
+    if a.misses {
+        for m in &rep.misses {
+            output::line(format!("  {m}"))?;
+        }
+    }
+    Ok(())
 }
 
 fn run_heldout(g: &Env, a: HeldoutArgs) -> Result<()> {
@@ -838,6 +911,17 @@ fn print_report(rep: &crate::eval::LocomoReport, opts: &crate::eval::LocomoOptio
     }
     output::line(row("overall (1–5)", &rep.overall))?;
     output::line(row("overall (1–4)", &rep.overall_1_4))?;
+    if let [a, b] = rep.halves.as_slice() {
+        let half = rep.conversations.div_ceil(2);
+        output::line(row(&format!("convs 1–{half}"), a))?;
+        output::line(row(&format!("convs {}–{}", half + 1, rep.conversations), b))?;
+    }
+    if rep.fresh_notes > 0 {
+        output::line(format!(
+            "{} fresh notes (another conversation's turns, dated now) in each conversation's scope",
+            rep.fresh_notes
+        ))?;
+    }
     let mut all = String::from("all@k / session any@k (1–5):");
     for k in &opts.ks {
         all.push_str(&format!(

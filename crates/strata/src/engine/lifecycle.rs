@@ -148,6 +148,7 @@ impl Engine {
                     Strategy::Importance,
                     &m,
                     &Relevance::default(),
+                    false,
                     now,
                 )
                 .effective_importance;

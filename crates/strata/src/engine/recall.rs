@@ -367,10 +367,11 @@ impl Engine {
         rank::fuse(&self.cfg.ranking, &mut cands);
         rank::prefer_named_time(&self.cfg.ranking, span, &mut cands);
         rank::share_with_neighbours(&self.cfg.ranking, &mut cands);
+        let queried = cands.iter().any(|(_, r)| r.fused > 0.0);
         let mut scored: Vec<(Signals, ScoreParts)> = cands
             .into_iter()
             .map(|(m, r)| {
-                let p = rank::score(&self.cfg.ranking, strategy, &m, &r, now);
+                let p = rank::score(&self.cfg.ranking, strategy, &m, &r, queried, now);
                 (m, p)
             })
             .collect();
@@ -397,11 +398,12 @@ impl Engine {
         rank::prefer_named_time(&self.cfg.ranking, span, &mut cands);
         // Why each passed is written before neighbours share (sharing
         // moves the relevance, not the evidence), and only when explained.
+        let floor = rank::Floor::over(&self.cfg.ranking, floor, &cands);
         let mut passed: Vec<(Signals, Relevance)> = Vec::new();
         let mut why: Vec<Option<String>> = Vec::new();
         for (m, r) in cands {
-            if r.passes(floor) {
-                why.push(explain.then(|| r.verdict(floor)));
+            if r.passes(&floor) {
+                why.push(explain.then(|| r.verdict(&floor)));
                 passed.push((m, r));
             }
         }
@@ -412,7 +414,7 @@ impl Engine {
             .into_iter()
             .zip(why)
             .map(|((m, r), why)| {
-                let mut p = rank::score(&self.cfg.ranking, strategy, &m, &r, now);
+                let mut p = rank::score(&self.cfg.ranking, strategy, &m, &r, true, now);
                 p.passed = why;
                 (m, p)
             })

@@ -4,7 +4,7 @@ use strata::{Kind, NewMemory, Recall, Strategy};
 
 use crate::harness::{MakeEngine, scope, view};
 
-backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, id_prefixes_name_one_memory, a_turn_beside_a_strong_match_shares_its_relevance, a_turn_of_the_conversation_that_matched_shares_its_relevance, a_memory_written_in_the_named_time_leads);
+backends!(engine: recency_with_a_query_orders_every_match, strategies_order_as_documented, ranking_is_deterministic, recall_records_access_unless_told_not_to, concurrent_recalls_lose_no_access, decay_lowers_old_memories, a_query_keeps_only_what_passes_the_floor, scores_read_as_scores, a_memory_without_a_kind_ranks_neutrally, id_prefixes_name_one_memory, a_turn_beside_a_strong_match_shares_its_relevance, a_turn_of_the_conversation_that_matched_shares_its_relevance, a_memory_written_in_the_named_time_leads, imported_history_that_matches_is_not_buried_by_fresh_notes);
 
 /// A conversation turn in `project/a`, in `session`.
 fn turn(e: &strata::Engine, session: &str, text: &str) -> strata::Memory {
@@ -594,4 +594,60 @@ fn a_memory_written_in_the_named_time_leads(make: MakeEngine) {
         let err = strata::Engine::open(cfg).unwrap_err().to_string();
         assert!(err.contains("ranking.time_weight"), "{err}");
     }
+}
+
+/// Issue 56: a year-old imported turn that matches the question almost
+/// exactly ranks over today's notes that match it barely, under the
+/// default strategy; among equal matches the fresh one leads.
+fn imported_history_that_matches_is_not_buried_by_fresh_notes(make: MakeEngine) {
+    let e = make(&|_| {});
+    let then: jiff::Timestamp = "2024-03-05T10:00:00Z".parse().unwrap();
+    let old = e
+        .remember(
+            NewMemory::new(
+                scope("project/a"),
+                "We picked Postgres as the database for the billing ledger",
+            )
+            .kind(Kind::Conversation)
+            .session("chat-2024")
+            .created_at(then),
+        )
+        .unwrap();
+    for text in [
+        "The ledger export runs nightly",
+        "Billing emails go out on the first",
+        "Standup moved to 9:30",
+    ] {
+        e.remember(
+            NewMemory::new(scope("project/a"), text)
+                .kind(Kind::Note)
+                .importance(0.8),
+        )
+        .unwrap();
+    }
+    let mut r = Recall::new(
+        "which database for the billing ledger?",
+        view(&["project/a"]),
+    );
+    r.explain = true;
+    let hits = e.recall(&r).unwrap();
+    assert_eq!(
+        hits[0].memory.id,
+        old.id,
+        "{:#?}",
+        hits.iter().map(|h| &h.memory.content).collect::<Vec<_>>()
+    );
+    // The same words written today lead the old turn.
+    let fresh = e
+        .remember(
+            NewMemory::new(
+                scope("project/a"),
+                "We picked Postgres as the database for the billing ledger",
+            )
+            .kind(Kind::Conversation),
+        )
+        .unwrap();
+    let hits = e.recall(&r).unwrap();
+    assert_eq!(hits[0].memory.id, fresh.id);
+    assert_eq!(hits[1].memory.id, old.id);
 }

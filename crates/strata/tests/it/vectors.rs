@@ -138,12 +138,25 @@ fn fusion_ranks_both_lists(make: MakeEngine<'_>) {
     let text_only = remember(&e, "project/a", "Storage closet keys are at the desk");
     remember(&e, "project/a", "Lunch was pasta today");
     e.embed_pending(None, usize::MAX).unwrap();
-    let ids: Vec<String> = recall(&e, "database storage", &["project/a"], Strategy::Relevance)
+    let mut r = Recall::new("database storage", view(&["project/a"]));
+    r.strategy = Some(Strategy::Relevance);
+    r.min_relevance = Some(0.0);
+    let ids: Vec<String> = e
+        .recall(&r)
+        .unwrap()
         .into_iter()
         .map(|h| h.memory.id)
         .collect();
     assert_eq!(ids[0], both, "in both lists first");
     assert!(ids.contains(&vec_only) && ids.contains(&text_only));
+    // Under the floor, a lone shared word with a memory about something
+    // else (similarity under half the floor) is no match.
+    let ids: Vec<String> = recall(&e, "database storage", &["project/a"], Strategy::Relevance)
+        .into_iter()
+        .map(|h| h.memory.id)
+        .collect();
+    assert!(ids.contains(&both) && ids.contains(&vec_only));
+    assert!(!ids.contains(&text_only), "{ids:?}");
 }
 
 fn vector_search_stays_in_view_and_filter(make: MakeEngine<'_>) {
@@ -918,6 +931,65 @@ mod local {
         );
         let mut r = Recall::new("how tall is mount everest?", view(&["project/a"]));
         r.touch = false;
+        assert!(e.recall(&r).unwrap().is_empty());
+    }
+
+    /// Issue 56: "when do we ship?" finds the deploy note, whose
+    /// similarity (about 0.24) is under the floor's 0.3 but the best in
+    /// the view (`ranking.similarity_band`); a question about nothing the
+    /// view holds still finds nothing, shared word or not.
+    #[test]
+    fn the_real_model_finds_the_nearest_paraphrase_under_the_floor() {
+        let dir = std::env::var_os("STRATA_TEST_MODEL_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(strata::default_model_dir);
+        if !dir.join("model.safetensors").is_file() {
+            eprintln!("skipped: no model at {}", dir.display());
+            return;
+        }
+        let c = strata::Config {
+            embedder: EmbedderConfig::local(&dir),
+            ..strata::Config::in_memory()
+        };
+        let e = Engine::open(c).unwrap();
+        let deploys = remember(
+            &e,
+            "project/a",
+            "Deploys happen every Tuesday after the stand-up",
+        );
+        for text in [
+            "The billing service uses PostgreSQL",
+            "Lunch was pasta today",
+            "Sam edits everything in Neovim",
+            "Uploads are limited to 25 MB per file",
+        ] {
+            remember(&e, "project/a", text);
+        }
+        e.embed_pending(None, usize::MAX).unwrap();
+        let mut r = Recall::new("when do we ship?", view(&["project/a"]));
+        r.touch = false;
+        r.explain = true;
+        let hits = e.recall(&r).unwrap();
+        assert_eq!(hits[0].memory.id, deploys);
+        let why = hits[0].explain.as_ref().unwrap().passed.clone().unwrap();
+        assert!(why.contains("similarity_band"), "{why}");
+        // Off: the floor's fixed similarity alone hides it.
+        r.min_relevance = None;
+        let mut off = e.config().clone();
+        off.ranking.similarity_band = 0.0;
+        let strict = Engine::open(strata::Config {
+            store: strata::Config::in_memory().store,
+            ..off
+        })
+        .unwrap();
+        remember(
+            &strict,
+            "project/a",
+            "Deploys happen every Tuesday after the stand-up",
+        );
+        strict.embed_pending(None, usize::MAX).unwrap();
+        assert!(strict.recall(&r).unwrap().is_empty());
+        let r = Recall::new("how tall is mount everest?", view(&["project/a"]));
         assert!(e.recall(&r).unwrap().is_empty());
     }
 }
