@@ -328,6 +328,12 @@ struct VectorBench {
     /// The local model, when installed: one query's embedding.
     #[serde(skip_serializing_if = "Option::is_none")]
     embed_query: Option<Latency>,
+    /// Embedding a dialogue context of about 500 model tokens as a query.
+    #[serde(default)]
+    embed_context: Option<Latency>,
+    /// Its length in model tokens (the mean).
+    #[serde(default)]
+    embed_context_tokens: Option<usize>,
     /// The local model: documents per second (batched).
     #[serde(skip_serializing_if = "Option::is_none")]
     embed_docs_per_sec: Option<f64>,
@@ -1508,6 +1514,12 @@ fn print_report(json: bool, rep: &Report) -> Result<()> {
         match (&v.embed_query, v.embed_docs_per_sec, &v.model) {
             (Some(q), Some(d), Some(m)) => {
                 output::line(lat_line("embed query", q))?;
+                if let (Some(c), Some(n)) = (&v.embed_context, v.embed_context_tokens) {
+                    output::line(lat_line("embed context", c))?;
+                    output::line(format!(
+                        "                   a dialogue of ~{n} tokens (cl100k) as the query; the model reads its last `query_max_tokens`"
+                    ))?;
+                }
                 output::line(format!(
                     "                   {m}: {d:.0} documents/s (batched: texts end to end, one thread per core)"
                 ))?;
@@ -2012,6 +2024,7 @@ fn vector_bench(
     drop(indexed);
     // The real model, when installed.
     let (mut embed_query, mut embed_docs_per_sec, mut model) = (None, None, None);
+    let (mut embed_context, mut embed_context_tokens) = (None, None);
     let local = strata::EmbedderConfig::default();
     if local.model_dir().join("model.safetensors").is_file()
         && a.embed_texts > 0
@@ -2032,6 +2045,26 @@ fn vector_bench(
             lat.push(t.elapsed());
         }
         embed_query = Some(latency(lat));
+        // An agent's query: its recent dialogue, then what it asks.
+        let counter = strata::TokenCounter::new("cl100k_base")?;
+        let mut lat = Vec::new();
+        let mut tokens = 0;
+        for i in 0..a.queries.min(200) {
+            let mut q = String::new();
+            for who in ["user", "assistant"].iter().cycle() {
+                if counter.count(&q) >= 480 {
+                    break;
+                }
+                q.push_str(&format!("{who}: {}\n", datagen.sentence()));
+            }
+            q.push_str(&datagen.query());
+            tokens += counter.count(&q) as usize;
+            let t = Instant::now();
+            e.embed(&[&q], strata::Purpose::Query)?;
+            lat.push(t.elapsed());
+            embed_context_tokens = Some(tokens / (i + 1));
+        }
+        embed_context = Some(latency(lat));
         model = Some(e.model().to_string());
     }
     Ok(VectorBench {
@@ -2042,6 +2075,8 @@ fn vector_bench(
         index_build_seconds,
         set_per_sec,
         embed_query,
+        embed_context,
+        embed_context_tokens,
         embed_docs_per_sec,
         model,
     })

@@ -78,6 +78,13 @@ pub struct LocomoOptions {
     /// old history that matches under fresh notes that do not.
     #[serde(default)]
     pub fresh_notes: usize,
+    /// Ask each question as an agent sends its recent dialogue: the N turns
+    /// said just before the question's first evidence turn (`speaker:
+    /// text` lines), then the question; a long query whose intent is at
+    /// its end. Those turns are what the agent holds already: they are
+    /// left out of the ranks. 0 asks the question alone.
+    #[serde(default)]
+    pub context_turns: usize,
 }
 
 /// One question of `--per-question`: its evidence's ranks and the
@@ -135,6 +142,7 @@ impl Default for LocomoOptions {
             learn: false,
             per_question: None,
             fresh_notes: 0,
+            context_turns: 0,
         }
     }
 }
@@ -215,6 +223,10 @@ pub struct LocomoReport {
     /// ([`LocomoOptions::fresh_notes`]).
     #[serde(default)]
     pub fresh_notes: usize,
+    /// Turns of context before each question
+    /// ([`LocomoOptions::context_turns`]).
+    #[serde(default)]
+    pub context_turns: usize,
     /// The context variant, by budget.
     pub context: Vec<ContextMetrics>,
     /// What learning did before the questions (with `learn`).
@@ -237,6 +249,9 @@ pub struct Ablation {
     pub overall: Metrics,
     /// By category number.
     pub by_category: BTreeMap<u8, Metrics>,
+    /// Categories 1–5 over each half of the conversations.
+    #[serde(default)]
+    pub halves: Vec<Metrics>,
 }
 
 /// What a benchmark run cost.
@@ -468,6 +483,32 @@ fn load_conversation(
     Ok((scope, ids))
 }
 
+/// A conversation's turns in order: each `dia_id` with its `speaker:
+/// text` line (ending in a new line).
+fn turn_lines(sample: &serde_json::Value) -> Vec<(String, String)> {
+    let Some(conv) = sample.get("conversation").and_then(|c| c.as_object()) else {
+        return Vec::new();
+    };
+    let mut sessions: Vec<(usize, &serde_json::Value)> = conv
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("session_")?.parse::<usize>().ok()?, v)))
+        .collect();
+    sessions.sort_by_key(|s| s.0);
+    sessions
+        .iter()
+        .flat_map(|(_, t)| t.as_array().into_iter().flatten())
+        .map(|t| {
+            let dia = t.get("dia_id").and_then(|x| x.as_str()).unwrap_or("");
+            let who = t
+                .get("speaker")
+                .and_then(|x| x.as_str())
+                .unwrap_or("someone");
+            let text = t.get("text").and_then(|x| x.as_str()).unwrap_or("");
+            (dia.to_string(), format!("{who}: {text}\n"))
+        })
+        .collect()
+}
+
 /// Writes `n` notes into each conversation's scope, created now: the turns
 /// of the next conversation in the file, as notes with no session (their
 /// keys start `fresh:`, so they are never evidence). Returns how many were
@@ -592,6 +633,7 @@ pub fn locomo(
     if opts.learn {
         rep.learned = Some(engine.learn()?);
     }
+    rep.context_turns = opts.context_turns;
     let mut embed_latencies = Vec::new();
 
     let counter = engine.token_counter();
@@ -606,6 +648,11 @@ pub fn locomo(
         .collect();
     for (i, s) in samples.iter().enumerate() {
         let (scope, turn_ids) = &convs[i];
+        let lines = if opts.context_turns > 0 {
+            turn_lines(s)
+        } else {
+            Vec::new()
+        };
         let qa = field(s, &format!("[{i}]"), "qa")?
             .as_array()
             .ok_or_else(|| invalid(format!("[{i}].qa"), "not a list"))?;
@@ -615,9 +662,21 @@ pub fn locomo(
             .take(opts.max_questions.unwrap_or(usize::MAX))
         {
             let qp = format!("[{i}].qa[{j}]");
-            let question = field(q, &qp, "question")?.as_str().unwrap_or("");
+            let asked = field(q, &qp, "question")?.as_str().unwrap_or("");
             let category = field(q, &qp, "category")?.as_u64().unwrap_or(0) as u8;
             let evidence = evidence_ids(q.get("evidence").unwrap_or(&serde_json::Value::Null));
+            // With context: the turns said just before the first evidence
+            // turn, then the question; those turns are what the agent
+            // already holds, so they are left out of the ranks.
+            let first = lines.iter().position(|(d, _)| evidence.contains(d));
+            let said: &[(String, String)] = match first {
+                Some(k) => &lines[k.saturating_sub(opts.context_turns)..k],
+                None => &[],
+            };
+            let mut with_context: String = said.iter().map(|(_, l)| l.as_str()).collect();
+            with_context.push_str(asked);
+            let question = with_context.as_str();
+            let held: HashSet<&str> = said.iter().map(|(d, _)| d.as_str()).collect();
             if evidence.is_empty() {
                 rep.no_evidence += 1;
                 continue;
@@ -661,6 +720,7 @@ pub fn locomo(
             let keys: Vec<&str> = hits
                 .iter()
                 .map(|h| h.memory.key.as_deref().unwrap_or(""))
+                .filter(|k| !held.contains(k))
                 .collect();
             if let Some(out) = per_question.as_mut() {
                 let line = question_line(engine, &r, i, category, &evidence, &keys)?;

@@ -267,3 +267,52 @@ fn relevance_floor_on_a_small_file() {
             .to_string();
     assert!(err.contains("none.json"), "{err}");
 }
+
+/// With context, each question is asked after the turns said just before
+/// its evidence, and those turns never count among the results.
+#[test]
+fn context_turns_come_before_the_question_and_leave_the_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.jsonl");
+    let opts = LocomoOptions {
+        ks: vec![1, 5],
+        budgets: vec![],
+        context_turns: 1,
+        per_question: Some(path.clone()),
+        ..LocomoOptions::default()
+    };
+    let rep = locomo(&engine(), &fixture(), &opts).unwrap();
+    assert_eq!(rep.context_turns, 1);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // "What did Bob's kiln do?" (evidence D2:2) comes after D2:1.
+    let kiln = lines
+        .iter()
+        .find(|l| {
+            l["question"]
+                .as_str()
+                .unwrap()
+                .ends_with("What did Bob's kiln do?")
+        })
+        .unwrap();
+    assert!(
+        kiln["question"]
+            .as_str()
+            .unwrap()
+            .starts_with("Ann: Pixel learned to fetch")
+    );
+    let top: Vec<&str> = kiln["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert!(!top.contains(&"D2:1"), "{top:?}");
+    assert_eq!(top[0], "D2:2");
+    // The first turn has no turn before it: the question alone.
+    let pixel = lines.iter().find(|l| l["evidence"][0] == "D1:1").unwrap();
+    assert_eq!(pixel["question"], "What is the name of Ann's greyhound?");
+}

@@ -27,7 +27,19 @@ import json
 import sys
 
 
-def rank(line, vw=0.5, floor=0.3, wt=0.3, wn=0.3, ws=0.3, fuse=None, after=None):
+def passes(t, s, floor, best, band):
+    """Relevance::passes: the similarity reaches the floor; a text match
+    does, with half the floor's similarity when there is a vector; or the
+    similarity is within `band` of the best, itself at least 3/4 of the
+    floor."""
+    if s is not None and s >= floor:
+        return True
+    if t is not None and t >= floor and (s is None or s >= floor / 2):
+        return True
+    return s is not None and best is not None and band > 0 and best >= 0.75 * floor and s >= best - band
+
+
+def rank(line, vw=0.5, floor=0.3, wt=0.3, wn=0.3, ws=0.3, fuse=None, after=None, band=0.1):
     """The candidates' keys, best first, as the engine ranks them."""
     c = line["candidates"]
     bm = [x["bm25"] for x in c]
@@ -50,11 +62,8 @@ def rank(line, vw=0.5, floor=0.3, wt=0.3, wn=0.3, ws=0.3, fuse=None, after=None)
         f = [x * (1 + wt) if n and x > 0 else x for x, n in zip(f, named)]
         top = max(f)
         f = [x / top for x in f]
-    passed = [
-        i
-        for i in range(len(c))
-        if max(-1.0 if text[i] is None else text[i], -1.0 if sim[i] is None else sim[i]) >= floor
-    ]
+    best_sim = max(sims) if sims else None
+    passed = [i for i in range(len(c)) if passes(text[i], sim[i], floor, best_sim, band)]
     rel = {i: f[i] for i in passed}
     sessions = collections.defaultdict(list)
     for i in passed:

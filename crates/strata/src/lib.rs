@@ -109,8 +109,9 @@ pub use agent::{Agent, Depth, NodeRun, NodeSpec, Pipeline, WriteSpec};
 #[cfg(feature = "local-embed")]
 pub use embed::write_tiny_model;
 pub use embed::{
-    DEFAULT_MODEL, Embedder, EmbedderConfig, EmbedderKind, MINILM_PACKAGE, MINILM_SHA256,
-    NO_LOCAL_EMBED, Purpose, default_model_dir, dot, file_sha256, normalize,
+    DEFAULT_MODEL, DEFAULT_QUERY_MAX_TOKENS, Embedder, EmbedderConfig, EmbedderKind,
+    MINILM_PACKAGE, MINILM_SHA256, NO_LOCAL_EMBED, Purpose, default_model_dir, dot, file_sha256,
+    normalize,
 };
 
 // Storage: the store traits (a backend implements them and passes the

@@ -241,6 +241,12 @@ pub struct LocomoArgs {
     /// see whether fresh notes bury old history that matches.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub fresh_notes: usize,
+    /// Ask each question after the N turns said just before its first
+    /// evidence turn (`speaker: text` lines), as an agent sends its recent
+    /// dialogue: long queries whose intent is at their end. Those turns
+    /// are left out of the ranks.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub context_turns: usize,
 }
 
 /// One idea of the ranking turned off.
@@ -259,7 +265,7 @@ struct Variant {
 }
 
 /// The ideas `--ablation` turns off, each alone.
-const VARIANTS: [Variant; 7] = [
+const VARIANTS: [Variant; 8] = [
     Variant {
         name: "without session neighbours",
         setting: "[ranking] neighbour_weight = 0",
@@ -300,6 +306,13 @@ const VARIANTS: [Variant; 7] = [
         setting: "[ranking] min_relevance = 0",
         change: |c| c.ranking.min_relevance = 0.0,
         vectors: false,
+        reembed: false,
+    },
+    Variant {
+        name: "without the similarity band",
+        setting: "[ranking] similarity_band = 0",
+        change: |c| c.ranking.similarity_band = 0.0,
+        vectors: true,
         reembed: false,
     },
     Variant {
@@ -359,6 +372,7 @@ fn ablation(
             setting: v.setting.into(),
             overall: rep.overall,
             by_category: rep.by_category,
+            halves: rep.halves,
         });
     }
     Ok(out)
@@ -491,6 +505,7 @@ pub fn eval(c: EvalCmd, json: bool, config: impl Fn() -> Result<strata::Config>)
         learn: a.learn,
         per_question: a.per_question.clone(),
         fresh_notes: a.fresh_notes,
+        context_turns: a.context_turns,
     };
     let (mut engine, cfg, dir, tmp) = open(g, &a.common)?;
     let mut clock = None;
@@ -916,6 +931,12 @@ fn print_report(rep: &crate::eval::LocomoReport, opts: &crate::eval::LocomoOptio
         output::line(row(&format!("convs 1–{half}"), a))?;
         output::line(row(&format!("convs {}–{}", half + 1, rep.conversations), b))?;
     }
+    if rep.context_turns > 0 {
+        output::line(format!(
+            "each question asked after the {} turns before its evidence (left out of the ranks)",
+            rep.context_turns
+        ))?;
+    }
     if rep.fresh_notes > 0 {
         output::line(format!(
             "{} fresh notes (another conversation's turns, dated now) in each conversation's scope",
@@ -970,7 +991,7 @@ fn print_report(rep: &crate::eval::LocomoReport, opts: &crate::eval::LocomoOptio
         let kc = if opts.ks.contains(&5) { 5 } else { opts.ks[0] };
         output::line("")?;
         output::line(format!(
-            "ablation: each idea turned off alone, the rest as above (categories 1–5; c1–c5: R@{kc} by category):"
+            "ablation: each idea turned off alone, the rest as above (categories 1–5; c1–c5: R@{kc} by category; h1, h2: R@{kc} over the first and second half of the conversations):"
         ))?;
         let mut head = format!("{:<30}", "");
         for k in &opts.ks {
@@ -980,29 +1001,40 @@ fn print_report(rep: &crate::eval::LocomoReport, opts: &crate::eval::LocomoOptio
         for (c, _) in crate::eval::CATEGORIES {
             head.push_str(&format!("{:>7}", format!("c{c}")));
         }
+        head.push_str(&format!("{:>7}{:>7}", "h1", "h2"));
         output::line(format!("{head}  setting"))?;
         let r =
             |m: &crate::eval::Metrics, k: usize| 100.0 * m.recall.get(&k).copied().unwrap_or(0.0);
-        let row =
-            |name: &str, o: &crate::eval::Metrics, by: &BTreeMap<u8, crate::eval::Metrics>| {
-                let mut s = format!("{name:<30}");
-                for k in &opts.ks {
-                    s.push_str(&format!("{:>7.1}", r(o, *k)));
+        let row = |name: &str,
+                   o: &crate::eval::Metrics,
+                   by: &BTreeMap<u8, crate::eval::Metrics>,
+                   halves: &[crate::eval::Metrics]| {
+            let mut s = format!("{name:<30}");
+            for k in &opts.ks {
+                s.push_str(&format!("{:>7.1}", r(o, *k)));
+            }
+            s.push_str(&format!("{:>8.3}", o.mrr));
+            for (c, _) in crate::eval::CATEGORIES {
+                match by.get(&c) {
+                    Some(m) => s.push_str(&format!("{:>7.1}", r(m, kc))),
+                    None => s.push_str(&format!("{:>7}", "–")),
                 }
-                s.push_str(&format!("{:>8.3}", o.mrr));
-                for (c, _) in crate::eval::CATEGORIES {
-                    match by.get(&c) {
-                        Some(m) => s.push_str(&format!("{:>7.1}", r(m, kc))),
-                        None => s.push_str(&format!("{:>7}", "–")),
-                    }
-                }
-                s
-            };
-        output::line(row("as configured", &rep.overall, &rep.by_category))?;
+            }
+            for h in halves {
+                s.push_str(&format!("{:>7.1}", r(h, kc)));
+            }
+            s
+        };
+        output::line(row(
+            "as configured",
+            &rep.overall,
+            &rep.by_category,
+            &rep.halves,
+        ))?;
         for a in &rep.ablation {
             output::line(format!(
                 "{}  {}",
-                row(&a.variant, &a.overall, &a.by_category),
+                row(&a.variant, &a.overall, &a.by_category, &a.halves),
                 a.setting
             ))?;
         }

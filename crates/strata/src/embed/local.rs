@@ -38,6 +38,13 @@ pub struct LocalEmbedder {
     model: Bert,
     /// Cuts inputs at `max_seq_length` (special tokens included).
     tokenizer: Tokenizer,
+    /// The same, cutting nothing: where a long query's last tokens start.
+    untruncated: Tokenizer,
+    /// Tokens of a query's own text that are kept, its last ones
+    /// (`query_max_tokens` less the special tokens and the model's query
+    /// prefix): an agent's long query (its recent dialogue) ends with what
+    /// it asks, and a query then costs what a short one does.
+    query_keep: usize,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -188,6 +195,7 @@ impl LocalEmbedder {
     pub fn open(
         dir: &Path,
         max_tokens: Option<usize>,
+        query_max_tokens: usize,
         batch_size: Option<usize>,
     ) -> Result<LocalEmbedder, Error> {
         let Folder {
@@ -195,6 +203,10 @@ impl LocalEmbedder {
             pooling,
             tokenizer,
         } = Folder::read(dir, max_tokens)?;
+        let mut untruncated = tokenizer.clone();
+        untruncated
+            .with_truncation(None)
+            .map_err(|e| model_err(dir, format!("tokenizer.json: {e}")))?;
         // The file's bytes are read once; each tensor is a view into them
         // until it is packed.
         let bytes = std::fs::read(dir.join("model.safetensors"))
@@ -237,6 +249,15 @@ impl LocalEmbedder {
             .to_ascii_lowercase()
             .contains("e5")
             .then(|| ("query: ".to_string(), "passage: ".to_string()));
+        // What a query's text may keep: the limit less what surrounds it.
+        let around = |text: &str| {
+            untruncated
+                .encode(text, true)
+                .map(|e| e.len())
+                .map_err(|e| model_err(dir, format!("tokenizer.json: {e}")))
+        };
+        let q = prefix.as_ref().map_or("", |p| p.0.as_str());
+        let query_keep = query_max_tokens.saturating_sub(around(q)?).max(1);
         Ok(LocalEmbedder {
             model_id: name,
             dir: dir.to_path_buf(),
@@ -246,7 +267,24 @@ impl LocalEmbedder {
             prefix,
             model,
             tokenizer,
+            untruncated,
+            query_keep,
         })
+    }
+
+    /// A query's last `query_keep` tokens, cut where a token starts (the
+    /// whole query when it is shorter).
+    fn tail<'a>(&self, query: &'a str) -> Result<&'a str, Error> {
+        let enc = self
+            .untruncated
+            .encode(query, false)
+            .map_err(|e| Error::Embedding(format!("{}: {e}", self.model_id)))?;
+        let n = enc.len();
+        if n <= self.query_keep {
+            return Ok(query);
+        }
+        let start = enc.get_offsets()[n - self.query_keep].0;
+        Ok(query.get(start..).unwrap_or(query))
     }
 
     fn run_batch(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, Error> {
@@ -326,7 +364,17 @@ impl Embedder for LocalEmbedder {
     }
 
     fn embed(&self, texts: &[&str], purpose: Purpose) -> Result<Vec<Vec<f32>>, Error> {
-        let texts = self.prefixed(texts, purpose);
+        let cut: Vec<&str>;
+        let texts = match purpose {
+            Purpose::Query => {
+                cut = texts
+                    .iter()
+                    .map(|t| self.tail(t))
+                    .collect::<Result<_, _>>()?;
+                self.prefixed(&cut, purpose)
+            }
+            Purpose::Document => self.prefixed(texts, purpose),
+        };
         if texts.len() <= self.batch_size {
             return self.run_batch(texts);
         }

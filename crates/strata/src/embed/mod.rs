@@ -95,7 +95,16 @@ pub struct EmbedderConfig {
     /// true): a reply ("Yes, since last May!") means little alone.
     #[serde(default)]
     pub reply_context: Option<bool>,
+    /// Local: a query longer than this many model tokens is embedded from
+    /// its last ones (default 32): an agent's recent dialogue ends with
+    /// what it asks, and a long query costs what a short one does. Its
+    /// words all still go to text search.
+    #[serde(default)]
+    pub query_max_tokens: Option<usize>,
 }
+
+/// The default [`EmbedderConfig::query_max_tokens`].
+pub const DEFAULT_QUERY_MAX_TOKENS: usize = 32;
 
 /// The `kind` of [`EmbedderConfig`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,6 +181,9 @@ impl EmbedderConfig {
         if matches!(self.max_tokens, Some(n) if !(8..=8192).contains(&n)) {
             return bad("max_tokens", "must be between 8 and 8192");
         }
+        if matches!(self.query_max_tokens, Some(n) if !(8..=8192).contains(&n)) {
+            return bad("query_max_tokens", "must be between 8 and 8192");
+        }
         Ok(())
     }
 
@@ -196,7 +208,12 @@ impl EmbedderConfig {
 
     #[cfg(feature = "local-embed")]
     fn open_local(&self, dir: PathBuf) -> Result<Arc<dyn Embedder>, Error> {
-        let e = local::LocalEmbedder::open(&dir, self.max_tokens, self.batch_size)?;
+        let e = local::LocalEmbedder::open(
+            &dir,
+            self.max_tokens,
+            self.query_max_tokens.unwrap_or(DEFAULT_QUERY_MAX_TOKENS),
+            self.batch_size,
+        )?;
         Ok(Arc::new(e))
     }
 

@@ -619,6 +619,37 @@ mod local {
         assert!(strata::dot(&batch[0], &batch[1]) < 0.9999);
     }
 
+    /// A query longer than `query_max_tokens` is embedded from its last
+    /// tokens (its own text: what the model reads is the same as for that
+    /// tail alone); a shorter one, and every document, whole.
+    #[test]
+    fn a_long_query_is_read_from_its_end() {
+        let dir = tiny_model();
+        let mut c = EmbedderConfig::local(dir.path());
+        c.query_max_tokens = Some(8);
+        let e = c.open().unwrap().unwrap();
+        let tail = "we moved to berlin lunch the";
+        let long = format!("the database is postgres {tail}");
+        let q = |t: &str| e.embed(&[t], Purpose::Query).unwrap().remove(0);
+        let d = |t: &str| e.embed(&[t], Purpose::Document).unwrap().remove(0);
+        // [CLS] + 6 words + [SEP] = 8.
+        assert!(strata::dot(&q(&long), &q(tail)) > 0.9999);
+        assert!(strata::dot(&q(&long), &d(&long)) < 0.9999);
+        assert!(strata::dot(&q(tail), &d(tail)) > 0.9999);
+        let short = "the database is postgres";
+        assert!(strata::dot(&q(short), &d(short)) > 0.9999);
+        // The default (32) reads it whole.
+        let e = EmbedderConfig::local(dir.path()).open().unwrap().unwrap();
+        let q = |t: &str| e.embed(&[t], Purpose::Query).unwrap().remove(0);
+        assert!(strata::dot(&q(&long), &q(tail)) < 0.9999);
+        for bad in [0, 7, 9000] {
+            let mut c = EmbedderConfig::local(dir.path());
+            c.query_max_tokens = Some(bad);
+            let err = c.open().unwrap_err().to_string();
+            assert!(err.contains("query_max_tokens"), "{err}");
+        }
+    }
+
     /// Every vector of `ours` is `reference`'s, to float rounding.
     fn assert_same_vectors(texts: &[&str], ours: &[Vec<f32>], reference: &[Vec<f32>], floor: f32) {
         assert_eq!(ours.len(), reference.len());
