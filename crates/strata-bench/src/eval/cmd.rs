@@ -624,14 +624,24 @@ fn embedder_kind(name: &str) -> Result<strata::EmbedderKind> {
     })
 }
 
-fn run_floor(g: &Env, a: FloorArgs) -> Result<()> {
-    let kind = embedder_kind(&a.embedder)?;
-    let scratch = crate::out::scratch("strata-eval-floor")?;
+/// An engine over a scratch SQLite store with the base configuration and
+/// `embedder`, unbounded; the folder goes when the guard does.
+fn scratch_engine(
+    g: &Env,
+    name: &str,
+    embedder: &str,
+) -> Result<(strata::Engine, tempfile::TempDir)> {
+    let kind = embedder_kind(embedder)?;
+    let scratch = crate::out::scratch(&format!("strata-eval-{name}"))?;
     let mut cfg = (g.config)()?;
-    cfg.store = strata::Config::sqlite(scratch.path().join("floor.db")).store;
+    cfg.store = strata::Config::sqlite(scratch.path().join(format!("{name}.db"))).store;
     cfg.max_items = 0;
     cfg.embedder.kind = kind;
-    let engine = strata::Engine::open(cfg)?;
+    Ok((strata::Engine::open(cfg)?, scratch))
+}
+
+fn run_floor(g: &Env, a: FloorArgs) -> Result<()> {
+    let (engine, _scratch) = scratch_engine(g, "floor", &a.embedder)?;
     let files: Vec<&std::path::Path> = a.files.iter().map(PathBuf::as_path).collect();
     let rep = crate::floor::relevance_floor(&engine, &files, a.per_question.as_deref())?;
     if g.json {
@@ -665,13 +675,7 @@ fn run_floor(g: &Env, a: FloorArgs) -> Result<()> {
 }
 
 fn run_heldout(g: &Env, a: HeldoutArgs) -> Result<()> {
-    let kind = embedder_kind(&a.embedder)?;
-    let scratch = crate::out::scratch("strata-eval-heldout")?;
-    let mut cfg = (g.config)()?;
-    cfg.store = strata::Config::sqlite(scratch.path().join("heldout.db")).store;
-    cfg.max_items = 0;
-    cfg.embedder.kind = kind;
-    let engine = strata::Engine::open(cfg)?;
+    let (engine, _scratch) = scratch_engine(g, "heldout", &a.embedder)?;
     let files: Vec<&std::path::Path> = a.files.iter().map(PathBuf::as_path).collect();
     let rep = crate::heldout::learning_heldout(&engine, &files)?;
     if g.json {

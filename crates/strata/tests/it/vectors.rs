@@ -780,22 +780,30 @@ mod local {
         );
     }
 
-    /// The real all-MiniLM-L6-v2, when installed (`.ci/run` fetches it and
-    /// sets STRATA_TEST_MODEL_DIR, so CI always runs this).
-    #[test]
-    fn the_real_model_finds_paraphrases() {
+    /// An in-memory engine on the real all-MiniLM-L6-v2, when installed
+    /// (`.ci/run` fetches it and sets STRATA_TEST_MODEL_DIR, so CI always
+    /// has it).
+    fn real_model_engine() -> Option<(Engine, std::path::PathBuf)> {
         let dir = std::env::var_os("STRATA_TEST_MODEL_DIR")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(strata::default_model_dir);
         if !dir.join("model.safetensors").is_file() {
             eprintln!("skipped: no model at {}", dir.display());
-            return;
+            return None;
         }
         let c = strata::Config {
             embedder: EmbedderConfig::local(&dir),
             ..strata::Config::in_memory()
         };
-        let e = Engine::open(c).unwrap();
+        Some((Engine::open(c).unwrap(), dir))
+    }
+
+    /// The real model finds paraphrases.
+    #[test]
+    fn the_real_model_finds_paraphrases() {
+        let Some((e, dir)) = real_model_engine() else {
+            return;
+        };
         let emb = e.embedder().unwrap().unwrap();
         assert_eq!((emb.model(), emb.dim()), ("all-MiniLM-L6-v2", 384));
         let berlin = remember(&e, "project/a", "I relocated to Berlin last spring");
@@ -971,18 +979,9 @@ mod local {
     /// view holds still finds nothing, shared word or not.
     #[test]
     fn the_real_model_finds_the_nearest_paraphrase_under_the_floor() {
-        let dir = std::env::var_os("STRATA_TEST_MODEL_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(strata::default_model_dir);
-        if !dir.join("model.safetensors").is_file() {
-            eprintln!("skipped: no model at {}", dir.display());
+        let Some((e, _)) = real_model_engine() else {
             return;
-        }
-        let c = strata::Config {
-            embedder: EmbedderConfig::local(&dir),
-            ..strata::Config::in_memory()
         };
-        let e = Engine::open(c).unwrap();
         let deploys = remember(
             &e,
             "project/a",
