@@ -451,10 +451,11 @@ impl Relevance {
 
     /// Whether the evidence reaches `floor`.
     pub fn passes(&self, floor: &Floor) -> bool {
-        self.why_passed(floor).is_some()
+        self.passed_by(floor).is_some()
     }
 
-    /// Which evidence reaches `floor`, if any:
+    /// Which evidence reaches `floor`, if any (no allocation: a recall
+    /// asks this of every candidate):
     ///
     /// - its similarity reaches `min`;
     /// - its text match reaches `min`, and (when it has a vector) its
@@ -464,33 +465,20 @@ impl Relevance {
     ///   among the candidates, and that best reaches three quarters of
     ///   `min`: the question is about what the view holds, and this is
     ///   among its nearest memories even in other words.
-    fn why_passed(&self, floor: &Floor) -> Option<String> {
+    fn passed_by(&self, floor: &Floor) -> Option<Passed> {
         let min = floor.min;
         let sim = self.similarity.map(f64::from);
-        if let Some(s) = sim.filter(|s| *s >= min) {
-            return Some(format!("similarity {s:.3} ≥ min_relevance {min:.2}"));
+        if sim.is_some_and(|s| s >= min) {
+            return Some(Passed::Similarity);
         }
-        if let Some(t) = self.text_match.filter(|t| *t >= min) {
-            match sim {
-                Some(s) if s < min / 2.0 => {}
-                Some(s) => {
-                    return Some(format!(
-                        "text match {t:.3} ≥ min_relevance {min:.2}, similarity {s:.3} ≥ {:.2}",
-                        min / 2.0
-                    ));
-                }
-                None => return Some(format!("text match {t:.3} ≥ min_relevance {min:.2}")),
-            }
+        if self.text_match.is_some_and(|t| t >= min) && sim.is_none_or(|s| s >= min / 2.0) {
+            return Some(Passed::Text);
         }
         match (sim, floor.best_similarity) {
             (Some(s), Some(best))
                 if floor.band > 0.0 && best >= 0.75 * min && s >= best - floor.band =>
             {
-                Some(format!(
-                    "similarity {s:.3} within similarity_band {:.2} of the best, {best:.3} ≥ {:.3}",
-                    floor.band,
-                    0.75 * min
-                ))
+                Some(Passed::Band)
             }
             _ => None,
         }
@@ -500,14 +488,43 @@ impl Relevance {
     /// explanation of [`Relevance::passes`], written only when asked for
     /// (a recall weighs hundreds of candidates and explains ten at most).
     pub fn verdict(&self, floor: &Floor) -> String {
-        if let Some(why) = self.why_passed(floor) {
-            return why;
+        let min = floor.min;
+        let sim = self.similarity.map(f64::from).unwrap_or(0.0);
+        let text = self.text_match.unwrap_or(0.0);
+        match self.passed_by(floor) {
+            Some(Passed::Similarity) => {
+                return format!("similarity {sim:.3} ≥ min_relevance {min:.2}");
+            }
+            Some(Passed::Text) if self.similarity.is_some() => {
+                return format!(
+                    "text match {text:.3} ≥ min_relevance {min:.2}, similarity {sim:.3} ≥ {:.2}",
+                    min / 2.0
+                );
+            }
+            Some(Passed::Text) => return format!("text match {text:.3} ≥ min_relevance {min:.2}"),
+            Some(Passed::Band) => {
+                return format!(
+                    "similarity {sim:.3} within similarity_band {:.2} of the best, {:.3} ≥ {:.3}",
+                    floor.band,
+                    floor.best_similarity.unwrap_or(0.0),
+                    0.75 * min
+                );
+            }
+            None => {}
         }
         match self.evidence() {
             Some((what, x)) => format!("{what} {x:.3} < min_relevance {:.2}", floor.min),
             None => "no text match and no vector".into(),
         }
     }
+}
+
+/// Which rule of the floor a candidate passed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Passed {
+    Similarity,
+    Text,
+    Band,
 }
 
 /// The relevance floor of one recall (`ranking.min_relevance` and
