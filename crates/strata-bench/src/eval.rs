@@ -483,9 +483,9 @@ fn load_conversation(
     Ok((scope, ids))
 }
 
-/// A conversation's turns in order: each `dia_id` with its `speaker:
-/// text` line (ending in a new line).
-fn turn_lines(sample: &serde_json::Value) -> Vec<(String, String)> {
+/// A conversation's turns in order (sessions by number): each one's
+/// `dia_id`, speaker and text.
+fn turns(sample: &serde_json::Value) -> Vec<(&str, &str, &str)> {
     let Some(conv) = sample.get("conversation").and_then(|c| c.as_object()) else {
         return Vec::new();
     };
@@ -494,17 +494,18 @@ fn turn_lines(sample: &serde_json::Value) -> Vec<(String, String)> {
         .filter_map(|(k, v)| Some((k.strip_prefix("session_")?.parse::<usize>().ok()?, v)))
         .collect();
     sessions.sort_by_key(|s| s.0);
+    fn get<'a>(v: &'a serde_json::Value, k: &str) -> Option<&'a str> {
+        v.get(k).and_then(|x| x.as_str())
+    }
     sessions
-        .iter()
+        .into_iter()
         .flat_map(|(_, t)| t.as_array().into_iter().flatten())
         .map(|t| {
-            let dia = t.get("dia_id").and_then(|x| x.as_str()).unwrap_or("");
-            let who = t
-                .get("speaker")
-                .and_then(|x| x.as_str())
-                .unwrap_or("someone");
-            let text = t.get("text").and_then(|x| x.as_str()).unwrap_or("");
-            (dia.to_string(), format!("{who}: {text}\n"))
+            (
+                get(t, "dia_id").unwrap_or(""),
+                get(t, "speaker").unwrap_or("someone"),
+                get(t, "text").unwrap_or(""),
+            )
         })
         .collect()
 }
@@ -525,32 +526,18 @@ fn write_fresh_notes(
         if other == i {
             break;
         }
-        let conv = samples[other]
-            .get("conversation")
-            .and_then(|c| c.as_object());
-        let mut batch = Vec::new();
-        let mut sessions: Vec<(usize, &serde_json::Value)> = conv
+        let batch: Vec<NewMemory> = turns(&samples[other])
             .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.strip_prefix("session_")?.parse::<usize>().ok()?, v)))
+            .map(|(_, _, text)| text)
+            .filter(|text| text.split_whitespace().count() >= 4)
+            .take(n)
+            .enumerate()
+            .map(|(k, text)| {
+                NewMemory::new(scope.clone(), text)
+                    .kind(Kind::Note)
+                    .key(format!("fresh:{k}"))
+            })
             .collect();
-        sessions.sort_by_key(|s| s.0);
-        'turns: for (_, turns) in sessions {
-            for t in turns.as_array().into_iter().flatten() {
-                if batch.len() == n {
-                    break 'turns;
-                }
-                let text = t.get("text").and_then(|x| x.as_str()).unwrap_or("");
-                if text.split_whitespace().count() < 4 {
-                    continue;
-                }
-                batch.push(
-                    NewMemory::new(scope.clone(), text)
-                        .kind(Kind::Note)
-                        .key(format!("fresh:{}", batch.len())),
-                );
-            }
-        }
         written = batch.len();
         engine.remember_batch(batch, Confirm::No)?;
     }
@@ -648,8 +635,11 @@ pub fn locomo(
         .collect();
     for (i, s) in samples.iter().enumerate() {
         let (scope, turn_ids) = &convs[i];
-        let lines = if opts.context_turns > 0 {
-            turn_lines(s)
+        let lines: Vec<(&str, String)> = if opts.context_turns > 0 {
+            turns(s)
+                .into_iter()
+                .map(|(dia, who, text)| (dia, format!("{who}: {text}\n")))
+                .collect()
         } else {
             Vec::new()
         };
@@ -668,15 +658,17 @@ pub fn locomo(
             // With context: the turns said just before the first evidence
             // turn, then the question; those turns are what the agent
             // already holds, so they are left out of the ranks.
-            let first = lines.iter().position(|(d, _)| evidence.contains(d));
-            let said: &[(String, String)] = match first {
+            let first = lines
+                .iter()
+                .position(|(d, _)| evidence.iter().any(|e| e == d));
+            let said: &[(&str, String)] = match first {
                 Some(k) => &lines[k.saturating_sub(opts.context_turns)..k],
                 None => &[],
             };
             let mut with_context: String = said.iter().map(|(_, l)| l.as_str()).collect();
             with_context.push_str(asked);
             let question = with_context.as_str();
-            let held: HashSet<&str> = said.iter().map(|(d, _)| d.as_str()).collect();
+            let held: HashSet<&str> = said.iter().map(|(d, _)| *d).collect();
             if evidence.is_empty() {
                 rep.no_evidence += 1;
                 continue;

@@ -99,43 +99,48 @@ pub fn relevance_floor(
         min_relevance: engine.config().ranking.min_relevance,
         ..FloorReport::default()
     };
-    let mut asked: Vec<(Scope, Vec<String>, Question)> = Vec::new();
+    // Every file is read and checked before anything is stored.
+    let mut projects: Vec<(Scope, Project)> = Vec::new();
     for (f, path) in files.iter().enumerate() {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let file: File = serde_json::from_str(&text)
             .with_context(|| format!("{}: not a relevance-floor file", path.display()))?;
         for p in file.projects {
-            let scope = Scope::parse(&format!("project/f{f}-{}", p.name))?;
-            let batch = p
-                .notes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| {
-                    NewMemory::new(scope.clone(), n.clone())
-                        .kind(Kind::Note)
-                        .key(format!("n{i}"))
-                })
-                .collect();
-            engine.remember_batch(batch, Confirm::No)?;
-            rep.projects += 1;
-            rep.notes += p.notes.len();
-            for q in p.questions {
+            for q in &p.questions {
                 if let Some(a) = q.answer.filter(|&a| a >= p.notes.len()) {
                     bail!(
                         "{}: project {}, question {:?}: answer {a} is past its last note ({})",
                         path.display(),
                         p.name,
                         q.q,
-                        p.notes.len() - 1
+                        p.notes.len().saturating_sub(1)
                     );
                 }
-                asked.push((scope.clone(), p.notes.clone(), q));
             }
+            projects.push((Scope::parse(&format!("project/f{f}-{}", p.name))?, p));
         }
+    }
+    for (scope, p) in &projects {
+        let batch = p
+            .notes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                NewMemory::new(scope.clone(), n.clone())
+                    .kind(Kind::Note)
+                    .key(format!("n{i}"))
+            })
+            .collect();
+        engine.remember_batch(batch, Confirm::No)?;
+        rep.projects += 1;
+        rep.notes += p.notes.len();
     }
     engine.embed_all(&mut |_, _| {})?;
     let (mut found, mut answerable, mut nothing, mut unanswerable) = (0, 0, 0, 0);
+    let asked = projects
+        .iter()
+        .flat_map(|(scope, p)| p.questions.iter().map(move |q| (scope, &p.notes, q)));
     for (scope, notes, q) in asked {
         let mut r = Recall::new(q.q.clone(), View::scope(scope.clone()));
         r.limit = 5;

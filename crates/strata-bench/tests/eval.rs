@@ -257,10 +257,14 @@ fn relevance_floor_on_a_small_file() {
         .to_string(),
     )
     .unwrap();
-    let err = strata_bench::relevance_floor(&engine(), &[bad.as_path()], None)
+    // The good file first: nothing of it is stored when the bad one fails.
+    let e = engine();
+    let err = strata_bench::relevance_floor(&e, &[good.as_path(), bad.as_path()], None)
         .unwrap_err()
         .to_string();
     assert!(err.contains("bakery") && err.contains("answer 3"), "{err}");
+    let everything = strata::View::parse(&["project/**"]).unwrap();
+    assert!(e.list(&strata::List::new(everything)).unwrap().is_empty());
     let err =
         strata_bench::relevance_floor(&engine(), &[dir.path().join("none.json").as_path()], None)
             .unwrap_err()

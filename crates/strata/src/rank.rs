@@ -1195,6 +1195,14 @@ mod tests {
                 .to_string()
                 .contains("half_life_days")
         );
+        for band in [-0.1, 1.5, f64::NAN] {
+            let cfg = RankConfig {
+                similarity_band: band,
+                ..RankConfig::default()
+            };
+            let err = cfg.validate().unwrap_err().to_string();
+            assert!(err.contains("ranking.similarity_band"), "{err}");
+        }
         assert!(
             "fastest"
                 .parse::<Strategy>()
